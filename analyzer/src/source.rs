@@ -1,0 +1,1054 @@
+//! Capture files in: pcap and pcapng, streamed from a file or stdin, one [`Record`] at a time.
+//!
+//! pcap-parser's streaming readers own the buffer (a fixed few MiB, refilled as records are consumed, so memory
+//! does not grow with the file) and parse the blocks. Before a block reaches pcap-parser, this module checks its
+//! length fields against the data actually buffered and against sane limits: a streaming parser handed a record
+//! that claims 4 GB would otherwise wait for bytes that never come. Those checks are also what lets every error
+//! name the byte offset of the record at fault.
+//!
+//! Timestamps leave this module as nanoseconds since the epoch, whatever the file's resolution, because DCQCN
+//! timing is about microseconds and one unit everywhere removes a class of bugs downstream.
+
+mod error;
+mod link;
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use pcap_parser::traits::PcapReaderIterator;
+use pcap_parser::{
+    Block, EPB_MAGIC, IDB_MAGIC, ISB_MAGIC, LegacyPcapReader, PcapBlockOwned, PcapError,
+    PcapNGOption, PcapNGReader, SHB_MAGIC, SPB_MAGIC,
+};
+
+pub use error::{SourceError, SourceErrorKind};
+pub use link::LinkType;
+
+/// The largest captured length accepted for one packet (the usual libpcap maximum snapshot length).
+///
+/// Anything above is a corrupt length field, reported as [`SourceErrorKind::CaplenTooLarge`] before any byte of
+/// it is buffered.
+pub const MAX_CAPLEN: u32 = 256 * 1024;
+
+/// Size of the streaming buffer: large enough that refills are rare, small enough to never matter for memory.
+const BUFFER_SIZE: usize = 4 << 20;
+
+/// The buffer a reader starts with; it grows to [`BUFFER_SIZE`] once the stream proves longer. Most test and
+/// sample captures are tiny, and zeroing 4 MiB per open would dominate reading them.
+const INITIAL_BUFFER: usize = 64 << 10;
+
+/// The largest pcapng block we hand to pcap-parser (packet, interface, statistics and section blocks).
+///
+/// Other block types are skipped by length however long they are, so they need no limit.
+const MAX_PARSED_BLOCK: u32 = 1 << 20;
+
+const BOM_LE: u32 = 0x1A2B_3C4D;
+const BOM_BE: u32 = 0x4D3C_2B1A;
+
+/// Which kind of file is being read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Classic libpcap: one link type, microsecond or nanosecond timestamps.
+    Pcap {
+        /// The nanosecond magic number (`a1b23c4d`) rather than the microsecond one.
+        nanosecond: bool,
+        /// Written by a big-endian host; every header field is swapped.
+        big_endian: bool,
+    },
+    /// pcapng: sections, interfaces with their own link types and resolutions, statistics blocks.
+    Pcapng,
+}
+
+/// One capture interface (the single implicit one of a pcap file, or an IDB of a pcapng file).
+#[derive(Debug, Clone)]
+pub struct Interface {
+    /// How the packets of this interface are framed.
+    pub link: LinkType,
+    /// Snapshot length; 0 means unlimited.
+    pub snaplen: u32,
+    /// `if_name`, when the writer recorded one.
+    pub name: Option<String>,
+    /// Timestamp resolution as written in the file, for display: `"ns"`, `"µs"`, `"2^-20 s"`...
+    pub ts_resol_desc: String,
+}
+
+/// Drop counters from the last Interface Statistics Block seen for an interface.
+///
+/// They say whether a gap in sequence numbers is loss on the wire or loss in the capture.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IfStats {
+    /// `isb_ifrecv`: packets the interface received.
+    pub received: Option<u64>,
+    /// `isb_ifdrop`: packets the interface dropped (no buffer space, for instance).
+    pub dropped_iface: Option<u64>,
+    /// `isb_osdrop`: packets the operating system dropped.
+    pub dropped_os: Option<u64>,
+}
+
+/// One captured packet, borrowed from the reader's buffer until the next call.
+#[derive(Debug)]
+pub struct Record<'a> {
+    /// Index into [`CaptureReader::interfaces`] (over all sections, not relative to the packet's section).
+    pub iface: u32,
+    /// The interface's link type, repeated here because every consumer needs it.
+    pub link: LinkType,
+    /// Nanoseconds since the Unix epoch (saturating at both ends); 0 for a pcapng Simple Packet Block, which
+    /// carries no timestamp.
+    pub ts_ns: u64,
+    /// Bytes captured, `data.len()`.
+    pub caplen: u32,
+    /// Bytes the packet had on the wire.
+    pub len: u32,
+    /// The captured bytes.
+    pub data: &'a [u8],
+    /// Byte offset of the record's header in the file, so a finding can point at the exact frame.
+    pub offset: u64,
+}
+
+/// Streaming reader over a pcap or pcapng file.
+///
+/// After an error, every later call of [`CaptureReader::next_record`] returns `Ok(None)`: the error is reported
+/// once, and the records before it have already been returned.
+pub struct CaptureReader {
+    name: String,
+    engine: Box<dyn PcapReaderIterator + Send>,
+    format: Format,
+    /// Record header length and byte order of a pcap file (unused for pcapng).
+    pcap: PcapLayout,
+    interfaces: Vec<Interface>,
+    stats: Vec<IfStats>,
+    /// Parallel to `interfaces`: how to turn each one's timestamps into nanoseconds.
+    clocks: Vec<Clock>,
+    /// Index in `interfaces` of the current pcapng section's interface 0.
+    section_base: usize,
+    /// Byte order of the current pcapng section.
+    big_endian: bool,
+    /// File offset of the first byte of the engine's buffered data.
+    pos: u64,
+    /// The engine's buffer size.
+    capacity: usize,
+    /// Length of the record last returned; consumed at the next call, since the record borrows the buffer.
+    pending: usize,
+    /// Bytes of a skipped block still to be dropped, and where that block started.
+    skip: Option<(u64, u64, u32)>,
+    io_error: Arc<Mutex<Option<io::Error>>>,
+    done: bool,
+}
+
+impl std::fmt::Debug for CaptureReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaptureReader")
+            .field("name", &self.name)
+            .field("format", &self.format)
+            .field("interfaces", &self.interfaces)
+            .field("pos", &self.pos)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct PcapLayout {
+    header_len: usize,
+    big_endian: bool,
+    /// Nanoseconds per unit of the fractional timestamp field.
+    frac_ns: u64,
+}
+
+/// The fixed fields of an Enhanced Packet Block.
+struct Epb {
+    if_id: u32,
+    ticks: u64,
+    caplen: u32,
+    len: u32,
+}
+
+/// What the format-specific step found: a packet, described by positions in the buffer.
+struct Found {
+    iface: u32,
+    link: LinkType,
+    ts_ns: u64,
+    caplen: u32,
+    len: u32,
+    data_start: usize,
+    total: usize,
+}
+
+impl CaptureReader {
+    /// Opens a capture file; the path `-` reads standard input.
+    pub fn open(path: &Path) -> Result<Self, SourceError> {
+        if path.as_os_str() == "-" {
+            return Self::from_reader("-", Box::new(io::stdin()));
+        }
+        let name = path.display().to_string();
+        let fail = |kind| SourceError {
+            path: name.clone(),
+            offset: 0,
+            kind,
+        };
+        let file = File::open(path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => fail(SourceErrorKind::NotFound),
+            io::ErrorKind::IsADirectory => fail(SourceErrorKind::IsDirectory),
+            _ => fail(SourceErrorKind::Io(e)),
+        })?;
+        // Opening a directory succeeds on Linux; only the first read would fail, with a less helpful message.
+        match file.metadata() {
+            Ok(meta) if meta.is_dir() => return Err(fail(SourceErrorKind::IsDirectory)),
+            Ok(_) => {}
+            Err(e) => return Err(fail(SourceErrorKind::Io(e))),
+        }
+        Self::from_reader(&name, Box::new(file))
+    }
+
+    /// Reads a capture from any byte stream; `name` only labels errors.
+    pub fn from_reader(name: &str, mut r: Box<dyn Read + Send>) -> Result<Self, SourceError> {
+        let fail = |offset, kind| SourceError {
+            path: name.to_owned(),
+            offset,
+            kind,
+        };
+        let mut head = vec![0u8; 4];
+        let got = read_up_to(&mut *r, &mut head).map_err(|e| fail(0, SourceErrorKind::Io(e)))?;
+        if got == 0 {
+            return Err(fail(0, SourceErrorKind::Empty));
+        }
+        if got < 4 {
+            let kind = SourceErrorKind::Truncated {
+                what: "file magic number",
+                needed: 4,
+                have: got as u64,
+            };
+            return Err(fail(0, kind));
+        }
+        let magic = [head[0], head[1], head[2], head[3]];
+        let pcap_magic = match u32::from_le_bytes(magic) {
+            0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 | 0xa1b2_cd34 => true,
+            0x0A0D_0D0A => false,
+            _ => return Err(fail(0, SourceErrorKind::NotACapture { magic })),
+        };
+        // Read the whole first header ourselves: pcap-parser checks it from a single read, which a pipe may
+        // deliver in pieces.
+        let header_len = if pcap_magic {
+            24
+        } else {
+            head.resize(12, 0);
+            let got = 4 + read_up_to(&mut *r, head.get_mut(4..).unwrap_or_default())
+                .map_err(|e| fail(0, SourceErrorKind::Io(e)))?;
+            if got < 12 {
+                let kind = SourceErrorKind::Truncated {
+                    what: "section header block",
+                    needed: 28,
+                    have: got as u64,
+                };
+                return Err(fail(0, kind));
+            }
+            let big_endian = match u32_at(&head, 8, false) {
+                BOM_LE => false,
+                BOM_BE => true,
+                _ => {
+                    return Err(fail(
+                        0,
+                        SourceErrorKind::Malformed {
+                            what: "section header byte-order magic",
+                        },
+                    ));
+                }
+            };
+            let len = u32_at(&head, 4, big_endian);
+            if len < 28 || !len.is_multiple_of(4) || len > MAX_PARSED_BLOCK {
+                return Err(fail(
+                    0,
+                    SourceErrorKind::BadBlockLength {
+                        block_type: SHB_MAGIC,
+                        len,
+                    },
+                ));
+            }
+            len as usize
+        };
+        let have = head.len();
+        head.resize(header_len, 0);
+        let got = have
+            + read_up_to(&mut *r, head.get_mut(have..).unwrap_or_default())
+                .map_err(|e| fail(0, SourceErrorKind::Io(e)))?;
+        if got < header_len {
+            let what = if pcap_magic {
+                "pcap file header"
+            } else {
+                "section header block"
+            };
+            let kind = SourceErrorKind::Truncated {
+                what,
+                needed: header_len as u64,
+                have: got as u64,
+            };
+            return Err(fail(0, kind));
+        }
+
+        let io_error = Arc::new(Mutex::new(None));
+        let input = Input {
+            prefix: head,
+            at: 0,
+            inner: r,
+            error: Arc::clone(&io_error),
+        };
+        let mut reader = CaptureReader {
+            name: name.to_owned(),
+            engine: Box::new(EmptyEngine),
+            format: Format::Pcapng,
+            pcap: PcapLayout {
+                header_len: 16,
+                big_endian: false,
+                frac_ns: 1000,
+            },
+            interfaces: Vec::new(),
+            stats: Vec::new(),
+            clocks: Vec::new(),
+            section_base: 0,
+            big_endian: false,
+            pos: 0,
+            capacity: INITIAL_BUFFER.max(header_len),
+            pending: 0,
+            skip: None,
+            io_error,
+            done: false,
+        };
+        if pcap_magic {
+            reader.start_pcap(input)?;
+        } else {
+            // The section header stays in the buffer: `next_record` handles it like any later one.
+            let engine = PcapNGReader::new(reader.capacity, input).map_err(|_| {
+                fail(
+                    0,
+                    SourceErrorKind::Malformed {
+                        what: "section header block",
+                    },
+                )
+            })?;
+            reader.engine = Box::new(engine);
+        }
+        Ok(reader)
+    }
+
+    fn start_pcap(&mut self, input: Input) -> Result<(), SourceError> {
+        let malformed = |name: &str| SourceError {
+            path: name.to_owned(),
+            offset: 0,
+            kind: SourceErrorKind::Malformed {
+                what: "pcap file header",
+            },
+        };
+        let mut engine =
+            LegacyPcapReader::new(self.capacity, input).map_err(|_| malformed(&self.name))?;
+        let header = match engine.next() {
+            Ok((_, PcapBlockOwned::LegacyHeader(h))) => h,
+            _ => return Err(malformed(&self.name)),
+        };
+        let nanosecond = header.is_nanosecond_precision();
+        let big_endian = header.is_bigendian();
+        self.format = Format::Pcap {
+            nanosecond,
+            big_endian,
+        };
+        self.pcap = PcapLayout {
+            header_len: if header.is_modified_format() { 24 } else { 16 },
+            big_endian,
+            frac_ns: if nanosecond { 1 } else { 1000 },
+        };
+        // The upper bits of the link-type field carry FCS information, not the link type.
+        let link = LinkType((header.network.0 & 0xffff) as u16);
+        self.interfaces.push(Interface {
+            link,
+            snaplen: header.snaplen,
+            name: None,
+            ts_resol_desc: if nanosecond { "ns" } else { "µs" }.to_owned(),
+        });
+        self.stats.push(IfStats::default());
+        self.clocks.push(Clock {
+            scale: Scale::Mul(self.pcap.frac_ns),
+            offset_s: 0,
+        });
+        engine.consume_noshift(header.size());
+        self.pos = header.size() as u64;
+        self.engine = Box::new(engine);
+        Ok(())
+    }
+
+    /// The next packet, `Ok(None)` at a clean end of file (and after an error, see [`CaptureReader`]).
+    pub fn next_record(&mut self) -> Result<Option<Record<'_>>, SourceError> {
+        if self.done {
+            return Ok(None);
+        }
+        if self.pending > 0 {
+            self.consume(self.pending);
+            self.pending = 0;
+        }
+        let step = match self.format {
+            Format::Pcap { .. } => self.step_pcap(),
+            Format::Pcapng => self.step_pcapng(),
+        };
+        let found = match step {
+            Ok(Some(found)) => found,
+            Ok(None) => {
+                self.done = true;
+                return Ok(None);
+            }
+            Err((offset, kind)) => {
+                self.done = true;
+                return Err(SourceError {
+                    path: self.name.clone(),
+                    offset,
+                    kind,
+                });
+            }
+        };
+        let end = found.data_start + found.caplen as usize;
+        if end > self.engine.data().len() || found.total > self.engine.data().len() {
+            self.done = true;
+            let kind = SourceErrorKind::Malformed {
+                what: "packet record",
+            };
+            return Err(SourceError {
+                path: self.name.clone(),
+                offset: self.pos,
+                kind,
+            });
+        }
+        self.pending = found.total;
+        let data = self
+            .engine
+            .data()
+            .get(found.data_start..end)
+            .unwrap_or_default();
+        Ok(Some(Record {
+            iface: found.iface,
+            link: found.link,
+            ts_ns: found.ts_ns,
+            caplen: found.caplen,
+            len: found.len,
+            data,
+            offset: self.pos,
+        }))
+    }
+
+    /// pcap or pcapng, and for pcap the magic number's flavour.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Every interface seen so far, over all sections (a pcap file has exactly one).
+    pub fn interfaces(&self) -> &[Interface] {
+        &self.interfaces
+    }
+
+    /// Per interface (same indexes as [`CaptureReader::interfaces`]), the counters of the last statistics block.
+    pub fn if_stats(&self) -> &[IfStats] {
+        &self.stats
+    }
+
+    /// The name errors carry: the path, or `-` for stdin.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Bytes of the file consumed so far, including the last record returned.
+    pub fn bytes_read(&self) -> u64 {
+        self.pos + self.pending as u64
+    }
+
+    fn consume(&mut self, n: usize) {
+        // No shift here: the buffer is compacted only when refilled, once per few MiB instead of per record.
+        self.engine.consume_noshift(n);
+        self.pos += n as u64;
+    }
+
+    /// Reads more of the file into the buffer, for a block of `needed` bytes (at most [`MAX_PARSED_BLOCK`]).
+    fn refill(&mut self, needed: usize) -> Result<(), (u64, SourceErrorKind)> {
+        let before = self.engine.data().len();
+        let streamed = self.pos + before as u64;
+        if self.capacity < BUFFER_SIZE
+            && (needed > self.capacity || streamed >= self.capacity as u64)
+        {
+            self.capacity = BUFFER_SIZE.max(needed);
+            self.engine.grow(self.capacity);
+        }
+        if self.engine.refill().is_err() {
+            let err = self.io_error.lock().ok().and_then(|mut slot| slot.take());
+            let err = err.unwrap_or_else(|| io::Error::other("read failed"));
+            return Err((self.pos, SourceErrorKind::Io(err)));
+        }
+        if self.engine.data().len() == before && !self.engine.reader_exhausted() {
+            // Cannot happen with the length checks done before each refill; refuse rather than spin.
+            return Err((
+                self.pos,
+                SourceErrorKind::Malformed {
+                    what: "block larger than the read buffer",
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    fn step_pcap(&mut self) -> Result<Option<Found>, (u64, SourceErrorKind)> {
+        let PcapLayout {
+            header_len,
+            big_endian,
+            frac_ns,
+        } = self.pcap;
+        let snaplen = self.interfaces.first().map_or(0, |i| i.snaplen);
+        let link = self
+            .interfaces
+            .first()
+            .map_or(LinkType::ETHERNET, |i| i.link);
+        loop {
+            let data = self.engine.data();
+            let avail = data.len();
+            if avail < header_len {
+                if self.engine.reader_exhausted() {
+                    if avail == 0 {
+                        return Ok(None);
+                    }
+                    let kind = truncated("packet record header", header_len, avail);
+                    return Err((self.pos, kind));
+                }
+                self.refill(header_len)?;
+                continue;
+            }
+            let caplen = u32_at(data, 8, big_endian);
+            let len = u32_at(data, 12, big_endian);
+            check_caplen(caplen, len, snaplen).map_err(|k| (self.pos, k))?;
+            let total = header_len + caplen as usize;
+            if avail < total {
+                if self.engine.reader_exhausted() {
+                    return Err((self.pos, truncated("packet record", total, avail)));
+                }
+                self.refill(total)?;
+                continue;
+            }
+            let (ts_sec, ts_frac) = match self.engine.next() {
+                Ok((_, PcapBlockOwned::Legacy(b))) if b.caplen == caplen => (b.ts_sec, b.ts_usec),
+                _ => {
+                    return Err((
+                        self.pos,
+                        SourceErrorKind::Malformed {
+                            what: "packet record",
+                        },
+                    ));
+                }
+            };
+            let ts_ns = u64::from(ts_sec) * 1_000_000_000 + u64::from(ts_frac) * frac_ns;
+            return Ok(Some(Found {
+                iface: 0,
+                link,
+                ts_ns,
+                caplen,
+                len,
+                data_start: header_len,
+                total,
+            }));
+        }
+    }
+
+    fn step_pcapng(&mut self) -> Result<Option<Found>, (u64, SourceErrorKind)> {
+        loop {
+            if let Some((start, left, block_type)) = self.skip {
+                let avail = self.engine.data().len() as u64;
+                let n = avail.min(left);
+                self.consume(n as usize);
+                if n == left {
+                    self.skip = None;
+                    continue;
+                }
+                self.skip = Some((start, left - n, block_type));
+                if self.engine.reader_exhausted() {
+                    let needed = self.pos - start + left - n;
+                    let kind = SourceErrorKind::Truncated {
+                        what: error::block_name(block_type),
+                        needed,
+                        have: self.pos - start,
+                    };
+                    return Err((start, kind));
+                }
+                self.refill(0)?;
+                continue;
+            }
+            let data = self.engine.data();
+            let avail = data.len();
+            if avail < 12 {
+                if self.engine.reader_exhausted() {
+                    if avail == 0 {
+                        return Ok(None);
+                    }
+                    return Err((self.pos, truncated("pcapng block header", 12, avail)));
+                }
+                self.refill(12)?;
+                continue;
+            }
+            let raw_type = u32_at(data, 0, false);
+            let (block_type, big_endian) = if raw_type == SHB_MAGIC {
+                match u32_at(data, 8, false) {
+                    BOM_LE => (SHB_MAGIC, false),
+                    BOM_BE => (SHB_MAGIC, true),
+                    _ => {
+                        let kind = SourceErrorKind::Malformed {
+                            what: "section header byte-order magic",
+                        };
+                        return Err((self.pos, kind));
+                    }
+                }
+            } else {
+                (u32_at(data, 0, self.big_endian), self.big_endian)
+            };
+            let len = u32_at(data, 4, big_endian);
+            let min_len = match block_type {
+                SHB_MAGIC => 28,
+                IDB_MAGIC => 20,
+                SPB_MAGIC => 16,
+                ISB_MAGIC => 24,
+                EPB_MAGIC => 32,
+                _ => 12,
+            };
+            let parsed = min_len > 12;
+            if len < min_len || !len.is_multiple_of(4) || (parsed && len > MAX_PARSED_BLOCK) {
+                return Err((
+                    self.pos,
+                    SourceErrorKind::BadBlockLength { block_type, len },
+                ));
+            }
+            if !parsed {
+                // Name resolution, custom, decryption secrets, unknown...: nothing we use, and skipping them by
+                // length means a malformed one cannot stop the packets after it.
+                self.skip = Some((self.pos, u64::from(len), block_type));
+                continue;
+            }
+            if block_type == EPB_MAGIC && avail >= 28 {
+                let caplen = u32_at(data, 20, big_endian);
+                if caplen > MAX_CAPLEN {
+                    return Err((
+                        self.pos,
+                        SourceErrorKind::CaplenTooLarge {
+                            caplen,
+                            limit: MAX_CAPLEN,
+                        },
+                    ));
+                }
+                if 32 + u64::from(caplen.next_multiple_of(4)) > u64::from(len) {
+                    return Err((
+                        self.pos,
+                        SourceErrorKind::PacketBeyondBlock {
+                            caplen,
+                            block_len: len,
+                        },
+                    ));
+                }
+            }
+            let len_usize = len as usize;
+            if avail < len_usize {
+                if self.engine.reader_exhausted() {
+                    let kind = truncated(error::block_name(block_type), len_usize, avail);
+                    return Err((self.pos, kind));
+                }
+                self.refill(len_usize)?;
+                continue;
+            }
+            let trailing = u32_at(data, len_usize - 4, big_endian);
+            if trailing != len {
+                let kind = SourceErrorKind::BlockLengthMismatch {
+                    block_type,
+                    leading: len,
+                    trailing,
+                };
+                return Err((self.pos, kind));
+            }
+            if block_type == EPB_MAGIC {
+                // The hot path: every field sits at a fixed offset and the lengths are checked, so read them
+                // here instead of through pcap-parser, whose EPB parser also gathers options into a Vec.
+                let field = |at| u32_at(data, at, big_endian);
+                let epb = Epb {
+                    if_id: field(8),
+                    ticks: (u64::from(field(12)) << 32) | u64::from(field(16)),
+                    caplen: field(20),
+                    len: field(24),
+                };
+                return self.enhanced_packet(epb, len).map(Some);
+            }
+            if let Some(found) = self.parse_block(block_type, big_endian, len)? {
+                return Ok(Some(found));
+            }
+            self.consume(len_usize);
+        }
+    }
+
+    fn enhanced_packet(&self, epb: Epb, block_len: u32) -> Result<Found, (u64, SourceErrorKind)> {
+        let index = self.section_base.saturating_add(epb.if_id as usize);
+        let (Some(iface), Some(clock)) = (self.interfaces.get(index), self.clocks.get(index))
+        else {
+            return Err((
+                self.pos,
+                SourceErrorKind::UnknownInterface { id: epb.if_id },
+            ));
+        };
+        check_caplen(epb.caplen, epb.len, iface.snaplen).map_err(|k| (self.pos, k))?;
+        Ok(Found {
+            iface: index as u32,
+            link: iface.link,
+            ts_ns: clock.to_ns(epb.ticks),
+            caplen: epb.caplen,
+            len: epb.len,
+            data_start: 28,
+            total: block_len as usize,
+        })
+    }
+
+    /// Hands one complete, length-checked block to pcap-parser; a packet comes back as `Found`.
+    fn parse_block(
+        &mut self,
+        block_type: u32,
+        big_endian: bool,
+        len: u32,
+    ) -> Result<Option<Found>, (u64, SourceErrorKind)> {
+        let pos = self.pos;
+        let malformed = (
+            pos,
+            SourceErrorKind::Malformed {
+                what: error::block_name(block_type),
+            },
+        );
+        // The block is complete and its lengths checked, so any failure here is inside its fields.
+        let Ok((_, PcapBlockOwned::NG(block))) = self.engine.next() else {
+            return Err(malformed);
+        };
+        match block {
+            Block::SectionHeader(shb) => {
+                if shb.major_version != 1 {
+                    let kind = SourceErrorKind::UnsupportedVersion {
+                        major: shb.major_version,
+                        minor: shb.minor_version,
+                    };
+                    return Err((pos, kind));
+                }
+                self.big_endian = big_endian;
+                self.section_base = self.interfaces.len();
+                Ok(None)
+            }
+            Block::InterfaceDescription(idb) => {
+                let mut name = None;
+                let mut offset_s = 0;
+                for opt in &idb.options {
+                    match opt.code.0 {
+                        2 => {
+                            name = Some(
+                                String::from_utf8_lossy(opt.value())
+                                    .trim_end_matches('\0')
+                                    .to_owned(),
+                            )
+                        }
+                        14 => offset_s = option_u64(opt, big_endian).map_or(0, |v| v as i64),
+                        _ => {}
+                    }
+                }
+                let (scale, ts_resol_desc) = Scale::from_tsresol(idb.if_tsresol);
+                self.interfaces.push(Interface {
+                    link: LinkType((idb.linktype.0 & 0xffff) as u16),
+                    snaplen: idb.snaplen,
+                    name,
+                    ts_resol_desc,
+                });
+                self.stats.push(IfStats::default());
+                self.clocks.push(Clock { scale, offset_s });
+                Ok(None)
+            }
+            Block::InterfaceStatistics(isb) => {
+                // Statistics for an interface the section never declared are metadata we cannot place: ignore.
+                let index = self.section_base.saturating_add(isb.if_id as usize);
+                if let Some(stats) = self.stats.get_mut(index) {
+                    for opt in &isb.options {
+                        match opt.code.0 {
+                            4 => stats.received = option_u64(opt, big_endian),
+                            5 => stats.dropped_iface = option_u64(opt, big_endian),
+                            7 => stats.dropped_os = option_u64(opt, big_endian),
+                            _ => {}
+                        }
+                    }
+                }
+                Ok(None)
+            }
+            Block::SimplePacket(spb) => {
+                let index = self.section_base;
+                let Some(iface) = self.interfaces.get(index) else {
+                    return Err((pos, SourceErrorKind::UnknownInterface { id: 0 }));
+                };
+                // An SPB stores no captured length: it is the original length cut to the snapshot length.
+                let mut caplen = spb.origlen.min(len - 16);
+                if iface.snaplen > 0 {
+                    caplen = caplen.min(iface.snaplen);
+                }
+                if caplen > MAX_CAPLEN {
+                    return Err((
+                        pos,
+                        SourceErrorKind::CaplenTooLarge {
+                            caplen,
+                            limit: MAX_CAPLEN,
+                        },
+                    ));
+                }
+                Ok(Some(Found {
+                    iface: index as u32,
+                    link: iface.link,
+                    ts_ns: 0,
+                    caplen,
+                    len: spb.origlen,
+                    data_start: 16,
+                    total: len as usize,
+                }))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+fn truncated(what: &'static str, needed: usize, have: usize) -> SourceErrorKind {
+    SourceErrorKind::Truncated {
+        what,
+        needed: needed as u64,
+        have: have as u64,
+    }
+}
+
+fn check_caplen(caplen: u32, len: u32, snaplen: u32) -> Result<(), SourceErrorKind> {
+    if caplen > MAX_CAPLEN {
+        Err(SourceErrorKind::CaplenTooLarge {
+            caplen,
+            limit: MAX_CAPLEN,
+        })
+    } else if snaplen > 0 && caplen > snaplen {
+        Err(SourceErrorKind::CaplenAboveSnaplen { caplen, snaplen })
+    } else if caplen > len {
+        Err(SourceErrorKind::CaplenAboveLen { caplen, len })
+    } else {
+        Ok(())
+    }
+}
+
+/// A 32-bit field at `at`; the callers have checked the length, and a short slice reads as 0 rather than panic.
+fn u32_at(data: &[u8], at: usize, big_endian: bool) -> u32 {
+    let Some(&[a, b, c, d]) = data.get(at..at.saturating_add(4)) else {
+        return 0;
+    };
+    if big_endian {
+        u32::from_be_bytes([a, b, c, d])
+    } else {
+        u32::from_le_bytes([a, b, c, d])
+    }
+}
+
+/// A 64-bit option value in the section's byte order (pcap-parser's own getters assume little-endian).
+fn option_u64(opt: &PcapNGOption<'_>, big_endian: bool) -> Option<u64> {
+    let bytes: [u8; 8] = opt.value().get(..8)?.try_into().ok()?;
+    Some(if big_endian {
+        u64::from_be_bytes(bytes)
+    } else {
+        u64::from_le_bytes(bytes)
+    })
+}
+
+/// Reads until `buf` is full or the stream ends; a pipe hands out data in whatever pieces it likes.
+fn read_up_to(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(buf.get_mut(got..).unwrap_or_default()) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// The bytes under pcap-parser: first the header we already read to identify the file, then the stream.
+///
+/// pcap-parser turns read failures into a bare `ReadError`, so the real `io::Error` is parked in `error` for the
+/// reader to report.
+struct Input {
+    prefix: Vec<u8>,
+    at: usize,
+    inner: Box<dyn Read + Send>,
+    error: Arc<Mutex<Option<io::Error>>>,
+}
+
+impl Read for Input {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(rest) = self.prefix.get(self.at..).filter(|rest| !rest.is_empty()) {
+            let n = rest.len().min(buf.len());
+            if let (Some(dst), Some(src)) = (buf.get_mut(..n), rest.get(..n)) {
+                dst.copy_from_slice(src);
+            }
+            self.at += n;
+            return Ok(n);
+        }
+        loop {
+            match self.inner.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let kind = e.kind();
+                    if let Ok(mut slot) = self.error.lock() {
+                        *slot = Some(e);
+                    }
+                    return Err(kind.into());
+                }
+                Ok(n) => return Ok(n),
+            }
+        }
+    }
+}
+
+/// Stands in for the real engine while the reader is being built.
+struct EmptyEngine;
+
+impl PcapReaderIterator for EmptyEngine {
+    fn next(&mut self) -> Result<(usize, PcapBlockOwned<'_>), PcapError<&[u8]>> {
+        Err(PcapError::Eof)
+    }
+    fn consume(&mut self, _offset: usize) {}
+    fn consume_noshift(&mut self, _offset: usize) {}
+    fn consumed(&self) -> usize {
+        0
+    }
+    fn refill(&mut self) -> Result<(), PcapError<&[u8]>> {
+        Ok(())
+    }
+    fn position(&self) -> usize {
+        0
+    }
+    fn grow(&mut self, _new_size: usize) -> bool {
+        false
+    }
+    fn data(&self) -> &[u8] {
+        &[]
+    }
+    fn reader_exhausted(&self) -> bool {
+        true
+    }
+}
+
+/// How one interface's timestamp units become nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scale {
+    /// Units coarser than (or equal to) a nanosecond: multiply.
+    Mul(u64),
+    /// Decimal units finer than a nanosecond: divide.
+    Div(u64),
+    /// Binary units of 2^-n s.
+    Binary(u32),
+    /// Units so fine that no 64-bit count reaches a nanosecond.
+    Zero,
+}
+
+impl Scale {
+    /// Decodes `if_tsresol` (high bit set: 2^-n, else 10^-n; absent: 6) into a scale and a label.
+    fn from_tsresol(tsresol: u8) -> (Scale, String) {
+        let n = u32::from(tsresol & 0x7f);
+        if tsresol & 0x80 != 0 {
+            return (Scale::Binary(n), format!("2^-{n} s"));
+        }
+        let desc = match n {
+            0 => "s".to_owned(),
+            3 => "ms".to_owned(),
+            6 => "µs".to_owned(),
+            9 => "ns".to_owned(),
+            12 => "ps".to_owned(),
+            _ => format!("10^-{n} s"),
+        };
+        let scale = if n <= 9 {
+            Scale::Mul(10u64.pow(9 - n))
+        } else {
+            10u64.checked_pow(n - 9).map_or(Scale::Zero, Scale::Div)
+        };
+        (scale, desc)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    scale: Scale,
+    /// `if_tsoffset`: seconds to add to every timestamp.
+    offset_s: i64,
+}
+
+impl Clock {
+    fn to_ns(self, ticks: u64) -> u64 {
+        let ns = match self.scale {
+            Scale::Mul(m) => ticks.saturating_mul(m),
+            Scale::Div(d) => ticks / d,
+            Scale::Binary(n) => {
+                let wide = (u128::from(ticks) * 1_000_000_000) >> n.min(127);
+                u64::try_from(wide).unwrap_or(u64::MAX)
+            }
+            Scale::Zero => 0,
+        };
+        if self.offset_s == 0 {
+            return ns;
+        }
+        let shifted = i128::from(ns) + i128::from(self.offset_s) * 1_000_000_000;
+        u64::try_from(shifted.max(0)).unwrap_or(u64::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clock(tsresol: u8, offset_s: i64) -> Clock {
+        Clock {
+            scale: Scale::from_tsresol(tsresol).0,
+            offset_s,
+        }
+    }
+
+    #[test]
+    fn resolutions_convert_to_nanoseconds() {
+        assert_eq!(clock(6, 0).to_ns(1_500_000), 1_500_000_000);
+        assert_eq!(clock(9, 0).to_ns(123), 123);
+        assert_eq!(clock(12, 0).to_ns(123_456), 123);
+        assert_eq!(clock(0, 0).to_ns(2), 2_000_000_000);
+        // 2^-10 s: 1024 ticks are one second.
+        assert_eq!(clock(0x80 | 10, 0).to_ns(1024 * 3), 3_000_000_000);
+        assert_eq!(clock(0x80 | 20, 0).to_ns(1 << 19), 500_000_000);
+    }
+
+    #[test]
+    fn absurd_resolutions_and_offsets_saturate() {
+        assert_eq!(clock(0, 0).to_ns(u64::MAX), u64::MAX);
+        assert_eq!(clock(127, 0).to_ns(u64::MAX), 0);
+        assert_eq!(clock(0xff, 0).to_ns(u64::MAX), 0);
+        assert_eq!(clock(0x80, 0).to_ns(u64::MAX), u64::MAX);
+        assert_eq!(clock(9, -10).to_ns(5), 0);
+        assert_eq!(clock(9, i64::MAX).to_ns(5), u64::MAX);
+        assert_eq!(clock(9, 2).to_ns(5), 2_000_000_005);
+    }
+
+    #[test]
+    fn resolution_labels() {
+        assert_eq!(Scale::from_tsresol(6).1, "µs");
+        assert_eq!(Scale::from_tsresol(9).1, "ns");
+        assert_eq!(Scale::from_tsresol(0x80 | 20).1, "2^-20 s");
+        assert_eq!(Scale::from_tsresol(4).1, "10^-4 s");
+    }
+
+    #[test]
+    fn input_serves_prefix_then_stream() {
+        let error = Arc::new(Mutex::new(None));
+        let mut input = Input {
+            prefix: b"abc".to_vec(),
+            at: 0,
+            inner: Box::new(io::Cursor::new(b"defg".to_vec())),
+            error,
+        };
+        let mut out = Vec::new();
+        input.read_to_end(&mut out).unwrap();
+        assert_eq!(out, b"abcdefg");
+    }
+}
