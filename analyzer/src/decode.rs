@@ -1,0 +1,417 @@
+//! One decoder for every consumer: a captured record becomes a [`Frame`].
+//!
+//! L2–L4 go through etherparse's lax slicer, so a frame cut by the snap length still yields every header that
+//! fits; the InfiniBand transport headers go through `roce-wire`. The analyzer's passes, the `decode` command
+//! and the live tracer all call [`Decoder::decode`], so a field can never mean two things in two places.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket, TransportSlice};
+use roce_wire::grh::{ETHERTYPE_ROCE_V1, GrhRepr};
+use roce_wire::icrc::{Crc32, icrc_with};
+use roce_wire::pfc::{ETHERTYPE_MAC_CONTROL, MacControlRepr};
+use roce_wire::{BthRepr, ExtHeaders, Opcode, RocePacket};
+
+use crate::source::{LinkType, Record};
+
+/// UDP destination port that marks RoCEv2 (IANA). The source port is per-flow entropy and means nothing.
+pub const ROCEV2_PORT: u16 = 4791;
+
+/// What a frame is, as far as congestion analysis cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// RoCE transport packet (v1 or v2) other than a CNP.
+    Roce,
+    /// Congestion Notification Packet (BTH opcode 0x81).
+    Cnp,
+    /// 802.1Qbb priority flow control.
+    Pfc,
+    /// 802.3x link-level PAUSE.
+    Pause,
+    /// Anything else: ARP, TCP, LLDP, non-RoCE UDP, unsupported link types.
+    Other,
+}
+
+impl Kind {
+    /// The name used in JSON output and filters.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Roce => "roce",
+            Kind::Cnp => "cnp",
+            Kind::Pfc => "pfc",
+            Kind::Pause => "pause",
+            Kind::Other => "other",
+        }
+    }
+
+    /// Every kind, in the order tables list them.
+    pub const ALL: [Kind; 5] = [Kind::Roce, Kind::Cnp, Kind::Pfc, Kind::Pause, Kind::Other];
+}
+
+/// The IP layer facts that matter for RoCE: who talks to whom, and the DSCP/ECN byte the switches act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpInfo {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub dscp: u8,
+    /// 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE.
+    pub ecn: u8,
+}
+
+/// ECN codepoint for Congestion Experienced.
+pub const ECN_CE: u8 = 3;
+
+/// Whether the ICRC could be checked, and how that went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Icrc {
+    Ok,
+    Bad {
+        stored: u32,
+        computed: u32,
+    },
+    /// The frame was cut before the ICRC, or the headers needed to compute it are missing.
+    Unknown,
+}
+
+impl Icrc {
+    /// JSON's tri-state: true, false, or null when it could not be checked.
+    pub fn as_option(self) -> Option<bool> {
+        match self {
+            Icrc::Ok => Some(true),
+            Icrc::Bad { .. } => Some(false),
+            Icrc::Unknown => None,
+        }
+    }
+}
+
+/// The InfiniBand transport part of a RoCE frame.
+#[derive(Debug, Clone, Copy)]
+pub struct RoceInfo {
+    /// 1 (ethertype 0x8915, GRH) or 2 (UDP 4791).
+    pub version: u8,
+    /// UDP source port (RoCEv2 only).
+    pub sport: Option<u16>,
+    /// None when the frame was cut inside the BTH.
+    pub bth: Option<BthRepr>,
+    pub ext: ExtHeaders,
+    /// Bytes after the transport headers without pad and ICRC, taken from the IP/UDP lengths when the
+    /// frame is truncated, so a snap-length capture still counts payload bytes correctly.
+    pub payload_len: Option<u32>,
+    pub icrc: Icrc,
+    /// Offset of the first payload byte inside the record, for consumers that look into payloads (CM MADs).
+    pub payload_offset: usize,
+    /// Why transport parsing stopped early, when it did (truncation or a malformed header).
+    pub stop: Option<roce_wire::Error>,
+}
+
+/// One decoded record. Borrowed from the reader's buffer: passes copy out what they keep.
+#[derive(Debug, Clone)]
+pub struct Frame<'a> {
+    /// 1-based position in the capture, like tshark's frame.number.
+    pub number: u64,
+    pub ts_ns: u64,
+    pub caplen: u32,
+    pub len: u32,
+    pub iface: u32,
+    pub data: &'a [u8],
+    pub kind: Kind,
+    /// Outer 802.1Q/802.1ad tag: its PCP is the priority PFC acts on.
+    pub vlan: Option<u16>,
+    pub pcp: Option<u8>,
+    /// Inner tag of a QinQ frame.
+    pub inner_vlan: Option<u16>,
+    pub src_mac: Option<[u8; 6]>,
+    pub dst_mac: Option<[u8; 6]>,
+    pub ip: Option<IpInfo>,
+    pub roce: Option<RoceInfo>,
+    pub mac_control: Option<MacControlRepr>,
+    /// The record is shorter than the frame on the wire.
+    pub truncated: bool,
+}
+
+impl Frame<'_> {
+    /// Priority the frame travels on: the VLAN PCP when tagged. Untagged frames have no 802.1p priority.
+    pub fn priority(&self) -> Option<u8> {
+        self.pcp
+    }
+
+    /// The frame's BTH, when it is RoCE and the BTH was captured.
+    pub fn bth(&self) -> Option<&BthRepr> {
+        self.roce.as_ref().and_then(|r| r.bth.as_ref())
+    }
+}
+
+/// `crc32fast` implements the same CRC-32 as roce-wire's table version but uses carry-less multiplication
+/// where the CPU has it, which matters when every full-size frame of a multi-gigabyte capture is checked.
+#[derive(Default)]
+struct FastCrc(crc32fast::Hasher);
+
+impl Crc32 for FastCrc {
+    fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+    fn finish(self) -> u32 {
+        self.0.finalize()
+    }
+}
+
+/// Decoding options.
+#[derive(Debug, Clone, Copy)]
+pub struct Decoder {
+    /// Check the ICRC of complete RoCEv2 frames (costs a CRC over the whole frame).
+    pub check_icrc: bool,
+    /// Treat these UDP destination ports as RoCEv2 besides 4791.
+    pub extra_port: Option<u16>,
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Decoder {
+            check_icrc: true,
+            extra_port: None,
+        }
+    }
+}
+
+/// Where an IP header and its UDP datagram sit inside the record, for the ICRC.
+struct IcrcInput<'a> {
+    ip_header: &'a [u8],
+    udp: &'a [u8],
+}
+
+impl Decoder {
+    /// Decodes one record. Never fails: what cannot be read is left `None` and the frame's kind says what is
+    /// known. `number` is the 1-based frame number.
+    pub fn decode<'a>(&self, number: u64, rec: &Record<'a>) -> Frame<'a> {
+        let mut f = Frame {
+            number,
+            ts_ns: rec.ts_ns,
+            caplen: rec.caplen,
+            len: rec.len,
+            iface: rec.iface,
+            data: rec.data,
+            kind: Kind::Other,
+            vlan: None,
+            pcp: None,
+            inner_vlan: None,
+            src_mac: None,
+            dst_mac: None,
+            ip: None,
+            roce: None,
+            mac_control: None,
+            truncated: rec.caplen < rec.len,
+        };
+        let data = rec.data;
+        let sliced = match rec.link {
+            LinkType::ETHERNET => {
+                if data.len() >= 12 {
+                    f.dst_mac = data[0..6].try_into().ok();
+                    f.src_mac = data[6..12].try_into().ok();
+                }
+                LaxSlicedPacket::from_ethernet(data).ok()
+            }
+            LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => LaxSlicedPacket::from_ip(data).ok(),
+            LinkType::LINUX_SLL => cooked(data, 16, 14, 5, 6).map(|(mac, et, rest)| {
+                f.src_mac = mac;
+                LaxSlicedPacket::from_ether_type(EtherType(et), rest)
+            }),
+            LinkType::LINUX_SLL2 => cooked(data, 20, 0, 11, 12).map(|(mac, et, rest)| {
+                f.src_mac = mac;
+                LaxSlicedPacket::from_ether_type(EtherType(et), rest)
+            }),
+            _ => None,
+        };
+        if let Some(p) = sliced {
+            self.classify(&mut f, &p);
+        }
+        f
+    }
+
+    fn classify<'a>(&self, f: &mut Frame<'a>, p: &LaxSlicedPacket<'a>) {
+        let mut tags = p.link_exts.iter().filter_map(|e| match e {
+            etherparse::LaxLinkExtSlice::Vlan(v) => Some(v),
+            _ => None,
+        });
+        if let Some(outer) = tags.next() {
+            f.vlan = Some(outer.vlan_identifier().value());
+            f.pcp = Some(outer.priority_code_point().value());
+            f.inner_vlan = tags.next().map(|v| v.vlan_identifier().value());
+        }
+        if let Some(payload) = p.ether_payload() {
+            match payload.ether_type.0 {
+                ETHERTYPE_MAC_CONTROL => {
+                    if let Ok(ctl) = MacControlRepr::parse(payload.payload) {
+                        f.kind = match ctl {
+                            MacControlRepr::Pfc(_) => Kind::Pfc,
+                            MacControlRepr::Pause { .. } => Kind::Pause,
+                            MacControlRepr::Other { .. } => Kind::Other,
+                        };
+                        f.mac_control = Some(ctl);
+                    }
+                    return;
+                }
+                ETHERTYPE_ROCE_V1 => {
+                    self.roce_v1(f, payload.payload);
+                    return;
+                }
+                _ => {}
+            }
+        }
+        let (ip_header, fragmented) = match &p.net {
+            Some(LaxNetSlice::Ipv4(v4)) => {
+                let h = v4.header();
+                f.ip = Some(IpInfo {
+                    src: IpAddr::V4(Ipv4Addr::from(h.source())),
+                    dst: IpAddr::V4(Ipv4Addr::from(h.destination())),
+                    dscp: h.dcp().value(),
+                    ecn: h.ecn().value(),
+                });
+                (reborrow(f.data, h.slice()), v4.is_payload_fragmented())
+            }
+            Some(LaxNetSlice::Ipv6(v6)) => {
+                let h = v6.header();
+                let tc = h.traffic_class();
+                f.ip = Some(IpInfo {
+                    src: IpAddr::V6(Ipv6Addr::from(h.source())),
+                    dst: IpAddr::V6(Ipv6Addr::from(h.destination())),
+                    dscp: tc >> 2,
+                    ecn: tc & 3,
+                });
+                (reborrow(f.data, h.slice()), v6.payload().fragmented)
+            }
+            _ => return,
+        };
+        if fragmented {
+            return;
+        }
+        let Some(TransportSlice::Udp(udp)) = &p.transport else {
+            return;
+        };
+        let dport = udp.destination_port();
+        if dport != ROCEV2_PORT && Some(dport) != self.extra_port {
+            return;
+        }
+        // The UDP length is what the datagram had on the wire, even when the record was cut short.
+        let wire_len = usize::from(udp.length()).saturating_sub(8);
+        let icrc_input = IcrcInput {
+            ip_header,
+            udp: udp.slice(),
+        };
+        let bth_offset = offset_in(f.data, udp.payload());
+        self.transport(
+            f,
+            udp.payload(),
+            wire_len,
+            bth_offset,
+            2,
+            Some(udp.source_port()),
+            Some(icrc_input),
+        );
+    }
+
+    fn roce_v1<'a>(&self, f: &mut Frame<'a>, bytes: &'a [u8]) {
+        let Ok(grh) = GrhRepr::parse(bytes) else {
+            f.kind = Kind::Roce;
+            f.roce = Some(RoceInfo {
+                version: 1,
+                sport: None,
+                bth: None,
+                ext: ExtHeaders::default(),
+                payload_len: None,
+                icrc: Icrc::Unknown,
+                payload_offset: 0,
+                stop: GrhRepr::parse(bytes).err(),
+            });
+            return;
+        };
+        f.ip = Some(IpInfo {
+            src: IpAddr::V6(Ipv6Addr::from(grh.sgid)),
+            dst: IpAddr::V6(Ipv6Addr::from(grh.dgid)),
+            dscp: grh.tclass >> 2,
+            ecn: grh.tclass & 3,
+        });
+        let rest = bytes.get(GrhRepr::LEN..).unwrap_or(&[]);
+        let offset = offset_in(f.data, rest);
+        // RoCEv1 ICRC covers the GRH with its own masking rules; only v2's is checked.
+        self.transport(f, rest, usize::from(grh.payload_len), offset, 1, None, None);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn transport<'a>(
+        &self,
+        f: &mut Frame<'a>,
+        bytes: &'a [u8],
+        wire_len: usize,
+        bth_offset: usize,
+        version: u8,
+        sport: Option<u16>,
+        icrc_input: Option<IcrcInput<'a>>,
+    ) {
+        let lax = RocePacket::parse_lax(bytes, wire_len);
+        let is_cnp = lax.bth.is_some_and(|b| b.opcode == Opcode::CNP);
+        f.kind = if is_cnp { Kind::Cnp } else { Kind::Roce };
+        let icrc = match (lax.icrc, icrc_input, self.check_icrc) {
+            (Some(stored), Some(input), true) => {
+                // Everything of the UDP datagram but its last 4 bytes (the ICRC itself) is covered.
+                let covered = input.udp.len().saturating_sub(4);
+                match icrc_with(FastCrc::default(), input.ip_header, &input.udp[..covered]) {
+                    Ok(computed) if computed == stored => Icrc::Ok,
+                    Ok(computed) => Icrc::Bad { stored, computed },
+                    Err(_) => Icrc::Unknown,
+                }
+            }
+            _ => Icrc::Unknown,
+        };
+        f.roce = Some(RoceInfo {
+            version,
+            sport,
+            bth: lax.bth,
+            ext: lax.ext,
+            payload_len: lax.payload_len.and_then(|n| u32::try_from(n).ok()),
+            icrc,
+            payload_offset: bth_offset + lax.header_len,
+            stop: lax.stop,
+        });
+    }
+}
+
+/// What a Linux cooked header says: the sender's MAC (when its address is one), the ethertype, the rest.
+type Cooked<'a> = (Option<[u8; 6]>, u16, &'a [u8]);
+
+/// Reads a Linux cooked header: the source link address (when 6 bytes long) and the protocol (an ethertype).
+fn cooked(
+    data: &[u8],
+    header_len: usize,
+    proto_at: usize,
+    addr_len_at: usize,
+    addr_at: usize,
+) -> Option<Cooked<'_>> {
+    let header = data.get(..header_len)?;
+    let proto = u16::from_be_bytes([header[proto_at], header[proto_at + 1]]);
+    let mac = if header[addr_len_at] == 6 {
+        header[addr_at..addr_at + 6].try_into().ok()
+    } else {
+        None
+    };
+    Some((mac, proto, &data[header_len..]))
+}
+
+/// Position of `part` inside `whole`; both come from the same record, so the subtraction is in range.
+fn offset_in(whole: &[u8], part: &[u8]) -> usize {
+    (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize)
+}
+
+/// Re-slices `part` out of `whole`, giving it the record's lifetime rather than that of the header view
+/// that produced it (etherparse ties some header slices to the view, not to the bytes).
+fn reborrow<'a>(whole: &'a [u8], part: &[u8]) -> &'a [u8] {
+    let at = offset_in(whole, part);
+    whole.get(at..at + part.len()).unwrap_or(&[])
+}
+
+/// Formats a MAC address the way the JSON contract and tshark do: lowercase, colon-separated.
+pub fn mac_to_string(mac: &[u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]
+    )
+}

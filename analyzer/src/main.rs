@@ -1,0 +1,373 @@
+//! `roce-analyzer`: offline analysis of RoCEv2 captures.
+//!
+//! Exit codes: 0 success; 2 an error, including a damaged capture (whose results up to the damage are still
+//! printed, followed by a warning that names the byte offset). A closed pipe (`| head`) ends quietly with 0.
+
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use analyzer::decode::Decoder;
+use analyzer::filter::Filter;
+use analyzer::passes::{Stats, StatsReport};
+use analyzer::source::{CaptureReader, SourceError};
+use analyzer::tables::{self, TableFormat};
+use analyzer::{print, units};
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+/// Decode and analyse RoCEv2 captures: BTH and extension headers, ECN, CNPs, PFC/PAUSE, per-QP statistics.
+#[derive(Debug, Parser)]
+#[command(name = "roce-analyzer", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print every frame: one readable line each, or JSON lines with --json.
+    Decode(DecodeArgs),
+    /// Per-flow, per-CNP-stream and per-priority statistics of a capture.
+    Stats(StatsArgs),
+}
+
+#[derive(Debug, Args)]
+struct Input {
+    /// Capture file (pcap or pcapng); `-` reads standard input.
+    file: PathBuf,
+    /// Also treat this UDP destination port as RoCEv2 (besides 4791).
+    #[arg(long, value_name = "PORT")]
+    roce_port: Option<u16>,
+    /// Skip the ICRC check (it costs a CRC over every complete frame).
+    #[arg(long)]
+    no_icrc: bool,
+}
+
+#[derive(Debug, Args)]
+struct DecodeArgs {
+    #[command(flatten)]
+    input: Input,
+    /// JSON lines, one object per frame, with the fields documented in the README.
+    #[arg(long)]
+    json: bool,
+    /// Only frames matching this expression, e.g. `cnp or (roce and ecn == ce and qp == 0x118)`.
+    /// Fields: kind qp src dst ip opcode psn ecn dscp vlan pcp sport icrc; see the README.
+    #[arg(long, short = 'Y', value_name = "EXPR")]
+    filter: Option<String>,
+    /// Stop after this many printed frames.
+    #[arg(short = 'c', value_name = "N")]
+    count: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+struct StatsArgs {
+    #[command(flatten)]
+    input: Input,
+    /// Link speed that converts PFC/PAUSE quanta into time (512 bit times each).
+    #[arg(long, default_value = "100G", value_parser = units::parse_speed)]
+    link_speed: u64,
+    /// One JSON document with the keys capture, flows, cnps, pfc.
+    #[arg(long)]
+    json: bool,
+    /// Also write the tables as CSV files into this directory.
+    #[arg(long, value_name = "DIR")]
+    csv: Option<PathBuf>,
+    /// Also write the tables as Parquet files into this directory.
+    #[arg(long, value_name = "DIR")]
+    parquet: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Decode(a) => decode(a),
+        Command::Stats(a) => stats(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("roce-analyzer: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn open(path: &Path) -> Result<CaptureReader> {
+    CaptureReader::open(path).map_err(|e| {
+        let hint = match e.kind {
+            analyzer::source::SourceErrorKind::NotACapture { .. } => {
+                " (expected a pcap or pcapng file; convert others with `editcap -F pcapng IN OUT`)"
+            }
+            _ => "",
+        };
+        anyhow::anyhow!("{e}{hint}")
+    })
+}
+
+fn decoder(i: &Input) -> Decoder {
+    Decoder {
+        check_icrc: !i.no_icrc,
+        extra_port: i.roce_port,
+    }
+}
+
+/// What a damaged file leaves: printed after the results so the user sees both.
+fn damage_warning(e: &SourceError) -> ExitCode {
+    eprintln!("roce-analyzer: warning: {e}; the results above cover everything before this point");
+    ExitCode::from(2)
+}
+
+fn decode(a: DecodeArgs) -> Result<ExitCode> {
+    let filter: Option<Filter> = a.filter.as_deref().map(str::parse).transpose()?;
+    let dec = decoder(&a.input);
+    let mut reader = open(&a.input.file)?;
+    let stdout = io::stdout().lock();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout);
+    let mut number = 0u64;
+    let mut printed = 0u64;
+    let mut first_ns = None;
+    let limit = a.count.unwrap_or(u64::MAX);
+    let damage = loop {
+        if printed >= limit {
+            break None;
+        }
+        let rec = match reader.next_record() {
+            Ok(Some(rec)) => rec,
+            Ok(None) => break None,
+            Err(e) => break Some(e),
+        };
+        number += 1;
+        let f = dec.decode(number, &rec);
+        let first = *first_ns.get_or_insert(f.ts_ns);
+        if filter.as_ref().is_some_and(|flt| !flt.matches(&f)) {
+            continue;
+        }
+        printed += 1;
+        if a.json {
+            print::json_line(&mut out, &f)?;
+        } else {
+            print::text_line(&mut out, &f, first)?;
+        }
+    };
+    out.flush()?;
+    Ok(match damage {
+        Some(e) => damage_warning(&e),
+        None => ExitCode::SUCCESS,
+    })
+}
+
+fn stats(a: StatsArgs) -> Result<ExitCode> {
+    let dec = decoder(&a.input);
+    let mut reader = open(&a.input.file)?;
+    let mut stats = Stats::new(a.link_speed);
+    let mut number = 0u64;
+    let damage = loop {
+        match reader.next_record() {
+            Ok(Some(rec)) => {
+                number += 1;
+                stats.frame(&dec.decode(number, &rec));
+            }
+            Ok(None) => break None,
+            Err(e) => break Some(e),
+        }
+    };
+    let report = stats.finish(&reader, damage.as_ref().map(ToString::to_string));
+    let mut out = BufWriter::new(io::stdout().lock());
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        print_stats(&mut out, &report)?;
+    }
+    out.flush()?;
+    for (dir, format) in [
+        (&a.csv, TableFormat::Csv),
+        (&a.parquet, TableFormat::Parquet),
+    ] {
+        if let Some(dir) = dir {
+            write_tables(dir, &report, format)?;
+        }
+    }
+    Ok(match damage {
+        Some(e) => damage_warning(&e),
+        None => ExitCode::SUCCESS,
+    })
+}
+
+fn write_tables(dir: &Path, r: &StatsReport, format: TableFormat) -> Result<()> {
+    let ctx = || format!("writing tables into {}", dir.display());
+    tables::write(dir, "capture", std::slice::from_ref(&r.capture), format).with_context(ctx)?;
+    tables::write(dir, "flows", &r.flows, format).with_context(ctx)?;
+    tables::write(dir, "cnps", &r.cnps, format).with_context(ctx)?;
+    tables::write(dir, "pfc", &r.pfc, format).with_context(ctx)?;
+    Ok(())
+}
+
+/// Left-aligned first columns, right-aligned numbers, widths from the content.
+fn table(out: &mut impl Write, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |out: &mut dyn Write, cells: &[String]| -> io::Result<()> {
+        let mut s = String::new();
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            if i > 0 {
+                s.push_str("  ");
+            }
+            let pad = w - c.chars().count();
+            if i < 3 {
+                s.push_str(c);
+                s.push_str(&" ".repeat(pad));
+            } else {
+                s.push_str(&" ".repeat(pad));
+                s.push_str(c);
+            }
+        }
+        writeln!(out, "{}", s.trim_end())
+    };
+    let head: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    line(out, &head)?;
+    for r in rows {
+        line(out, r)?;
+    }
+    Ok(())
+}
+
+fn ns_to_s(ns: u64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
+    let c = &r.capture;
+    writeln!(out, "Capture  {} ({})", c.file, c.format)?;
+    let kinds: Vec<String> = c
+        .frames_by_kind
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    writeln!(
+        out,
+        "  frames {} ({}), {} bytes, span {} s, truncated {}",
+        c.frames,
+        kinds.join(", "),
+        c.bytes,
+        ns_to_s(c.duration_ns),
+        c.truncated_frames
+    )?;
+    for i in &c.interfaces {
+        writeln!(
+            out,
+            "  interface {} {} {} snaplen {} ts {}{}",
+            i.id,
+            i.name.as_deref().unwrap_or("-"),
+            i.link_type,
+            i.snaplen,
+            i.ts_resolution,
+            match (i.received, i.dropped) {
+                (r, Some(d)) => format!(
+                    ", recorder dropped {d} of {}",
+                    r.map_or("?".into(), |r| r.to_string())
+                ),
+                _ => String::new(),
+            }
+        )?;
+    }
+    writeln!(out, "\nFlows ({})", r.flows.len())?;
+    let rows: Vec<Vec<String>> = r
+        .flows
+        .iter()
+        .map(|f| {
+            vec![
+                f.src.to_string(),
+                f.dst.to_string(),
+                format!("0x{:06x}", f.dest_qp),
+                f.packets.to_string(),
+                f.bytes.to_string(),
+                f.mean_gbps.map_or("-".into(), |g| format!("{g:.3}")),
+                f.ect_packets.to_string(),
+                f.ce_packets.to_string(),
+                f.psn_gaps.to_string(),
+                f.retransmissions.to_string(),
+                f.out_of_order.to_string(),
+                f.naks.total().to_string(),
+                f.icrc_failures.to_string(),
+                f.truncated.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        &[
+            "src", "dst", "dest_qp", "packets", "bytes", "Gb/s", "ECT", "CE", "gaps", "retx",
+            "ooo", "NAKs", "ICRC bad", "trunc",
+        ],
+        &rows,
+    )?;
+    writeln!(out, "\nCNPs ({} streams)", r.cnps.len())?;
+    let rows: Vec<Vec<String>> = r
+        .cnps
+        .iter()
+        .map(|c| {
+            vec![
+                c.src.to_string(),
+                c.dst.to_string(),
+                format!("0x{:06x}", c.dest_qp),
+                c.count.to_string(),
+                ns_to_s(c.first_ns),
+                ns_to_s(c.last_ns),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        &["src", "dst", "dest_qp", "count", "first", "last"],
+        &rows,
+    )?;
+    writeln!(out, "\nPFC / PAUSE ({} sources×priorities)", r.pfc.len())?;
+    let rows: Vec<Vec<String>> = r
+        .pfc
+        .iter()
+        .map(|p| {
+            vec![
+                p.src_mac.clone(),
+                p.kind.to_string(),
+                p.priority.map_or("all".into(), |x| x.to_string()),
+                p.frames.to_string(),
+                p.xoff.to_string(),
+                p.xon.to_string(),
+                p.pauses.to_string(),
+                p.paused_ns.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        &[
+            "src_mac",
+            "kind",
+            "prio",
+            "frames",
+            "xoff",
+            "xon",
+            "pauses",
+            "paused_ns",
+        ],
+        &rows,
+    )?;
+    if let Some(e) = &c.error {
+        writeln!(out, "\nIncomplete: {e}")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! Facts about the capture itself: how much of what, over which span, and what the recorder says it missed.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::decode::{Frame, Kind};
+use crate::source::CaptureReader;
+
+#[derive(Debug, Default)]
+pub struct CapturePass {
+    frames: u64,
+    bytes: u64,
+    captured_bytes: u64,
+    first_ns: Option<u64>,
+    last_ns: u64,
+    by_kind: [u64; Kind::ALL.len()],
+    truncated: u64,
+}
+
+/// One interface as the file describes it, with the drop counters its statistics block recorded.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct InterfaceRow {
+    pub id: u32,
+    pub link_type: String,
+    pub name: Option<String>,
+    pub snaplen: u32,
+    pub ts_resolution: String,
+    pub received: Option<u64>,
+    pub dropped: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CaptureRow {
+    pub file: String,
+    pub format: String,
+    pub frames: u64,
+    /// Sum of original frame lengths.
+    pub bytes: u64,
+    pub captured_bytes: u64,
+    pub first_ns: Option<u64>,
+    pub last_ns: Option<u64>,
+    pub duration_ns: u64,
+    pub frames_by_kind: BTreeMap<&'static str, u64>,
+    pub truncated_frames: u64,
+    pub interfaces: Vec<InterfaceRow>,
+    /// Drops the recorder counted (pcapng interface statistics); null when the file does not say.
+    pub dropped: Option<u64>,
+    /// Where reading stopped early, when the file is damaged.
+    pub error: Option<String>,
+}
+
+impl CapturePass {
+    pub fn frame(&mut self, f: &Frame<'_>) {
+        self.frames += 1;
+        self.bytes += u64::from(f.len);
+        self.captured_bytes += u64::from(f.caplen);
+        self.first_ns = Some(self.first_ns.map_or(f.ts_ns, |t| t.min(f.ts_ns)));
+        self.last_ns = self.last_ns.max(f.ts_ns);
+        self.by_kind[f.kind as usize] += 1;
+        self.truncated += u64::from(f.truncated);
+    }
+
+    /// The last timestamp seen: the end of the capture's span.
+    pub fn last_ns(&self) -> u64 {
+        self.last_ns
+    }
+
+    pub fn finish(self, reader: &CaptureReader, error: Option<String>) -> CaptureRow {
+        let interfaces: Vec<InterfaceRow> = reader
+            .interfaces()
+            .iter()
+            .enumerate()
+            .map(|(i, ifc)| {
+                let st = reader.if_stats().get(i).copied().unwrap_or_default();
+                let dropped = match (st.dropped_iface, st.dropped_os) {
+                    (None, None) => None,
+                    (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+                };
+                InterfaceRow {
+                    id: i as u32,
+                    link_type: ifc.link.name().to_string(),
+                    name: ifc.name.clone(),
+                    snaplen: ifc.snaplen,
+                    ts_resolution: ifc.ts_resol_desc.clone(),
+                    received: st.received,
+                    dropped,
+                }
+            })
+            .collect();
+        let dropped = interfaces
+            .iter()
+            .filter_map(|i| i.dropped)
+            .reduce(|a, b| a + b);
+        CaptureRow {
+            file: reader.name().to_string(),
+            format: format!("{:?}", reader.format()),
+            frames: self.frames,
+            bytes: self.bytes,
+            captured_bytes: self.captured_bytes,
+            first_ns: self.first_ns,
+            last_ns: self.first_ns.map(|_| self.last_ns),
+            duration_ns: self.first_ns.map_or(0, |f| self.last_ns - f),
+            frames_by_kind: Kind::ALL
+                .iter()
+                .map(|k| (k.as_str(), self.by_kind[*k as usize]))
+                .collect(),
+            truncated_frames: self.truncated,
+            interfaces,
+            dropped,
+            error,
+        }
+    }
+}

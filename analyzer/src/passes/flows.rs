@@ -1,0 +1,215 @@
+//! Per-flow transport statistics, a flow being (source IP, destination IP, destination QP).
+//!
+//! The destination QP alone names the receiving queue pair; adding both addresses keeps two senders that
+//! target the same QP number on different hosts apart. ACK streams are flows of their own (towards the
+//! requester's QP), which is where NAKs show up.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use roce_wire::ext::{AethKind, NakCode};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+use super::psn::{PsnEvent, PsnTracker};
+use crate::decode::{ECN_CE, Frame, Icrc, Kind};
+
+/// Identifies a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowKey {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub dest_qp: u32,
+}
+
+/// NAKs by their AETH code, plus RNR NAKs.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct Naks {
+    pub psn_sequence_error: u64,
+    pub invalid_request: u64,
+    pub remote_access_error: u64,
+    pub remote_operational_error: u64,
+    pub invalid_rd_request: u64,
+    pub reserved: u64,
+    pub rnr: u64,
+}
+
+impl Naks {
+    pub fn total(&self) -> u64 {
+        self.psn_sequence_error
+            + self.invalid_request
+            + self.remote_access_error
+            + self.remote_operational_error
+            + self.invalid_rd_request
+            + self.reserved
+            + self.rnr
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct FlowState {
+    packets: u64,
+    bytes: u64,
+    first_ns: u64,
+    last_ns: u64,
+    /// (opcode, count); a flow uses a handful of opcodes, so a short list beats a map.
+    opcodes: Vec<(u8, u64)>,
+    ect: u64,
+    ce: u64,
+    psn: PsnTracker,
+    retransmissions: u64,
+    out_of_order: u64,
+    naks: Naks,
+    icrc_failures: u64,
+    truncated: u64,
+    /// The last RoCE frame's priority and DSCP, for the priority checks and the tables.
+    pcp: Option<u8>,
+    dscp: u8,
+}
+
+/// One row of the flows table.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FlowRow {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub dest_qp: u32,
+    pub packets: u64,
+    /// Sum of the frames' original lengths, as on the wire.
+    pub bytes: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// bytes·8 over (last − first); null for a single-packet flow.
+    pub mean_gbps: Option<f64>,
+    /// Packets per opcode name.
+    pub opcodes: BTreeMap<&'static str, u64>,
+    /// Packets marked ECT(0) or ECT(1), not counting CE.
+    pub ect_packets: u64,
+    pub ce_packets: u64,
+    pub psn_gaps: u64,
+    pub retransmissions: u64,
+    pub out_of_order: u64,
+    pub naks: Naks,
+    pub icrc_failures: u64,
+    pub truncated: u64,
+    pub pcp: Option<u8>,
+    pub dscp: u8,
+}
+
+/// Folds RoCE data frames (not CNPs) into per-flow statistics.
+#[derive(Debug, Default)]
+pub struct FlowsPass {
+    flows: FxHashMap<FlowKey, FlowState>,
+}
+
+impl FlowsPass {
+    pub fn frame(&mut self, f: &Frame<'_>) {
+        if f.kind != Kind::Roce {
+            return;
+        }
+        let (Some(ip), Some(roce)) = (f.ip, f.roce.as_ref()) else {
+            return;
+        };
+        let Some(bth) = roce.bth else {
+            // Cut inside the BTH: no QP to file it under. Counted by the capture pass as truncated.
+            return;
+        };
+        let key = FlowKey {
+            src: ip.src,
+            dst: ip.dst,
+            dest_qp: bth.dest_qp,
+        };
+        let s = self.flows.entry(key).or_insert_with(|| FlowState {
+            first_ns: f.ts_ns,
+            ..FlowState::default()
+        });
+        s.packets += 1;
+        s.bytes += u64::from(f.len);
+        s.last_ns = s.last_ns.max(f.ts_ns);
+        s.first_ns = s.first_ns.min(f.ts_ns);
+        match s.opcodes.iter_mut().find(|(op, _)| *op == bth.opcode.0) {
+            Some((_, n)) => *n += 1,
+            None => s.opcodes.push((bth.opcode.0, 1)),
+        }
+        match ip.ecn {
+            ECN_CE => s.ce += 1,
+            1 | 2 => s.ect += 1,
+            _ => {}
+        }
+        s.pcp = f.pcp;
+        s.dscp = ip.dscp;
+        if bth.opcode.consumes_request_psn() || bth.opcode.is_read_response() {
+            let read_len = if bth.opcode.is_read_request() {
+                Some(roce.ext.reth.map_or(0, |r| r.dma_len))
+            } else {
+                None
+            };
+            match s.psn.observe(bth.psn, read_len) {
+                PsnEvent::Retransmission => s.retransmissions += 1,
+                PsnEvent::OutOfOrder => s.out_of_order += 1,
+                PsnEvent::InOrder | PsnEvent::Gap(_) => {}
+            }
+        }
+        if let Some(aeth) = roce.ext.aeth {
+            match aeth.kind() {
+                AethKind::Nak(code) => match code {
+                    NakCode::PsnSequenceError => s.naks.psn_sequence_error += 1,
+                    NakCode::InvalidRequest => s.naks.invalid_request += 1,
+                    NakCode::RemoteAccessError => s.naks.remote_access_error += 1,
+                    NakCode::RemoteOperationalError => s.naks.remote_operational_error += 1,
+                    NakCode::InvalidRdRequest => s.naks.invalid_rd_request += 1,
+                    NakCode::Reserved(_) => s.naks.reserved += 1,
+                },
+                AethKind::RnrNak { .. } => s.naks.rnr += 1,
+                AethKind::Ack { .. } | AethKind::Reserved(_) => {}
+            }
+        }
+        if matches!(roce.icrc, Icrc::Bad { .. }) {
+            s.icrc_failures += 1;
+        }
+        if f.truncated {
+            s.truncated += 1;
+        }
+    }
+
+    /// The table, ordered by bytes (largest first) and then by key, so the heaviest flows lead.
+    pub fn finish(self) -> Vec<FlowRow> {
+        let mut rows: Vec<FlowRow> = self
+            .flows
+            .into_iter()
+            .map(|(k, s)| {
+                let span = s.last_ns.saturating_sub(s.first_ns);
+                let mut opcodes = BTreeMap::new();
+                for &(op, n) in &s.opcodes {
+                    *opcodes.entry(roce_wire::Opcode(op).name()).or_insert(0) += n;
+                }
+                FlowRow {
+                    src: k.src,
+                    dst: k.dst,
+                    dest_qp: k.dest_qp,
+                    packets: s.packets,
+                    bytes: s.bytes,
+                    first_ns: s.first_ns,
+                    last_ns: s.last_ns,
+                    mean_gbps: (span > 0).then(|| s.bytes as f64 * 8.0 / span as f64),
+                    opcodes,
+                    ect_packets: s.ect,
+                    ce_packets: s.ce,
+                    psn_gaps: s.psn.unseen(),
+                    retransmissions: s.retransmissions,
+                    out_of_order: s.out_of_order,
+                    naks: s.naks,
+                    icrc_failures: s.icrc_failures,
+                    truncated: s.truncated,
+                    pcp: s.pcp,
+                    dscp: s.dscp,
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            b.bytes
+                .cmp(&a.bytes)
+                .then((a.src, a.dst, a.dest_qp).cmp(&(b.src, b.dst, b.dest_qp)))
+        });
+        rows
+    }
+}

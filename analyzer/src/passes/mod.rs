@@ -1,0 +1,61 @@
+//! Streaming passes: each folds frames into a table whose size depends on flows, priorities and time,
+//! never on the number of packets, so a 100 GB capture needs no more memory than a 1 MB one.
+
+pub mod capture;
+pub mod cnp;
+pub mod flows;
+pub mod pfc;
+pub mod psn;
+
+use serde::Serialize;
+
+use crate::decode::Frame;
+use crate::source::CaptureReader;
+
+/// Everything `stats` reports, with the top-level keys of its JSON output.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StatsReport {
+    pub capture: capture::CaptureRow,
+    pub flows: Vec<flows::FlowRow>,
+    pub cnps: Vec<cnp::CnpRow>,
+    pub pfc: Vec<pfc::PfcRow>,
+}
+
+/// The passes behind `stats`, run together over one decode of each frame.
+#[derive(Debug)]
+pub struct Stats {
+    capture: capture::CapturePass,
+    flows: flows::FlowsPass,
+    cnps: cnp::CnpPass,
+    pfc: pfc::PfcPass,
+}
+
+impl Stats {
+    /// `link_bps` converts pause quanta into time.
+    pub fn new(link_bps: u64) -> Self {
+        Stats {
+            capture: capture::CapturePass::default(),
+            flows: flows::FlowsPass::default(),
+            cnps: cnp::CnpPass::default(),
+            pfc: pfc::PfcPass::new(link_bps),
+        }
+    }
+
+    pub fn frame(&mut self, f: &Frame<'_>) {
+        self.capture.frame(f);
+        self.flows.frame(f);
+        self.cnps.frame(f);
+        self.pfc.frame(f);
+    }
+
+    /// `error` is the damage that stopped reading early, if any; the tables hold everything before it.
+    pub fn finish(self, reader: &CaptureReader, error: Option<String>) -> StatsReport {
+        let end = self.capture.last_ns();
+        StatsReport {
+            capture: self.capture.finish(reader, error),
+            flows: self.flows.finish(),
+            cnps: self.cnps.finish(),
+            pfc: self.pfc.finish(end),
+        }
+    }
+}

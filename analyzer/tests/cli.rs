@@ -1,0 +1,330 @@
+//! The `roce-analyzer` binary end to end: output shapes, filters, tables, and how it meets bad files.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{analyzer, run, workspace};
+use serde_json::Value;
+
+fn corpus_pcap() -> PathBuf {
+    workspace().join("samples/corpus/corpus.pcap")
+}
+
+fn corpus_pcapng() -> PathBuf {
+    workspace().join("samples/corpus/corpus.pcapng")
+}
+
+/// Byte offsets of every record header of a little-endian classic pcap.
+fn pcap_record_offsets(bytes: &[u8]) -> Vec<usize> {
+    let mut at = 24;
+    let mut out = Vec::new();
+    while at + 16 <= bytes.len() {
+        out.push(at);
+        let caplen = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        at += 16 + caplen;
+    }
+    out
+}
+
+struct Failure {
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs a command that must exit 2 with one clear line on stderr naming the file, and no panic.
+fn expect_error(args: &[&str], file: &Path) -> Failure {
+    let out = run(analyzer().args(args).arg(file));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "exit code for {}: {stderr}",
+        file.display()
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line expected: {stderr}");
+    assert!(
+        lines[0].contains(&*file.to_string_lossy()),
+        "the message names the file: {stderr}"
+    );
+    Failure {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr,
+    }
+}
+
+#[test]
+fn decode_json_has_the_contract_fields() {
+    let frames = common::analyzer_json(&corpus_pcapng());
+    let cnp = frames
+        .iter()
+        .find(|f| f["kind"] == "cnp")
+        .expect("the corpus has CNPs");
+    for key in [
+        "frame",
+        "ts_ns",
+        "caplen",
+        "len",
+        "src",
+        "dst",
+        "dscp",
+        "ecn",
+        "sport",
+        "opcode",
+        "opcode_name",
+        "dest_qp",
+        "psn",
+        "ack_req",
+        "fecn",
+        "becn",
+        "se",
+        "pkey",
+        "pad",
+        "payload_len",
+        "icrc_ok",
+    ] {
+        assert!(cnp.get(key).is_some(), "CNP lacks {key}: {cnp}");
+    }
+    assert_eq!(cnp["opcode_name"], "CNP");
+    assert_eq!(cnp["becn"], true);
+    assert_eq!(cnp["payload_len"], 16);
+    assert_eq!(cnp["icrc_ok"], true);
+    let pfc = frames
+        .iter()
+        .find(|f| f["kind"] == "pfc")
+        .expect("PFC frames");
+    assert!(pfc["src_mac"].as_str().unwrap().contains(':'));
+    assert_eq!(pfc["pfc_quanta"].as_array().unwrap().len(), 8);
+    // Every complete RoCEv2 frame of the corpus has a good ICRC but the one corrupted on purpose; the
+    // truncated ones cannot be checked.
+    let bad: Vec<&Value> = frames.iter().filter(|f| f["icrc_ok"] == false).collect();
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    let unknown = frames
+        .iter()
+        .filter(|f| f["kind"] == "roce" && f["icrc_ok"].is_null())
+        .count();
+    let truncated = frames
+        .iter()
+        .filter(|f| f["kind"] == "roce" && f["caplen"].as_u64() < f["len"].as_u64())
+        .count();
+    let v1 = frames.iter().filter(|f| f["roce_version"] == 1).count();
+    assert_eq!(unknown, truncated + v1);
+    assert!(truncated > 10);
+}
+
+#[test]
+fn filter_and_count_select_frames() {
+    let out = run(analyzer()
+        .args(["decode", "--json", "--filter", "cnp and qp >= 0x11a"])
+        .arg(corpus_pcapng()));
+    assert!(out.status.success());
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4, "CNPs to QPs 0x11a..0x11d");
+    assert!(
+        lines
+            .iter()
+            .all(|f| f["kind"] == "cnp" && f["dest_qp"].as_u64() >= Some(0x11a))
+    );
+    let out = run(analyzer().args(["decode", "-c", "3"]).arg(corpus_pcapng()));
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+    let out = run(analyzer()
+        .args(["decode", "--filter", "qp == nope"])
+        .arg(corpus_pcapng()));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("position 6"));
+}
+
+#[test]
+fn stats_json_keys_and_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(analyzer()
+        .args(["stats", "--json", "--csv"])
+        .arg(dir.path().join("csv"))
+        .arg("--parquet")
+        .arg(dir.path().join("pq"))
+        .arg(corpus_pcapng()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in ["capture", "flows", "cnps", "pfc"] {
+        assert!(v.get(key).is_some(), "stats JSON lacks {key}");
+    }
+    let flow = &v["flows"][0];
+    for key in [
+        "packets",
+        "bytes",
+        "first_ns",
+        "last_ns",
+        "mean_gbps",
+        "opcodes",
+        "ect_packets",
+        "ce_packets",
+        "psn_gaps",
+        "retransmissions",
+        "out_of_order",
+        "naks",
+        "icrc_failures",
+        "truncated",
+    ] {
+        assert!(flow.get(key).is_some(), "flow lacks {key}");
+    }
+    assert_eq!(v["cnps"].as_array().unwrap().len(), 6);
+    assert_eq!(v["capture"]["interfaces"].as_array().unwrap().len(), 4);
+    for t in ["capture", "flows", "cnps", "pfc"] {
+        let csv = std::fs::read_to_string(dir.path().join("csv").join(format!("{t}.csv"))).unwrap();
+        assert!(csv.lines().count() >= 2, "{t}.csv has rows");
+        let pq = std::fs::read(dir.path().join("pq").join(format!("{t}.parquet"))).unwrap();
+        assert_eq!(&pq[..4], b"PAR1");
+    }
+}
+
+#[test]
+fn stdin_reads_like_a_file() {
+    let file = std::fs::File::open(corpus_pcap()).unwrap();
+    let out = analyzer()
+        .args(["decode", "--json", "-"])
+        .stdin(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        common::analyzer_json(&corpus_pcap()).len()
+    );
+}
+
+#[test]
+fn missing_file_directory_empty_and_wrong_magic() {
+    let dir = tempfile::tempdir().unwrap();
+    expect_error(&["stats"], &dir.path().join("nope.pcap"));
+    expect_error(&["stats"], dir.path());
+    let empty = dir.path().join("empty.pcap");
+    std::fs::write(&empty, b"").unwrap();
+    expect_error(&["stats"], &empty);
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, b"these are not packets, just words").unwrap();
+    let f = expect_error(&["decode"], &text);
+    assert!(f.stderr.contains("byte 0"), "{}", f.stderr);
+}
+
+#[test]
+fn truncated_file_keeps_results_up_to_the_damage() {
+    let bytes = std::fs::read(corpus_pcap()).unwrap();
+    let offs = pcap_record_offsets(&bytes);
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.pcap");
+    // Cut in the middle of the 11th record's data.
+    std::fs::write(&cut, &bytes[..offs[10] + 20]).unwrap();
+    let f = expect_error(&["decode", "--json"], &cut);
+    assert_eq!(
+        f.stdout.lines().count(),
+        10,
+        "the ten whole records are decoded"
+    );
+    assert!(
+        f.stderr.contains(&format!("byte {}", offs[10])),
+        "{}",
+        f.stderr
+    );
+    let f = expect_error(&["stats", "--json"], &cut);
+    let v: Value = serde_json::from_str(&f.stdout).unwrap();
+    assert_eq!(v["capture"]["frames"], 10);
+    assert!(v["capture"]["error"].as_str().unwrap().contains("byte"));
+}
+
+#[test]
+fn caplen_beyond_limits_is_an_error_at_its_record() {
+    let bytes = std::fs::read(corpus_pcap()).unwrap();
+    let offs = pcap_record_offsets(&bytes);
+    let dir = tempfile::tempdir().unwrap();
+    // (file, byte position of a little-endian u32 to overwrite, new value)
+    let cases = [
+        // caplen 4 GB
+        ("huge.pcap", offs[3] + 8, 0xFFFF_FFF0u32),
+        // caplen above the original length
+        ("above-len.pcap", offs[3] + 12, 10),
+        // caplen above the snap length (the file's snaplen becomes 40)
+        ("above-snaplen.pcap", 16, 40),
+    ];
+    for (name, at, value) in cases {
+        let mut b = bytes.clone();
+        b[at..at + 4].copy_from_slice(&value.to_le_bytes());
+        let p = dir.path().join(name);
+        std::fs::write(&p, &b).unwrap();
+        let f = expect_error(&["decode", "--json"], &p);
+        let first_bad = if name == "above-snaplen.pcap" {
+            // The first record longer than 40 bytes.
+            offs.iter()
+                .position(|&o| u32::from_le_bytes(bytes[o + 8..o + 12].try_into().unwrap()) > 40)
+                .unwrap()
+        } else {
+            3
+        };
+        assert_eq!(f.stdout.lines().count(), first_bad, "{name}");
+        assert!(
+            f.stderr.contains(&format!("byte {}", offs[first_bad])),
+            "{name}: {}",
+            f.stderr
+        );
+    }
+}
+
+#[test]
+fn pcapng_block_with_broken_length() {
+    let mut bytes = std::fs::read(corpus_pcapng()).unwrap();
+    // Walk the blocks: SHB, 4 IDBs, then packets. Break the 3rd packet block's length.
+    let mut at = 0usize;
+    let mut starts = Vec::new();
+    while at + 12 <= bytes.len() {
+        starts.push(at);
+        let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+        at += len;
+    }
+    let victim = starts[5 + 2];
+    bytes[victim + 4..victim + 8].copy_from_slice(&7u32.to_le_bytes());
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("broken.pcapng");
+    std::fs::write(&p, &bytes).unwrap();
+    let f = expect_error(&["decode", "--json"], &p);
+    assert_eq!(f.stdout.lines().count(), 2);
+    assert!(f.stderr.contains(&format!("byte {victim}")), "{}", f.stderr);
+}
+
+#[test]
+fn broken_pipe_is_not_an_error() {
+    use std::io::Read;
+    use std::process::Stdio;
+    // A capture big enough that its text output cannot fit in the pipe before we hang up.
+    let bytes = std::fs::read(corpus_pcap()).unwrap();
+    let mut big = bytes.clone();
+    for _ in 0..300 {
+        big.extend_from_slice(&bytes[24..]);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("big.pcap");
+    std::fs::write(&p, &big).unwrap();
+    let mut child = analyzer()
+        .args(["decode"])
+        .arg(&p)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut b = [0u8; 1];
+    stdout.read_exact(&mut b).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.is_empty(), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{:?}", out.status);
+}

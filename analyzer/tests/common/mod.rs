@@ -1,0 +1,86 @@
+//! Shared helpers of the end-to-end tests: where things are, and how to run the binary and tshark.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("analyzer sits inside the workspace")
+        .to_path_buf()
+}
+
+/// A public capture from ../shared/captures (beside the repository, as on CI). Missing means a broken
+/// checkout, so the test fails and says so rather than skipping.
+pub fn shared_capture(name: &str) -> PathBuf {
+    let p = workspace().join("../shared/captures").join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing: the shared captures must sit beside the repository (../shared/captures)",
+        p.display()
+    );
+    p
+}
+
+pub fn analyzer() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_roce-analyzer"))
+}
+
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("the command starts")
+}
+
+/// `decode --json` of a file, one JSON value per frame.
+pub fn analyzer_json(file: &Path) -> Vec<Value> {
+    let out = run(analyzer().arg("decode").arg("--json").arg(file));
+    assert!(
+        out.status.success(),
+        "roce-analyzer decode {} failed: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}
+
+fn require_tshark() {
+    let ok = Command::new("tshark")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "tshark is not installed: run the README's test command (`cargo xtask test`), which installs it"
+    );
+}
+
+/// tshark's fields per frame (first occurrence of each: the outer VLAN tag of a QinQ frame).
+pub fn tshark_fields(file: &Path, decode_as: &[&str], fields: &[&str]) -> Vec<Vec<String>> {
+    require_tshark();
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-r")
+        .arg(file)
+        .args(["-T", "fields", "-E", "occurrence=f", "-E", "separator=/t"]);
+    for d in decode_as {
+        cmd.args(["-d", d]);
+    }
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = run(&mut cmd);
+    assert!(
+        out.status.success(),
+        "tshark failed on {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split('\t').map(String::from).collect())
+        .collect()
+}
