@@ -1,0 +1,273 @@
+//! `cargo xtask bench`: the analyzer's throughput and memory against the file-reading floor and tshark.
+//!
+//! Everything runs on one core (`taskset -c 0`) with a warm page cache, timed by GNU time for wall time and
+//! peak RSS; each measurement is the median of three runs. tshark is measured on a slice of the same file,
+//! because dissecting millions of frames with it takes many minutes; frames/s is what compares.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+use samples::bulk::{self, BulkSpec};
+
+use crate::{install, root, sh};
+
+const TSHARK_SLICE: u64 = 200_000;
+
+struct Measured {
+    what: String,
+    command: String,
+    frames: u64,
+    seconds: f64,
+    peak_rss_mb: f64,
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+}
+
+/// Runs `argv` three times under GNU time on core 0, stdout to /dev/null; returns (median s, max RSS MB).
+fn measure(argv: &[&str]) -> Result<(f64, f64)> {
+    let mut runs = Vec::new();
+    let timing = std::env::temp_dir().join("rocetrace-bench-time.txt");
+    for _ in 0..3 {
+        let status = Command::new("/usr/bin/time")
+            .args(["-f", "%e %M", "-o"])
+            .arg(&timing)
+            .args(["taskset", "-c", "0"])
+            .args(argv)
+            .stdout(Stdio::null())
+            .status()
+            .with_context(|| format!("running {}", argv.join(" ")))?;
+        if !status.success() {
+            bail!("{} failed ({status})", argv.join(" "));
+        }
+        let text = std::fs::read_to_string(&timing)?;
+        let last = text.lines().last().unwrap_or_default().to_string();
+        let mut it = last.split_whitespace();
+        let secs: f64 = it
+            .next()
+            .and_then(|s| s.parse().ok())
+            .context("time output")?;
+        let kb: f64 = it
+            .next()
+            .and_then(|s| s.parse().ok())
+            .context("time output")?;
+        runs.push((secs, kb / 1024.0));
+    }
+    runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let rss = runs.iter().map(|r| r.1).fold(0.0, f64::max);
+    Ok((runs[1].0.max(0.001), rss))
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let mut spec = BulkSpec::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--frames" => {
+                spec.frames = it
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .context("--frames needs a number")?
+            }
+            other => bail!("unknown option {other:?} for bench"),
+        }
+    }
+    install::ensure_apt(&["tshark", "time"])?;
+    sh(Command::new("cargo").args([
+        "build",
+        "--release",
+        "-p",
+        "analyzer",
+        "--bin",
+        "roce-analyzer",
+        "--example",
+        "bare_pass",
+    ]))?;
+    let release = target_dir().join("release");
+    let analyzer = release.join("roce-analyzer");
+    let bare = release.join("examples").join("bare_pass");
+    let dir = target_dir().join("bench");
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join(format!("bulk-{}.pcap", spec.frames));
+    if !file.exists() {
+        eprintln!(
+            "xtask: generating {} ({} frames)",
+            file.display(),
+            spec.frames
+        );
+        let tmp = file.with_extension("tmp");
+        let counts = bulk::write(
+            BufWriter::with_capacity(1 << 20, File::create(&tmp)?),
+            &spec,
+        )?;
+        std::fs::rename(&tmp, &file)?;
+        eprintln!("xtask: wrote {counts:?}");
+    }
+    let size_mb = std::fs::metadata(&file)?.len() as f64 / 1e6;
+    let slice = dir.join(format!("slice-{TSHARK_SLICE}.pcap"));
+    sh(Command::new("editcap")
+        .args(["-r"])
+        .arg(&file)
+        .arg(&slice)
+        .arg(format!("1-{TSHARK_SLICE}")))?;
+    let f = path(&file);
+    let s = path(&slice);
+    let a = path(&analyzer);
+    // Warm the page cache so the first measurement is not a disk read.
+    measure(&[path(&bare).as_str(), f.as_str()])?;
+    let mut rows = Vec::new();
+    let mut add = |what: &str, frames: u64, argv: &[&str]| -> Result<()> {
+        eprintln!("xtask: measuring {what}");
+        let (seconds, peak_rss_mb) = measure(argv)?;
+        rows.push(Measured {
+            what: what.into(),
+            command: argv
+                .iter()
+                .map(|x| x.replace(&*target_dir().to_string_lossy(), "$TARGET"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            frames,
+            seconds,
+            peak_rss_mb,
+        });
+        Ok(())
+    };
+    let n = spec.frames;
+    add("bare pass over the records (floor)", n, &[&path(&bare), &f])?;
+    add("roce-analyzer stats", n, &[&a, "stats", &f])?;
+    add(
+        "roce-analyzer stats --json",
+        n,
+        &[&a, "stats", "--json", &f],
+    )?;
+    add(
+        "roce-analyzer decode --json",
+        n,
+        &[&a, "decode", "--json", &f],
+    )?;
+    add(
+        "tshark -T fields (BTH, ECN)",
+        TSHARK_SLICE,
+        &[
+            "tshark",
+            "-r",
+            &s,
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+            "-e",
+            "infiniband.bth.opcode",
+            "-e",
+            "infiniband.bth.destqp",
+            "-e",
+            "infiniband.bth.psn",
+            "-e",
+            "ip.dsfield.ecn",
+        ],
+    )?;
+    add(
+        "roce-analyzer decode --json (same slice)",
+        TSHARK_SLICE,
+        &[&a, "decode", "--json", &s],
+    )?;
+    let report = render(&rows, &spec, size_mb);
+    println!("{report}");
+    let md = root().join("BENCHMARKS.md");
+    let old = std::fs::read_to_string(&md).unwrap_or_default();
+    std::fs::write(&md, splice(&old, "analyzer", &report))?;
+    eprintln!("xtask: updated {}", md.display());
+    Ok(())
+}
+
+fn path(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+fn render(rows: &[Measured], spec: &BulkSpec, size_mb: f64) -> String {
+    let fps = |m: &Measured| m.frames as f64 / m.seconds;
+    let floor = rows.first().map(fps).unwrap_or(1.0);
+    let stats = rows.get(1).map(fps).unwrap_or(0.0);
+    let tshark = rows
+        .iter()
+        .find(|r| r.what.starts_with("tshark"))
+        .map(fps)
+        .unwrap_or(1.0);
+    let mut s = String::new();
+    s.push_str(&format!(
+        "Machine: {} cores of {}, {}; one core used (taskset -c 0); median of 3 runs, warm page cache.\n\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        cpu_model(),
+        std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|k| format!("Linux {}", k.trim()))
+            .unwrap_or_default()
+    ));
+    s.push_str(&format!(
+        "Capture: `samples::bulk`, {} frames over {} QPs, {} B payload per data packet, snap length {}, {:.0} MB \
+         (RDMA WRITE messages of 16 packets with ACKs, CE marks, CNPs and PFC on priority 3).\n\n",
+        spec.frames,
+        spec.qps,
+        spec.mtu,
+        spec.snaplen.map_or("none".into(), |s| format!("{s} B")),
+        size_mb
+    ));
+    s.push_str("| what | frames | seconds | frames/s | MB/s of file | peak RSS MB | command |\n");
+    s.push_str("|---|---:|---:|---:|---:|---:|---|\n");
+    for r in rows {
+        let mbs = if r.frames == spec.frames {
+            format!("{:.0}", size_mb / r.seconds)
+        } else {
+            "–".into()
+        };
+        s.push_str(&format!(
+            "| {} | {} | {:.3} | {:.2e} | {} | {:.1} | `{}` |\n",
+            r.what,
+            r.frames,
+            r.seconds,
+            fps(r),
+            mbs,
+            r.peak_rss_mb,
+            r.command
+        ));
+    }
+    s.push_str(&format!(
+        "\nRatios: stats runs at {:.2}× the floor's time ({:.1} M frames/s vs {:.1} M), and {:.0}× tshark's \
+         frames/s.\n",
+        floor / stats.max(1.0),
+        stats / 1e6,
+        floor / 1e6,
+        stats / tshark
+    ));
+    s
+}
+
+/// Replaces the section between `<!-- bench:NAME -->` markers, or appends it.
+fn splice(doc: &str, name: &str, body: &str) -> String {
+    let open = format!("<!-- bench:{name} -->");
+    let close = format!("<!-- /bench:{name} -->");
+    let section = format!("{open}\n{body}{close}");
+    match (doc.find(&open), doc.find(&close)) {
+        (Some(a), Some(b)) if b > a => {
+            format!("{}{}{}", &doc[..a], section, &doc[b + close.len()..])
+        }
+        _ => format!("{}\n{}\n", doc.trim_end(), section),
+    }
+}

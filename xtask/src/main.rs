@@ -1,0 +1,195 @@
+//! Project tasks, run as `cargo xtask <task>`.
+//!
+//! `test` is the one command CI and a newcomer run: it installs what a fresh Debian machine lacks, then runs
+//! formatting, lints, every test and short fuzz runs, failing on the first step that fails. Each step prints
+//! what it runs, so a red CI log says which step broke.
+
+mod bench;
+mod install;
+mod samples_task;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+const USAGE: &str = "\
+usage: cargo xtask <task>
+
+tasks:
+  test [--no-install] [--fuzz-seconds N]   install what is missing, then fmt, clippy, every test, short fuzz runs
+  install                                  only install what is missing (apt packages, cargo-fuzz)
+  fuzz [--seconds N] [TARGET...]           run the fuzz targets (default 20 s each)
+  bench [--frames N]                       generate a large capture, measure analyzer and tshark, update BENCHMARKS.md
+  samples                                  regenerate the committed captures byte for byte
+";
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("xtask: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((task, rest)) = args.split_first() else {
+        print!("{USAGE}");
+        return Ok(());
+    };
+    match task.as_str() {
+        "test" => test(rest),
+        "bench" => bench::run(rest),
+        "samples" => samples_task::run(),
+        "install" => install::ensure_all(),
+        "fuzz" => {
+            let (seconds, targets) = fuzz_args(rest)?;
+            fuzz(seconds, &targets)
+        }
+        "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => bail!("unknown task {other:?}\n{USAGE}"),
+    }
+}
+
+/// The workspace root (xtask lives one level below it).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Runs a command in the workspace root, echoing it, and fails with its exit status.
+pub fn sh(cmd: &mut Command) -> Result<()> {
+    eprintln!("xtask: $ {}", show(cmd));
+    if cmd.get_current_dir().is_none() {
+        cmd.current_dir(root());
+    }
+    let status = cmd
+        .status()
+        .with_context(|| format!("could not start {}", show(cmd)))?;
+    if !status.success() {
+        bail!("{} failed ({status})", show(cmd));
+    }
+    Ok(())
+}
+
+fn show(cmd: &Command) -> String {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+fn test(args: &[String]) -> Result<()> {
+    let mut install = true;
+    let mut fuzz_seconds = 15u64;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--no-install" => install = false,
+            "--fuzz-seconds" => {
+                fuzz_seconds = it
+                    .next()
+                    .context("--fuzz-seconds needs a number")?
+                    .parse()
+                    .context("--fuzz-seconds needs a number")?
+            }
+            other => bail!("unknown option {other:?} for test"),
+        }
+    }
+    if install {
+        install::ensure_all()?;
+    }
+    sh(cargo().args(["fmt", "--all", "--check"]))?;
+    sh(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    sh(cargo().args(["test", "--workspace", "--no-fail-fast"]))?;
+    if fuzz_seconds > 0 {
+        fuzz(fuzz_seconds, &[])?;
+    }
+    eprintln!("xtask: every step passed");
+    Ok(())
+}
+
+fn fuzz_args(args: &[String]) -> Result<(u64, Vec<String>)> {
+    let mut seconds = 20;
+    let mut targets = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--seconds" {
+            seconds = it
+                .next()
+                .context("--seconds needs a number")?
+                .parse()
+                .context("--seconds needs a number")?;
+        } else {
+            targets.push(a.clone());
+        }
+    }
+    Ok((seconds, targets))
+}
+
+/// Runs each fuzz target for `seconds` on the committed seed corpus (copied to a scratch corpus, so runs
+/// never dirty the work tree). cargo-fuzz needs the nightly toolchain; `install` checks both.
+fn fuzz(seconds: u64, only: &[String]) -> Result<()> {
+    let fuzz_dir = root().join("fuzz");
+    let out = Command::new("cargo")
+        .args(["+nightly", "fuzz", "list"])
+        .current_dir(&fuzz_dir)
+        .output()
+        .context("running cargo +nightly fuzz list")?;
+    if !out.status.success() {
+        bail!(
+            "cargo +nightly fuzz list failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let targets: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|t| !t.is_empty() && (only.is_empty() || only.iter().any(|o| o == t)))
+        .map(String::from)
+        .collect();
+    if targets.is_empty() {
+        bail!("no fuzz targets to run");
+    }
+    // Fuzz builds use nightly and sanitizer flags: keep them out of the main target directory.
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|d| d.with_file_name("fuzz-target"))
+        .unwrap_or_else(|| fuzz_dir.join("target"));
+    let scratch = std::env::temp_dir().join("rocetrace-fuzz-corpus");
+    for t in &targets {
+        let seeds = fuzz_dir.join("seeds").join(t);
+        let corpus = scratch.join(t);
+        std::fs::create_dir_all(&corpus)?;
+        if seeds.is_dir() {
+            for e in std::fs::read_dir(&seeds)? {
+                let e = e?;
+                std::fs::copy(e.path(), corpus.join(e.file_name()))?;
+            }
+        }
+        sh(Command::new("cargo")
+            .args(["+nightly", "fuzz", "run", t])
+            .arg(&corpus)
+            .args(["--", &format!("-max_total_time={seconds}")])
+            .env("CARGO_TARGET_DIR", &target_dir)
+            .current_dir(&fuzz_dir))?;
+    }
+    Ok(())
+}

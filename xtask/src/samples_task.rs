@@ -1,0 +1,22 @@
+//! `cargo xtask samples`: regenerates every committed capture from its generator, byte for byte.
+
+use std::fs::File;
+use std::io::BufWriter;
+
+use anyhow::{Context, Result};
+
+use crate::root;
+
+pub fn run() -> Result<()> {
+    let dir = root().join("samples").join("corpus");
+    std::fs::create_dir_all(&dir)?;
+    let ng = dir.join("corpus.pcapng");
+    let n = samples::corpus::write_pcapng(BufWriter::new(File::create(&ng)?))
+        .with_context(|| format!("writing {}", ng.display()))?;
+    eprintln!("xtask: wrote {} ({n} frames)", ng.display());
+    let pcap = dir.join("corpus.pcap");
+    let n = samples::corpus::write_pcap(BufWriter::new(File::create(&pcap)?))
+        .with_context(|| format!("writing {}", pcap.display()))?;
+    eprintln!("xtask: wrote {} ({n} frames)", pcap.display());
+    Ok(())
+}
