@@ -1,12 +1,14 @@
 //! One decoder for every consumer: a captured record becomes a [`Frame`].
 //!
-//! L2–L4 go through etherparse's lax slicer, so a frame cut by the snap length still yields every header that
-//! fits; the InfiniBand transport headers go through `roce-wire`. The analyzer's passes, the `decode` command
+//! L2–L4 go through etherparse's lax per-layer slices, so a frame cut by the snap length still yields every
+//! header that fits; the InfiniBand transport headers go through `roce-wire`. The analyzer's passes, the `decode` command
 //! and the live tracer all call [`Decoder::decode`], so a field can never mean two things in two places.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket, TransportSlice};
+use etherparse::{
+    Ethernet2Slice, IpNumber, LaxIpPayloadSlice, LaxIpv4Slice, LaxIpv6Slice, SingleVlanSlice, UdpSlice,
+};
 use roce_wire::grh::{ETHERTYPE_ROCE_V1, GrhRepr};
 use roce_wire::icrc::{Crc32, icrc_with};
 use roce_wire::pfc::{ETHERTYPE_MAC_CONTROL, MacControlRepr};
@@ -16,6 +18,8 @@ use crate::source::{LinkType, Record};
 
 /// UDP destination port that marks RoCEv2 (IANA). The source port is per-flow entropy and means nothing.
 pub const ROCEV2_PORT: u16 = 4791;
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
 
 /// What a frame is, as far as congestion analysis cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -202,63 +206,79 @@ impl Decoder {
             truncated: rec.caplen < rec.len,
         };
         let data = rec.data;
-        let sliced = match rec.link {
-            LinkType::ETHERNET => {
-                if data.len() >= 12 {
-                    f.dst_mac = data[0..6].try_into().ok();
-                    f.src_mac = data[6..12].try_into().ok();
+        // Each layer is sliced with etherparse's per-header types rather than its whole-packet slicer: the
+        // latter returns a large struct by value, and moving it dominated the per-frame cost.
+        let (ether_type, payload) = match rec.link {
+            LinkType::ETHERNET => match Ethernet2Slice::from_slice_without_fcs(data) {
+                Ok(eth) => {
+                    f.dst_mac = Some(eth.destination());
+                    f.src_mac = Some(eth.source());
+                    let p = eth.payload();
+                    (p.ether_type.0, p.payload)
                 }
-                LaxSlicedPacket::from_ethernet(data).ok()
-            }
-            LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => LaxSlicedPacket::from_ip(data).ok(),
-            LinkType::LINUX_SLL => cooked(data, 16, 14, 5, 6).map(|(mac, et, rest)| {
-                f.src_mac = mac;
-                LaxSlicedPacket::from_ether_type(EtherType(et), rest)
-            }),
-            LinkType::LINUX_SLL2 => cooked(data, 20, 0, 11, 12).map(|(mac, et, rest)| {
-                f.src_mac = mac;
-                LaxSlicedPacket::from_ether_type(EtherType(et), rest)
-            }),
-            _ => None,
+                Err(_) => return f,
+            },
+            LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => match data.first().map(|b| b >> 4) {
+                Some(4) => (ETHERTYPE_IPV4, data),
+                Some(6) => (ETHERTYPE_IPV6, data),
+                _ => return f,
+            },
+            LinkType::LINUX_SLL => match cooked(data, 16, 14, 5, 6) {
+                Some((mac, et, rest)) => {
+                    f.src_mac = mac;
+                    (et, rest)
+                }
+                None => return f,
+            },
+            LinkType::LINUX_SLL2 => match cooked(data, 20, 0, 11, 12) {
+                Some((mac, et, rest)) => {
+                    f.src_mac = mac;
+                    (et, rest)
+                }
+                None => return f,
+            },
+            _ => return f,
         };
-        if let Some(p) = sliced {
-            self.classify(&mut f, &p);
-        }
+        self.ether(&mut f, ether_type, payload);
         f
     }
 
-    fn classify<'a>(&self, f: &mut Frame<'a>, p: &LaxSlicedPacket<'a>) {
-        let mut tags = p.link_exts.iter().filter_map(|e| match e {
-            etherparse::LaxLinkExtSlice::Vlan(v) => Some(v),
-            _ => None,
-        });
-        if let Some(outer) = tags.next() {
-            f.vlan = Some(outer.vlan_identifier().value());
-            f.pcp = Some(outer.priority_code_point().value());
-            f.inner_vlan = tags.next().map(|v| v.vlan_identifier().value());
-        }
-        if let Some(payload) = p.ether_payload() {
-            match payload.ether_type.0 {
-                ETHERTYPE_MAC_CONTROL => {
-                    if let Ok(ctl) = MacControlRepr::parse(payload.payload) {
-                        f.kind = match ctl {
-                            MacControlRepr::Pfc(_) => Kind::Pfc,
-                            MacControlRepr::Pause { .. } => Kind::Pause,
-                            MacControlRepr::Other { .. } => Kind::Other,
-                        };
-                        f.mac_control = Some(ctl);
-                    }
-                    return;
+    /// Everything after the link header: VLAN tags, then MAC control, RoCEv1 or IP.
+    fn ether<'a>(&self, f: &mut Frame<'a>, mut ether_type: u16, mut payload: &'a [u8]) {
+        for depth in 0..3 {
+            if !matches!(ether_type, 0x8100 | 0x88a8 | 0x9100) {
+                break;
+            }
+            let Ok(tag) = SingleVlanSlice::from_slice(payload) else {
+                return;
+            };
+            match depth {
+                0 => {
+                    f.vlan = Some(tag.vlan_identifier().value());
+                    f.pcp = Some(tag.priority_code_point().value());
                 }
-                ETHERTYPE_ROCE_V1 => {
-                    self.roce_v1(f, payload.payload);
-                    return;
-                }
+                1 => f.inner_vlan = Some(tag.vlan_identifier().value()),
                 _ => {}
             }
+            ether_type = tag.ether_type().0;
+            payload = tag.payload_slice();
         }
-        let (ip_header, fragmented) = match &p.net {
-            Some(LaxNetSlice::Ipv4(v4)) => {
+        match ether_type {
+            ETHERTYPE_MAC_CONTROL => {
+                if let Ok(ctl) = MacControlRepr::parse(payload) {
+                    f.kind = match ctl {
+                        MacControlRepr::Pfc(_) => Kind::Pfc,
+                        MacControlRepr::Pause { .. } => Kind::Pause,
+                        MacControlRepr::Other { .. } => Kind::Other,
+                    };
+                    f.mac_control = Some(ctl);
+                }
+            }
+            ETHERTYPE_ROCE_V1 => self.roce_v1(f, payload),
+            ETHERTYPE_IPV4 => {
+                let Ok((v4, _)) = LaxIpv4Slice::from_slice(payload) else {
+                    return;
+                };
                 let h = v4.header();
                 f.ip = Some(IpInfo {
                     src: IpAddr::V4(Ipv4Addr::from(h.source())),
@@ -266,9 +286,13 @@ impl Decoder {
                     dscp: h.dcp().value(),
                     ecn: h.ecn().value(),
                 });
-                (reborrow(f.data, h.slice()), v4.is_payload_fragmented())
+                let ip_header = reborrow(f.data, h.slice());
+                self.udp(f, ip_header, v4.payload());
             }
-            Some(LaxNetSlice::Ipv6(v6)) => {
+            ETHERTYPE_IPV6 => {
+                let Ok((v6, _)) = LaxIpv6Slice::from_slice(payload) else {
+                    return;
+                };
                 let h = v6.header();
                 let tc = h.traffic_class();
                 f.ip = Some(IpInfo {
@@ -277,14 +301,19 @@ impl Decoder {
                     dscp: tc >> 2,
                     ecn: tc & 3,
                 });
-                (reborrow(f.data, h.slice()), v6.payload().fragmented)
+                let ip_header = reborrow(f.data, h.slice());
+                self.udp(f, ip_header, v6.payload());
             }
-            _ => return,
-        };
-        if fragmented {
+            _ => {}
+        }
+    }
+
+    /// A UDP datagram to the RoCEv2 port carries a BTH; anything else stays `Other`.
+    fn udp<'a>(&self, f: &mut Frame<'a>, ip_header: &'a [u8], ip: &LaxIpPayloadSlice<'a>) {
+        if ip.ip_number != IpNumber::UDP || ip.fragmented {
             return;
         }
-        let Some(TransportSlice::Udp(udp)) = &p.transport else {
+        let Ok(udp) = UdpSlice::from_slice_lax(ip.payload) else {
             return;
         };
         let dport = udp.destination_port();
