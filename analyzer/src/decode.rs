@@ -7,7 +7,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use etherparse::{
-    Ethernet2Slice, IpNumber, LaxIpPayloadSlice, LaxIpv4Slice, LaxIpv6Slice, SingleVlanSlice, UdpSlice,
+    Ethernet2Slice, IpNumber, LaxIpPayloadSlice, LaxIpv4Slice, LaxIpv6Slice, SingleVlanSlice,
+    UdpSlice,
 };
 use roce_wire::grh::{ETHERTYPE_ROCE_V1, GrhRepr};
 use roce_wire::icrc::{Crc32, icrc_with};
