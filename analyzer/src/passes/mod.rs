@@ -4,6 +4,7 @@
 pub mod capture;
 pub mod cnp;
 pub mod flows;
+pub mod pairing;
 pub mod pfc;
 pub mod psn;
 
