@@ -7,6 +7,8 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use analyzer::dcqcn::analysis::{DcqcnPass, DcqcnReport, Options};
+use analyzer::dcqcn::{Knobs, Profile};
 use analyzer::decode::Decoder;
 use analyzer::filter::Filter;
 use analyzer::passes::{Stats, StatsReport};
@@ -30,6 +32,39 @@ enum Command {
     Decode(DecodeArgs),
     /// Per-flow, per-CNP-stream and per-priority statistics of a capture.
     Stats(StatsArgs),
+    /// What DCQCN did: CNPs paired with their flows, the reaction-point model next to the observed rate.
+    Dcqcn(DcqcnArgs),
+}
+
+#[derive(Debug, Args)]
+struct DcqcnArgs {
+    #[command(flatten)]
+    input: Input,
+    /// Line rate of the senders: the model's starting and maximum rate.
+    #[arg(long, default_value = "100G", value_parser = units::parse_speed)]
+    link_speed: u64,
+    /// Reaction-point model: connectx (firmware knobs) or paper (SIGCOMM 2015).
+    #[arg(long, default_value = "connectx")]
+    dcqcn_profile: String,
+    /// File of knob values (`name=value` lines, as the tracer records them under roce_rp/).
+    #[arg(long, value_name = "FILE")]
+    knobs: Option<PathBuf>,
+    /// Override one knob, e.g. `--set rpg_gd=10` (repeatable; applied after --knobs).
+    #[arg(long = "set", value_name = "KNOB=VALUE")]
+    set: Vec<String>,
+    /// Rate bin width (e.g. 10us); by default chosen from the capture span.
+    #[arg(long, value_parser = units::parse_positive_ns)]
+    bin: Option<u64>,
+    /// Shift CNP times by this one-way delay before the model sees them (e.g. 2us), when the capture was
+    /// not taken at the sender.
+    #[arg(long, default_value = "0ns", value_parser = units::parse_duration_ns, allow_hyphen_values = true)]
+    cnp_delay: i64,
+    /// Skip the knob fit.
+    #[arg(long)]
+    no_fit: bool,
+    /// JSON with a `flows` list (see the README for the fields).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -83,6 +118,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Decode(a) => decode(a),
         Command::Stats(a) => stats(a),
+        Command::Dcqcn(a) => dcqcn(a),
     };
     match result {
         Ok(code) => code,
@@ -201,6 +237,144 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
         Some(e) => damage_warning(&e),
         None => ExitCode::SUCCESS,
     })
+}
+
+fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
+    let profile = Profile::from_name(&a.dcqcn_profile)?;
+    let mut knobs = Knobs::default();
+    let mut source = vec!["defaults".to_string()];
+    if let Some(path) = &a.knobs {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading knobs from {}", path.display()))?;
+        knobs
+            .apply_kv_text(&text)
+            .with_context(|| format!("knobs file {}", path.display()))?;
+        source.push(path.display().to_string());
+    }
+    for kv in &a.set {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--set {kv:?}: expected KNOB=VALUE"))?;
+        knobs.set(k.trim(), v.trim())?;
+        source.push(format!("--set {kv}"));
+    }
+    let opts = Options {
+        profile,
+        knobs,
+        knob_source: source.join(" + "),
+        line_mbps: a.link_speed as f64 / 1e6,
+        cnp_delay_ns: a.cnp_delay,
+        bin_ns: a.bin,
+        fit: !a.no_fit,
+        ..Options::default()
+    };
+    let dec = decoder(&a.input);
+    let mut reader = open(&a.input.file)?;
+    let mut pass = DcqcnPass::new(opts.bin_ns);
+    let mut number = 0u64;
+    let damage = loop {
+        match reader.next_record() {
+            Ok(Some(rec)) => {
+                number += 1;
+                pass.frame(&dec.decode(number, &rec));
+            }
+            Ok(None) => break None,
+            Err(e) => break Some(e),
+        }
+    };
+    let report = pass.finish(&opts)?;
+    let mut out = BufWriter::new(io::stdout().lock());
+    if a.json {
+        serde_json::to_writer(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        print_dcqcn(&mut out, &report)?;
+    }
+    out.flush()?;
+    Ok(match damage {
+        Some(e) => damage_warning(&e),
+        None => ExitCode::SUCCESS,
+    })
+}
+
+fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
+    writeln!(
+        out,
+        "DCQCN  profile {}, knobs from {}, line {} Gb/s, bins {} µs, CNP delay {} ns",
+        r.profile,
+        r.knob_source,
+        r.line_gbps,
+        r.bin_ns as f64 / 1000.0,
+        r.cnp_delay_ns
+    )?;
+    let rows: Vec<Vec<String>> = r
+        .flows
+        .iter()
+        .map(|f| {
+            let ratios: Vec<f64> = f.observed_cuts.iter().map(|c| c.ratio).collect();
+            let median = if ratios.is_empty() {
+                "-".to_string()
+            } else {
+                let mut v = ratios.clone();
+                v.sort_by(f64::total_cmp);
+                format!("{:.2}", v[v.len() / 2])
+            };
+            let ce: f64 = f.observed.iter().map(|o| o.ce_fraction).sum::<f64>()
+                / f.observed.len().max(1) as f64;
+            vec![
+                f.sender.to_string(),
+                f.receiver.to_string(),
+                format!("0x{:06x}", f.receiver_qp),
+                f.sender_qp.map_or("?".into(), |q| format!("0x{q:06x}")),
+                f.pairing.map_or("unpaired".into(), |m| format!("{m:?}")),
+                f.cnps.to_string(),
+                format!("{:.3}", ce),
+                f.cuts.len().to_string(),
+                f.cuts
+                    .last()
+                    .map_or("-".into(), |c| format!("{:.1}", c.rc_after_gbps)),
+                median,
+                f.fit.map_or("-".into(), |x| {
+                    format!(
+                        "G={} gd={} ({:.2} vs {:.2} Gb/s)",
+                        x.dce_tcp_g, x.rpg_gd, x.error_gbps, x.given_error_gbps
+                    )
+                }),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        &[
+            "sender",
+            "receiver",
+            "rcv_qp",
+            "snd_qp",
+            "pairing",
+            "CNPs",
+            "CE frac",
+            "cuts",
+            "last Rc",
+            "obs ratio",
+            "fit (error: fitted vs given)",
+        ],
+        &rows,
+    )?;
+    if !r.unpaired_cnps.is_empty() {
+        writeln!(
+            out,
+            "\nCNP streams not tied to any data flow ({})",
+            r.unpaired_cnps.len()
+        )?;
+        for u in &r.unpaired_cnps {
+            writeln!(
+                out,
+                "  {} → {} QP 0x{:06x}: {} CNPs",
+                u.src, u.dst, u.dest_qp, u.cnps
+            )?;
+        }
+    }
+    Ok(())
 }
 
 fn write_tables(dir: &Path, r: &StatsReport, format: TableFormat) -> Result<()> {

@@ -28,8 +28,55 @@ pub fn parse_speed(s: &str) -> Result<u64, SpeedError> {
     Ok(bps.round() as u64)
 }
 
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error("{0:?} is not a duration (examples: 10us, 2.5ms, 500ns, -3us)")]
+pub struct DurationError(pub String);
+
+/// Parses a signed duration with a unit (`ns`, `us`/`µs`, `ms`, `s`) into ns; a bare number is ns.
+pub fn parse_duration_ns(s: &str) -> Result<i64, DurationError> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mult) = [
+        ("ns", 1.0),
+        ("us", 1e3),
+        ("µs", 1e3),
+        ("ms", 1e6),
+        ("s", 1e9),
+    ]
+    .iter()
+    .find_map(|(suffix, m)| t.strip_suffix(suffix).map(|n| (n.to_string(), *m)))
+    .unwrap_or((t.clone(), 1.0));
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| DurationError(s.to_string()))?;
+    let ns = v * mult;
+    if !ns.is_finite() || ns.abs() > 1e18 {
+        return Err(DurationError(s.to_string()));
+    }
+    Ok(ns.round() as i64)
+}
+
+/// A duration that must be positive, for bin widths.
+pub fn parse_positive_ns(s: &str) -> Result<u64, DurationError> {
+    match parse_duration_ns(s)? {
+        n if n > 0 => Ok(n as u64),
+        _ => Err(DurationError(s.to_string())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ns("10us"), Ok(10_000));
+        assert_eq!(parse_duration_ns("2.5ms"), Ok(2_500_000));
+        assert_eq!(parse_duration_ns("-3us"), Ok(-3_000));
+        assert_eq!(parse_duration_ns("7"), Ok(7));
+        assert_eq!(parse_duration_ns("1s"), Ok(1_000_000_000));
+        assert!(parse_duration_ns("soon").is_err());
+        assert!(parse_positive_ns("0us").is_err());
+    }
+
     use super::*;
 
     #[test]

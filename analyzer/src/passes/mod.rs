@@ -7,6 +7,7 @@ pub mod flows;
 pub mod pairing;
 pub mod pfc;
 pub mod psn;
+pub mod rates;
 
 use serde::Serialize;
 

@@ -1,0 +1,460 @@
+//! What DCQCN did in a capture: the model fed with each sender's CNP arrivals, next to what the sender was
+//! seen to send.
+//!
+//! [`DcqcnPass`] streams the capture once (pairing evidence, per-flow rate bins, CNP arrival times per sender
+//! QP); [`DcqcnPass::finish`] then replays the reaction-point model per paired flow, finds the observed rate
+//! change after each burst of CNPs, and fits the two knobs that shape a cut most (alpha gain and cut factor).
+
+use std::net::IpAddr;
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+use super::{DcqcnError, Event, EventKind, Knobs, Profile, replay};
+use crate::decode::{Frame, Kind};
+use crate::passes::flows::FlowKey;
+use crate::passes::pairing::{Method, Pairing, PairingPass};
+use crate::passes::rates::{Bin, RatesPass, gbps};
+
+/// How the analysis runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub profile: Profile,
+    pub knobs: Knobs,
+    /// Where the knob values came from, shown next to the results (dcqcn.md: disagreement usually means
+    /// different knobs).
+    pub knob_source: String,
+    pub line_mbps: f64,
+    /// Added to every CNP time before it reaches the model: the one-way delay from the capture point to the
+    /// sender NIC when the capture was not taken at the sender (negative if it was taken behind it).
+    pub cnp_delay_ns: i64,
+    /// A fixed bin width, or automatic.
+    pub bin_ns: Option<u64>,
+    /// CNPs closer together than this belong to one burst.
+    pub burst_gap_ns: u64,
+    /// How long after a burst's first CNP the observed rate is searched for its low point.
+    pub reaction_window_ns: u64,
+    /// Fit the alpha gain and the cut factor.
+    pub fit: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            profile: Profile::ConnectX,
+            knobs: Knobs::default(),
+            knob_source: "defaults".into(),
+            line_mbps: 100_000.0,
+            cnp_delay_ns: 0,
+            bin_ns: None,
+            burst_gap_ns: 100_000,
+            reaction_window_ns: 200_000,
+            fit: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Cut {
+    pub t_ns: u64,
+    pub rc_before_gbps: f64,
+    pub rc_after_gbps: f64,
+    pub alpha: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ModelPoint {
+    pub t_ns: u64,
+    pub event: EventKind,
+    pub rc_gbps: f64,
+    pub rt_gbps: f64,
+    pub alpha: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Observed {
+    /// Start of the bin.
+    pub t_ns: u64,
+    pub gbps: f64,
+    pub ce_fraction: f64,
+}
+
+/// The rate change seen after a burst of CNPs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ObservedCut {
+    /// The burst's first CNP (as the model sees it, delay applied).
+    pub t_ns: u64,
+    pub cnps: u64,
+    /// From the first CNP to the start of the lowest bin in the reaction window.
+    pub lag_ns: u64,
+    /// Mean rate in the bins just before the burst.
+    pub before_gbps: f64,
+    /// The lowest bin rate in the reaction window.
+    pub after_gbps: f64,
+    /// after / before.
+    pub ratio: f64,
+}
+
+/// The knob values that make the model follow the observed rate best, by mean absolute error over the bins
+/// where the flow sent something after its first CNP.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Fit {
+    pub dce_tcp_g: u32,
+    pub rpg_gd: u32,
+    pub error_gbps: f64,
+    /// The same error with the knobs the analysis was given, for comparison.
+    pub given_error_gbps: f64,
+    pub bins_compared: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlowDcqcn {
+    pub sender: IpAddr,
+    pub receiver: IpAddr,
+    pub sender_qp: Option<u32>,
+    pub receiver_qp: u32,
+    /// How the CNP stream was tied to this flow; null when no CNP stream could be.
+    pub pairing: Option<Method>,
+    pub cnps: u64,
+    pub cnp_ts_ns: Vec<u64>,
+    pub cuts: Vec<Cut>,
+    /// Every model event but the alpha ticks (their alpha shows in the events that follow).
+    pub model: Vec<ModelPoint>,
+    pub observed: Vec<Observed>,
+    pub observed_cuts: Vec<ObservedCut>,
+    pub fit: Option<Fit>,
+}
+
+/// A CNP stream no data flow could be tied to: reported, never dropped.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UnpairedCnps {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub dest_qp: u32,
+    pub cnps: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DcqcnReport {
+    pub profile: &'static str,
+    pub knob_source: String,
+    pub line_gbps: f64,
+    pub bin_ns: u64,
+    pub cnp_delay_ns: i64,
+    pub flows: Vec<FlowDcqcn>,
+    pub unpaired_cnps: Vec<UnpairedCnps>,
+}
+
+/// The streaming part: one decode per frame, state per flow and per CNP stream.
+#[derive(Debug)]
+pub struct DcqcnPass {
+    pairing: PairingPass,
+    rates: RatesPass,
+    /// CNP arrival times per CNP stream (receiver → sender, sender's QP).
+    cnps: FxHashMap<FlowKey, Vec<u64>>,
+    last_ns: u64,
+}
+
+impl DcqcnPass {
+    pub fn new(bin_ns: Option<u64>) -> Self {
+        DcqcnPass {
+            pairing: PairingPass::default(),
+            rates: RatesPass::new(bin_ns),
+            cnps: FxHashMap::default(),
+            last_ns: 0,
+        }
+    }
+
+    pub fn frame(&mut self, f: &Frame<'_>) {
+        self.last_ns = self.last_ns.max(f.ts_ns);
+        self.pairing.frame(f);
+        self.rates.frame(f);
+        if f.kind == Kind::Cnp
+            && let (Some(ip), Some(bth)) = (f.ip, f.bth())
+        {
+            let key = FlowKey {
+                src: ip.src,
+                dst: ip.dst,
+                dest_qp: bth.dest_qp,
+            };
+            self.cnps.entry(key).or_default().push(f.ts_ns);
+        }
+    }
+
+    pub fn finish(self, opts: &Options) -> Result<DcqcnReport, DcqcnError> {
+        let pairing = self.pairing.finish();
+        let start = self.rates.start_ns();
+        let width = self.rates.width_ns();
+        let end = self.last_ns;
+        let series = self.rates.finish();
+        let mut cnp_streams = self.cnps;
+        let mut flows = Vec::new();
+        for s in series {
+            let pair = pairing.of_flow(&s.key);
+            let cnp_key = pair.map(|p| FlowKey {
+                src: p.receiver,
+                dst: p.sender,
+                dest_qp: p.sender_qp,
+            });
+            let cnp_times: Vec<u64> = cnp_key
+                .and_then(|k| cnp_streams.remove(&k))
+                .unwrap_or_default();
+            let ce: u64 = s.bins.iter().map(|b| b.ce).sum();
+            if cnp_times.is_empty() && ce == 0 {
+                continue;
+            }
+            flows.push(analyse_flow(
+                &s.key,
+                pair.map(|p| (p.sender_qp, p.method)),
+                &cnp_times,
+                &s.bins,
+                start,
+                width,
+                end,
+                opts,
+            )?);
+        }
+        flows.sort_by(|a, b| {
+            b.cnps
+                .cmp(&a.cnps)
+                .then((a.sender, a.receiver, a.receiver_qp).cmp(&(
+                    b.sender,
+                    b.receiver,
+                    b.receiver_qp,
+                )))
+        });
+        let mut unpaired_cnps: Vec<UnpairedCnps> = cnp_streams
+            .into_iter()
+            .map(|(k, t)| UnpairedCnps {
+                src: k.src,
+                dst: k.dst,
+                dest_qp: k.dest_qp,
+                cnps: t.len() as u64,
+                first_ns: t.iter().copied().min().unwrap_or(0),
+                last_ns: t.iter().copied().max().unwrap_or(0),
+            })
+            .collect();
+        unpaired_cnps.sort_by_key(|u| (std::cmp::Reverse(u.cnps), u.src, u.dst, u.dest_qp));
+        Ok(DcqcnReport {
+            profile: opts.profile.name(),
+            knob_source: opts.knob_source.clone(),
+            line_gbps: opts.line_mbps / 1000.0,
+            bin_ns: width,
+            cnp_delay_ns: opts.cnp_delay_ns,
+            flows,
+            unpaired_cnps,
+        })
+    }
+
+    /// The pairing found so far is only final after [`DcqcnPass::finish`]; this is for callers that need the
+    /// pairing alone.
+    pub fn into_pairing(self) -> Pairing {
+        self.pairing.finish()
+    }
+}
+
+fn shifted(t: u64, delay: i64) -> u64 {
+    t.saturating_add_signed(delay)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn analyse_flow(
+    key: &FlowKey,
+    pair: Option<(u32, Method)>,
+    cnp_times: &[u64],
+    bins: &[Bin],
+    start: u64,
+    width: u64,
+    end: u64,
+    opts: &Options,
+) -> Result<FlowDcqcn, DcqcnError> {
+    let mut cnp_ts: Vec<u64> = cnp_times.to_vec();
+    cnp_ts.sort_unstable();
+    let model_times: Vec<u64> = cnp_ts
+        .iter()
+        .map(|&t| shifted(t, opts.cnp_delay_ns))
+        .collect();
+    let events = replay(opts.profile, &opts.knobs, opts.line_mbps, &model_times, end)?;
+    let cuts = events
+        .iter()
+        .filter(|e| e.kind == EventKind::Cut)
+        .map(|e| Cut {
+            t_ns: e.t_ns,
+            rc_before_gbps: e.rc_before_mbps / 1000.0,
+            rc_after_gbps: e.rc_mbps / 1000.0,
+            alpha: e.alpha,
+        })
+        .collect();
+    let model = events
+        .iter()
+        .filter(|e| e.kind != EventKind::AlphaTick)
+        .map(|e| ModelPoint {
+            t_ns: e.t_ns,
+            event: e.kind,
+            rc_gbps: e.rc_mbps / 1000.0,
+            rt_gbps: e.rt_mbps / 1000.0,
+            alpha: e.alpha,
+        })
+        .collect();
+    let observed: Vec<Observed> = bins
+        .iter()
+        .enumerate()
+        .map(|(i, b)| Observed {
+            t_ns: start + i as u64 * width,
+            gbps: gbps(b.bytes, width),
+            ce_fraction: if b.packets > 0 {
+                b.ce as f64 / b.packets as f64
+            } else {
+                0.0
+            },
+        })
+        .collect();
+    let observed_cuts = observed_cuts(&model_times, &observed, width, opts);
+    let fit = if opts.fit && !model_times.is_empty() {
+        fit_knobs(&model_times, &observed, width, end, opts)?
+    } else {
+        None
+    };
+    Ok(FlowDcqcn {
+        sender: key.src,
+        receiver: key.dst,
+        sender_qp: pair.map(|p| p.0),
+        receiver_qp: key.dest_qp,
+        pairing: pair.map(|p| p.1),
+        cnps: cnp_ts.len() as u64,
+        cnp_ts_ns: cnp_ts,
+        cuts,
+        model,
+        observed,
+        observed_cuts,
+        fit,
+    })
+}
+
+/// Groups CNPs into bursts and measures the rate before each burst and its low point after it.
+fn observed_cuts(
+    cnps: &[u64],
+    observed: &[Observed],
+    width: u64,
+    opts: &Options,
+) -> Vec<ObservedCut> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < cnps.len() {
+        let first = cnps[i];
+        let mut j = i + 1;
+        while j < cnps.len() && cnps[j] - cnps[j - 1] < opts.burst_gap_ns {
+            j += 1;
+        }
+        let before: Vec<f64> = observed
+            .iter()
+            .filter(|o| o.t_ns + width <= first && o.t_ns + 4 * width > first && o.gbps > 0.0)
+            .map(|o| o.gbps)
+            .collect();
+        let after = observed
+            .iter()
+            // Idle bins say nothing about the rate limiter (dcqcn.md: leave out idle and paused periods).
+            .filter(|o| o.t_ns >= first && o.t_ns < first + opts.reaction_window_ns && o.gbps > 0.0)
+            .min_by(|a, b| a.gbps.total_cmp(&b.gbps));
+        if let (false, Some(low)) = (before.is_empty(), after) {
+            let before_gbps = before.iter().sum::<f64>() / before.len() as f64;
+            out.push(ObservedCut {
+                t_ns: first,
+                cnps: (j - i) as u64,
+                lag_ns: low.t_ns - first,
+                before_gbps,
+                after_gbps: low.gbps,
+                ratio: if before_gbps > 0.0 {
+                    low.gbps / before_gbps
+                } else {
+                    0.0
+                },
+            });
+        }
+        i = j;
+    }
+    out
+}
+
+/// Mean |Rc − observed| (Gb/s) over the bins with traffic after the first CNP, Rc averaged over each bin.
+fn model_error(
+    events: &[Event],
+    observed: &[Observed],
+    width: u64,
+    first_cnp: u64,
+    line_mbps: f64,
+) -> (f64, usize) {
+    let mut err = 0.0;
+    let mut n = 0;
+    let mut k = 0;
+    let mut rc = line_mbps;
+    for o in observed
+        .iter()
+        .filter(|o| o.t_ns >= first_cnp && o.gbps > 0.0)
+    {
+        let (t0, t1) = (o.t_ns, o.t_ns + width);
+        // Advance to the rate in force at t0, then integrate the piecewise-constant Rc over the bin.
+        while k < events.len() && events[k].t_ns <= t0 {
+            rc = events[k].rc_mbps;
+            k += 1;
+        }
+        let mut acc = 0.0;
+        let mut t = t0;
+        let mut r = rc;
+        let mut m = k;
+        while m < events.len() && events[m].t_ns < t1 {
+            acc += r * (events[m].t_ns - t) as f64;
+            t = events[m].t_ns;
+            r = events[m].rc_mbps;
+            m += 1;
+        }
+        acc += r * (t1 - t) as f64;
+        let avg_gbps = acc / width as f64 / 1000.0;
+        err += (avg_gbps - o.gbps).abs();
+        n += 1;
+    }
+    (if n > 0 { err / n as f64 } else { 0.0 }, n)
+}
+
+/// Alpha gains and cut factors the fit tries: the ConnectX defaults and their neighbours.
+const FIT_G: [u32; 8] = [1023, 1021, 1019, 1015, 1007, 991, 959, 895];
+const FIT_GD: [u32; 5] = [9, 10, 11, 12, 13];
+
+fn fit_knobs(
+    cnps: &[u64],
+    observed: &[Observed],
+    width: u64,
+    end: u64,
+    opts: &Options,
+) -> Result<Option<Fit>, DcqcnError> {
+    let first = cnps[0];
+    let given = replay(opts.profile, &opts.knobs, opts.line_mbps, cnps, end)?;
+    let (given_error, n) = model_error(&given, observed, width, first, opts.line_mbps);
+    if n == 0 || !matches!(opts.profile, Profile::ConnectX) {
+        return Ok(None);
+    }
+    let mut best = (given_error, opts.knobs.dce_tcp_g, opts.knobs.rpg_gd);
+    for g in FIT_G {
+        for gd in FIT_GD {
+            let knobs = Knobs {
+                dce_tcp_g: g,
+                rpg_gd: gd,
+                ..opts.knobs.clone()
+            };
+            let ev = replay(opts.profile, &knobs, opts.line_mbps, cnps, end)?;
+            let (e, _) = model_error(&ev, observed, width, first, opts.line_mbps);
+            if e < best.0 - 1e-12 {
+                best = (e, g, gd);
+            }
+        }
+    }
+    Ok(Some(Fit {
+        dce_tcp_g: best.1,
+        rpg_gd: best.2,
+        error_gbps: best.0,
+        given_error_gbps: given_error,
+        bins_compared: n,
+    }))
+}

@@ -1,0 +1,123 @@
+//! Per-flow throughput and CE fraction over time, in bins.
+//!
+//! The capture's span is unknown while streaming (and stdin cannot be read twice), so bins start narrow and
+//! double in width whenever a flow would need more than [`MAX_BINS`]; every flow shares one bin grid anchored at
+//! the first frame, so their series line up. With `--bin` the width is fixed and the count grows with time.
+
+use rustc_hash::FxHashMap;
+
+use super::flows::FlowKey;
+use crate::decode::{ECN_CE, Frame, Kind};
+
+/// Bins per flow before widths double (automatic mode).
+pub const MAX_BINS: usize = 4096;
+/// Narrowest automatic bin: dcqcn.md compares rates in bins of at least 10 µs.
+pub const MIN_BIN_NS: u64 = 10_000;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bin {
+    pub bytes: u64,
+    pub packets: u64,
+    pub ce: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Series {
+    bins: Vec<Bin>,
+}
+
+/// One flow's series at the final bin width.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowSeries {
+    pub key: FlowKey,
+    pub bins: Vec<Bin>,
+}
+
+#[derive(Debug)]
+pub struct RatesPass {
+    start_ns: Option<u64>,
+    width_ns: u64,
+    fixed: bool,
+    flows: FxHashMap<FlowKey, Series>,
+}
+
+impl RatesPass {
+    /// `bin_ns`: a fixed width, or `None` for automatic widths.
+    pub fn new(bin_ns: Option<u64>) -> Self {
+        RatesPass {
+            start_ns: None,
+            width_ns: bin_ns.unwrap_or(MIN_BIN_NS).max(1),
+            fixed: bin_ns.is_some(),
+            flows: FxHashMap::default(),
+        }
+    }
+
+    pub fn frame(&mut self, f: &Frame<'_>) {
+        let start = *self.start_ns.get_or_insert(f.ts_ns);
+        if f.kind != Kind::Roce {
+            return;
+        }
+        let (Some(ip), Some(bth)) = (f.ip, f.bth()) else {
+            return;
+        };
+        let mut idx = (f.ts_ns.saturating_sub(start) / self.width_ns) as usize;
+        if !self.fixed {
+            while idx >= MAX_BINS {
+                self.widen();
+                idx = (f.ts_ns.saturating_sub(start) / self.width_ns) as usize;
+            }
+        }
+        let key = FlowKey {
+            src: ip.src,
+            dst: ip.dst,
+            dest_qp: bth.dest_qp,
+        };
+        let s = self.flows.entry(key).or_default();
+        if s.bins.len() <= idx {
+            s.bins.resize(idx + 1, Bin::default());
+        }
+        let b = &mut s.bins[idx];
+        b.bytes += u64::from(f.len);
+        b.packets += 1;
+        b.ce += u64::from(ip.ecn == ECN_CE);
+    }
+
+    /// Doubles the bin width, merging neighbours, so the grid covers twice the time in the same memory.
+    fn widen(&mut self) {
+        self.width_ns *= 2;
+        for s in self.flows.values_mut() {
+            let merged: Vec<Bin> = s
+                .bins
+                .chunks(2)
+                .map(|c| {
+                    c.iter().fold(Bin::default(), |a, b| Bin {
+                        bytes: a.bytes + b.bytes,
+                        packets: a.packets + b.packets,
+                        ce: a.ce + b.ce,
+                    })
+                })
+                .collect();
+            s.bins = merged;
+        }
+    }
+
+    pub fn start_ns(&self) -> u64 {
+        self.start_ns.unwrap_or(0)
+    }
+
+    pub fn width_ns(&self) -> u64 {
+        self.width_ns
+    }
+
+    pub fn finish(self) -> Vec<FlowSeries> {
+        self.flows
+            .into_iter()
+            .map(|(key, s)| FlowSeries { key, bins: s.bins })
+            .collect()
+    }
+}
+
+/// Gb/s carried by `bytes` in a bin of `width_ns` (bytes·8 per ns is Gb/s).
+pub fn gbps(bytes: u64, width_ns: u64) -> f64 {
+    bytes as f64 * 8.0 / width_ns as f64
+}

@@ -1,0 +1,192 @@
+//! The DCQCN analysis on a capture whose sender really was paced by the model: the analysis must find the
+//! pairing, follow the rate, and fit back the knobs the sender used.
+
+use analyzer::dcqcn::analysis::{DcqcnPass, DcqcnReport, Options};
+use analyzer::dcqcn::{Knobs, Profile, Rp};
+use analyzer::decode::Decoder;
+use analyzer::passes::pairing::Method;
+use analyzer::sink::PcapWriter;
+use analyzer::source::{CaptureReader, LinkType};
+use roce_wire::ext::AethRepr;
+use roce_wire::{BthRepr, ExtHeaders, IpSpec, Opcode, RoceFrame};
+
+const LINE_MBPS: f64 = 100_000.0;
+const PAYLOAD: usize = 4096;
+const SENDER_QP: u32 = 0x51;
+const RECEIVER_QP: u32 = 0x7a;
+
+fn frame(src: u8, dst: u8, bth: BthRepr, ext: ExtHeaders, payload: &[u8]) -> Vec<u8> {
+    let f = RoceFrame {
+        src_mac: [2, 0, 0, 0, 0, src],
+        dst_mac: [2, 0, 0, 0, 0, dst],
+        vlan: None,
+        ip: IpSpec::V4 {
+            src: [10, 0, 0, src],
+            dst: [10, 0, 0, dst],
+            dscp: 26,
+            ecn: 2,
+            ttl: 64,
+            ident: 0,
+        },
+        sport: 50000,
+        bth,
+        ext,
+        payload,
+    };
+    let mut buf = vec![0; f.len()];
+    let n = f.emit(&mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+fn bth(opcode: Opcode, dest_qp: u32, psn: u32) -> BthRepr {
+    BthRepr {
+        opcode,
+        se: false,
+        migreq: false,
+        pad_count: 0,
+        tver: 0,
+        pkey: 0xffff,
+        fecn: false,
+        becn: false,
+        dest_qp,
+        ack_req: false,
+        psn,
+    }
+}
+
+/// 3 ms of a backlogged sender paced at the model's Rc, CNPs at `cnps_us`, an ACK every 16 packets.
+fn paced_capture(knobs: &Knobs, cnps_us: &[u64]) -> Vec<u8> {
+    let mut rp = Rp::new(Profile::ConnectX, knobs, LINE_MBPS).unwrap();
+    let mut out = PcapWriter::new(Vec::new(), LinkType::ETHERNET, 65535).unwrap();
+    let t0 = 1_000_000_000u64;
+    let payload = vec![0u8; PAYLOAD];
+    let mut t = 0u64;
+    let mut psn = 1000u32;
+    let mut next_cnp = 0;
+    let mut sink = |_| {};
+    while t < 3_000_000 {
+        while next_cnp < cnps_us.len() && cnps_us[next_cnp] * 1000 <= t {
+            let tc = cnps_us[next_cnp] * 1000;
+            rp.on_cnp(tc, &mut sink);
+            let cnp = frame(
+                2,
+                1,
+                BthRepr::cnp(SENDER_QP),
+                ExtHeaders::default(),
+                &[0; 16],
+            );
+            out.write_packet(t0 + tc, &cnp, cnp.len() as u32).unwrap();
+            next_cnp += 1;
+        }
+        rp.advance(t, &mut sink);
+        let data = frame(
+            1,
+            2,
+            bth(Opcode::RC_RDMA_WRITE_MIDDLE, RECEIVER_QP, psn),
+            ExtHeaders::default(),
+            &payload,
+        );
+        out.write_packet(t0 + t, &data, data.len() as u32).unwrap();
+        if psn.is_multiple_of(16) {
+            let ack = ExtHeaders {
+                aeth: Some(AethRepr {
+                    syndrome: 0x1f,
+                    msn: psn,
+                }),
+                ..ExtHeaders::default()
+            };
+            let a = frame(2, 1, bth(Opcode::RC_ACKNOWLEDGE, SENDER_QP, psn), ack, &[]);
+            out.write_packet(t0 + t + 500, &a, a.len() as u32).unwrap();
+        }
+        psn += 1;
+        // Pacing gap: the frame's bits at Rc (Mb/s = bits per µs).
+        t += ((data.len() as f64 * 8.0) / rp.rc_mbps() * 1000.0).ceil() as u64;
+    }
+    out.into_inner().unwrap()
+}
+
+fn analyse(bytes: Vec<u8>, opts: &Options) -> DcqcnReport {
+    let mut r = CaptureReader::from_reader("paced", Box::new(std::io::Cursor::new(bytes))).unwrap();
+    let dec = Decoder::default();
+    let mut pass = DcqcnPass::new(opts.bin_ns);
+    let mut n = 0;
+    while let Some(rec) = r.next_record().unwrap() {
+        n += 1;
+        pass.frame(&dec.decode(n, &rec));
+    }
+    pass.finish(opts).unwrap()
+}
+
+const CNPS_US: [u64; 6] = [100, 150, 200, 1000, 1040, 2000];
+
+#[test]
+fn model_follows_a_sender_paced_by_it() {
+    let knobs = Knobs::default();
+    let opts = Options {
+        bin_ns: Some(20_000),
+        ..Options::default()
+    };
+    let report = analyse(paced_capture(&knobs, &CNPS_US), &opts);
+    assert_eq!(report.flows.len(), 1, "{:?}", report.unpaired_cnps);
+    let f = &report.flows[0];
+    assert_eq!(
+        (f.sender_qp, f.pairing),
+        (Some(SENDER_QP), Some(Method::ReverseTraffic))
+    );
+    assert_eq!(f.cnps, CNPS_US.len() as u64);
+    assert!(report.unpaired_cnps.is_empty());
+    // Cuts: one per decrease period that saw CNPs (100, 150, 200, 1000/1040 in one or two, 2000).
+    assert!(f.cuts.len() >= 5, "{:?}", f.cuts);
+    // The observed rate tracks the model within 5 % in at least 95 % of the bins after the first CNP
+    // (excluding the bin holding a cut, where the rate changes mid-bin).
+    let mut ok = 0;
+    let mut total = 0;
+    for o in f
+        .observed
+        .iter()
+        .filter(|o| o.t_ns >= 1_000_000_000 + 120_000 && o.gbps > 0.0)
+    {
+        let rc = f
+            .model
+            .iter()
+            .take_while(|m| m.t_ns <= o.t_ns)
+            .last()
+            .map_or(100.0, |m| m.rc_gbps);
+        let changes = f
+            .model
+            .iter()
+            .any(|m| m.t_ns > o.t_ns && m.t_ns < o.t_ns + 20_000);
+        if changes {
+            continue;
+        }
+        total += 1;
+        if (o.gbps - rc).abs() <= 0.05 * rc {
+            ok += 1;
+        }
+    }
+    assert!(
+        total > 50 && ok as f64 >= 0.95 * total as f64,
+        "{ok} of {total} bins within 5 %"
+    );
+    let fit = f.fit.expect("fitted");
+    assert_eq!((fit.dce_tcp_g, fit.rpg_gd), (1019, 11), "{fit:?}");
+    // Observed cuts: the first burst's low point is a real cut.
+    let first = f.observed_cuts.first().expect("an observed cut");
+    assert!(first.ratio < 0.8 && first.ratio > 0.2, "{first:?}");
+}
+
+#[test]
+fn fit_recovers_a_different_cut_factor() {
+    // The sender used rpg_gd = 10 (cuts by alpha, not alpha/2); the analysis is told the default 11.
+    let mut knobs = Knobs::default();
+    knobs.set("rpg_gd", "10").unwrap();
+    let opts = Options {
+        bin_ns: Some(20_000),
+        ..Options::default()
+    };
+    let report = analyse(paced_capture(&knobs, &CNPS_US), &opts);
+    let fit = report.flows[0].fit.expect("fitted");
+    assert_eq!(fit.rpg_gd, 10, "{fit:?}");
+    assert!(fit.error_gbps < fit.given_error_gbps / 2.0, "{fit:?}");
+}
