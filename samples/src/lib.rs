@@ -1,4 +1,5 @@
-//! Makes captures: the decoder's test corpus ([`corpus`]) and the benchmark capture ([`bulk`]).
-//! The teaching scenarios and their simulator will live here too.
+//! Makes captures: the decoder's test corpus ([`corpus`]), the benchmark capture ([`bulk`]) and the teaching
+//! scenarios of the packet simulator ([`sim`]).
 pub mod bulk;
 pub mod corpus;
+pub mod sim;

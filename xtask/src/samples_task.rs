@@ -18,5 +18,20 @@ pub fn run() -> Result<()> {
     let n = samples::corpus::write_pcap(BufWriter::new(File::create(&pcap)?))
         .with_context(|| format!("writing {}", pcap.display()))?;
     eprintln!("xtask: wrote {} ({n} frames)", pcap.display());
+
+    // The teaching samples: one capture and one truth file per scenario.
+    let scenarios = root().join("samples").join("scenarios");
+    let out = root().join("samples").join("captures");
+    for path in samples::sim::scenario_files(&scenarios)
+        .with_context(|| format!("listing {}", scenarios.display()))?
+    {
+        let (pcap, _, truth) = samples::sim::write_sample(&path, &out)
+            .with_context(|| format!("simulating {}", path.display()))?;
+        eprintln!(
+            "xtask: wrote {} ({} frames)",
+            pcap.display(),
+            truth.totals.captured_frames
+        );
+    }
     Ok(())
 }

@@ -1,0 +1,145 @@
+//! `roce-sim`: a packet-level discrete-event simulator of a small RoCEv2 fabric, for the teaching captures.
+//!
+//! Nobody can hand us real captures of every congestion behaviour, so we make them, with the ground truth beside
+//! them. Hosts run RC queue pairs (WRITE, SEND, READ, coalesced ACKs, go-back-N) paced by the analyzer's own
+//! DCQCN reaction point ([`analyzer::dcqcn::Rp`]), so a capture and the model that explains it share one
+//! implementation. Switches mark ECN (the CP), share a buffer, send real PFC frames and drop when a priority is
+//! lossy. Mirror taps write one pcapng interface each.
+//!
+//! A run is a pure function of its [`Scenario`]: [`run`] returns the [`Truth`] and, on request, a log of every
+//! packet movement, which the invariant tests read.
+
+mod engine;
+pub mod scenario;
+pub mod truth;
+
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use thiserror::Error;
+
+pub use engine::RunInternals;
+pub use scenario::{Op, Scenario, ScenarioError};
+pub use truth::Truth;
+
+/// Why a run failed.
+#[derive(Debug, Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error("writing the capture: {0}")]
+    Io(#[from] io::Error),
+    #[error("DCQCN model: {0}")]
+    Model(String),
+    #[error("scenario too large: at most 250 nodes and 60000 flows")]
+    TooBig,
+}
+
+/// What a simulated frame is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PacketKind {
+    /// WRITE/SEND payload or READ response: what the reaction point paces.
+    Data,
+    ReadReq,
+    Ack,
+    Nak,
+    Cnp,
+    Pfc,
+}
+
+impl PacketKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PacketKind::Data => "data",
+            PacketKind::ReadReq => "read_request",
+            PacketKind::Ack => "ack",
+            PacketKind::Nak => "nak",
+            PacketKind::Cnp => "cnp",
+            PacketKind::Pfc => "pfc",
+        }
+    }
+}
+
+/// A step in a packet's life. A packet is created at a node, then alternates `TxStart` (a port starts sending it)
+/// and `Arrive` (the port at the other end has all of it); at a switch it is `Enqueue`d or `Drop`ped; it ends
+/// `Consume`d by a host (or, for PFC, by the port it paused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogKind {
+    Create,
+    TxStart,
+    Arrive,
+    Enqueue,
+    Drop,
+    Consume,
+}
+
+/// One line of the run log.
+#[derive(Debug, Clone, Copy)]
+pub struct LogEntry {
+    pub t_ps: u64,
+    pub kind: LogKind,
+    pub node: u16,
+    /// Port index, see [`RunInternals::port_node`]. For `Enqueue` the egress port, for `Drop` the ingress port.
+    pub port: u32,
+    pub packet: u64,
+    /// Frame length in bytes (without FCS).
+    pub len: u32,
+    pub prio: u8,
+    pub packet_kind: PacketKind,
+    /// Flow index (`u32::MAX` for PFC).
+    pub flow: u32,
+    /// Linear PSN within the flow (0 = the flow's start PSN; never wraps).
+    pub seq: u64,
+    /// `Enqueue` only: shared-buffer occupancy of the switch right after the enqueue.
+    pub buffer_bytes: u64,
+}
+
+/// The result of a run.
+#[derive(Debug)]
+pub struct Run {
+    pub truth: Truth,
+    pub internals: RunInternals,
+}
+
+/// Runs a scenario. With `capture`, the taps are written to it as pcapng; with `keep_log`, every packet movement
+/// is kept in [`RunInternals::log`] (memory grows with packets: for tests).
+pub fn run<W: Write>(sc: &Scenario, capture: Option<W>, keep_log: bool) -> Result<Run, SimError> {
+    let world = engine::World::new(sc, capture, keep_log)?;
+    let (truth, internals) = world.run()?;
+    Ok(Run { truth, internals })
+}
+
+/// The truth as written to `NAME.truth.json`: one compact JSON document and a newline.
+pub fn truth_json(truth: &Truth) -> String {
+    let mut s = serde_json::to_string(truth).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    s.push('\n');
+    s
+}
+
+/// Runs `scenario` (a TOML file) and writes `NAME.pcapng` and `NAME.truth.json` into `out_dir`; returns their
+/// paths and the truth.
+pub fn write_sample(
+    scenario: &Path,
+    out_dir: &Path,
+) -> Result<(PathBuf, PathBuf, Truth), SimError> {
+    let sc = Scenario::load(scenario)?;
+    std::fs::create_dir_all(out_dir)?;
+    let pcap = out_dir.join(format!("{}.pcapng", sc.name));
+    let json = out_dir.join(format!("{}.truth.json", sc.name));
+    let out = BufWriter::new(std::fs::File::create(&pcap)?);
+    let r = run(&sc, Some(out), false)?;
+    std::fs::write(&json, truth_json(&r.truth))?;
+    Ok((pcap, json, r.truth))
+}
+
+/// Every `*.toml` in a directory, sorted by name.
+pub fn scenario_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    v.sort();
+    Ok(v)
+}

@@ -1,0 +1,728 @@
+//! Scenario files: the TOML a user writes, and the checked [`Scenario`] the simulator runs.
+//!
+//! Parsing is two steps, like ripgrep's low-level and high-level arguments: serde reads the file into plain
+//! structs that refuse unknown keys, then [`Scenario::build`] resolves names, checks ranges and cross-references,
+//! and fills in defaults. Every error names the key (and the table it sits in) so that a typo in a teaching file
+//! is found without reading the simulator.
+
+use std::path::Path;
+
+use analyzer::dcqcn::{DcqcnError, Knobs};
+use serde::Deserialize;
+use thiserror::Error;
+
+/// Why a scenario was refused.
+#[derive(Debug, Error)]
+pub enum ScenarioError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// TOML syntax, an unknown key or a value of the wrong type (the message names the key and line).
+    #[error("{file}: {message}")]
+    Toml { file: String, message: String },
+    /// A value that parses but makes no sense: `key` is a dotted path such as `flow[2].mtu`.
+    #[error("{file}: `{key}`: {message}")]
+    Invalid {
+        file: String,
+        key: String,
+        message: String,
+    },
+    #[error("{file}: `dcqcn`: {source}")]
+    Knob {
+        file: String,
+        #[source]
+        source: DcqcnError,
+    },
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    description: Option<String>,
+    #[serde(default)]
+    seed: u64,
+    duration_us: u64,
+    snaplen: Option<u32>,
+    #[serde(default = "default_vlan")]
+    vlan: u16,
+    #[serde(default = "default_sample_ns")]
+    queue_sample_ns: u64,
+    #[serde(default)]
+    dcqcn: toml::Table,
+    #[serde(default, rename = "switch")]
+    switches: Vec<RawSwitch>,
+    #[serde(default, rename = "host")]
+    hosts: Vec<RawHost>,
+    #[serde(default, rename = "link")]
+    links: Vec<RawLink>,
+    #[serde(default, rename = "flow")]
+    flows: Vec<RawFlow>,
+    #[serde(default, rename = "tap")]
+    taps: Vec<RawTap>,
+}
+
+fn default_vlan() -> u16 {
+    100
+}
+fn default_sample_ns() -> u64 {
+    2_000
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSwitch {
+    name: String,
+    #[serde(default = "default_buffer")]
+    buffer_bytes: u64,
+    #[serde(default = "default_true")]
+    ecn: bool,
+    #[serde(default = "default_kmin")]
+    kmin_bytes: u64,
+    #[serde(default = "default_kmax")]
+    kmax_bytes: u64,
+    #[serde(default = "default_pmax")]
+    pmax: f64,
+    #[serde(default = "default_pfc")]
+    pfc_priorities: Vec<u8>,
+    #[serde(default = "default_xoff")]
+    xoff_bytes: u64,
+    #[serde(default = "default_xon")]
+    xon_bytes: u64,
+    #[serde(default = "default_queue_limit")]
+    queue_limit_bytes: u64,
+}
+
+fn default_buffer() -> u64 {
+    4_000_000
+}
+fn default_kmin() -> u64 {
+    20_000
+}
+fn default_kmax() -> u64 {
+    200_000
+}
+fn default_pmax() -> f64 {
+    0.01
+}
+fn default_pfc() -> Vec<u8> {
+    vec![3, 6]
+}
+fn default_xoff() -> u64 {
+    150_000
+}
+fn default_xon() -> u64 {
+    100_000
+}
+fn default_queue_limit() -> u64 {
+    400_000
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStorm {
+    start_us: u64,
+    end_us: u64,
+    #[serde(default = "default_prio")]
+    prio: u8,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHost {
+    name: String,
+    #[serde(default = "default_true")]
+    rp: bool,
+    #[serde(default = "default_true")]
+    np: bool,
+    #[serde(default = "default_min_cnp")]
+    min_time_between_cnps_us: u64,
+    #[serde(default = "default_cnp_dscp")]
+    cnp_dscp: u8,
+    #[serde(default = "default_cnp_prio")]
+    cnp_prio: u8,
+    storm: Option<RawStorm>,
+    #[serde(default)]
+    jitter_ns: u64,
+}
+
+fn default_min_cnp() -> u64 {
+    4
+}
+fn default_cnp_dscp() -> u8 {
+    48
+}
+fn default_cnp_prio() -> u8 {
+    6
+}
+fn default_prio() -> u8 {
+    3
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLink {
+    a: String,
+    b: String,
+    #[serde(default = "default_gbps")]
+    gbps: u32,
+    #[serde(default = "default_delay")]
+    delay_ns: u64,
+}
+
+fn default_gbps() -> u32 {
+    25
+}
+fn default_delay() -> u64 {
+    500
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFlow {
+    name: Option<String>,
+    src: String,
+    dst: String,
+    #[serde(default = "default_op")]
+    op: String,
+    #[serde(default = "default_msg")]
+    message_bytes: u32,
+    #[serde(default)]
+    messages: u64,
+    #[serde(default)]
+    start_us: u64,
+    stop_us: Option<u64>,
+    #[serde(default = "default_mtu")]
+    mtu: u32,
+    #[serde(default = "default_prio")]
+    prio: u8,
+    #[serde(default = "default_dscp")]
+    dscp: u8,
+    #[serde(default = "default_ack_every")]
+    ack_every: u32,
+    #[serde(default = "default_window")]
+    window_packets: u32,
+    #[serde(default = "default_timeout")]
+    timeout_us: u64,
+    #[serde(default = "default_reads")]
+    max_reads: u32,
+}
+
+fn default_op() -> String {
+    "write".into()
+}
+fn default_msg() -> u32 {
+    65_536
+}
+fn default_mtu() -> u32 {
+    4096
+}
+fn default_dscp() -> u8 {
+    26
+}
+fn default_ack_every() -> u32 {
+    16
+}
+fn default_window() -> u32 {
+    512
+}
+fn default_timeout() -> u64 {
+    1000
+}
+fn default_reads() -> u32 {
+    8
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTap {
+    name: Option<String>,
+    a: String,
+    b: String,
+}
+
+/// What a flow's requester asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Write,
+    Send,
+    Read,
+}
+
+impl Op {
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Write => "write",
+            Op::Send => "send",
+            Op::Read => "read",
+        }
+    }
+}
+
+/// A switch: CP marking, shared buffer, PFC thresholds per ingress port and priority.
+#[derive(Debug, Clone)]
+pub struct SwitchSpec {
+    pub name: String,
+    pub buffer_bytes: u64,
+    pub ecn: bool,
+    pub kmin_bytes: u64,
+    pub kmax_bytes: u64,
+    pub pmax: f64,
+    /// Bit n set: priority n is lossless (PFC); the others tail-drop at `queue_limit_bytes`.
+    pub pfc_mask: u8,
+    pub xoff_bytes: u64,
+    pub xon_bytes: u64,
+    pub queue_limit_bytes: u64,
+}
+
+/// A host whose NIC sends PFC XOFF on its only port for a while, as a stuck receiver does.
+#[derive(Debug, Clone, Copy)]
+pub struct Storm {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub prio: u8,
+}
+
+#[derive(Debug, Clone)]
+pub struct HostSpec {
+    pub name: String,
+    pub rp: bool,
+    pub np: bool,
+    pub min_time_between_cnps_ns: u64,
+    pub cnp_dscp: u8,
+    pub cnp_prio: u8,
+    pub storm: Option<Storm>,
+    /// Up to this much random extra gap after each data packet: real NICs are not phase-locked, and without it
+    /// identical senders on a lossy queue always lose the same flow's packets.
+    pub jitter_ns: u64,
+}
+
+/// A full-duplex link between two nodes (indices: hosts first, then switches).
+#[derive(Debug, Clone)]
+pub struct LinkSpec {
+    pub a: usize,
+    pub b: usize,
+    pub gbps: u32,
+    pub delay_ns: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct FlowSpec {
+    pub name: String,
+    pub src: usize,
+    pub dst: usize,
+    pub op: Op,
+    pub message_bytes: u32,
+    /// 0: as many as fit before `stop_ns`.
+    pub messages: u64,
+    pub start_ns: u64,
+    pub stop_ns: u64,
+    pub mtu: u32,
+    pub prio: u8,
+    pub dscp: u8,
+    pub ack_every: u32,
+    pub window_packets: u32,
+    pub timeout_ns: u64,
+    pub max_reads: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct TapSpec {
+    pub name: String,
+    pub link: usize,
+}
+
+/// A checked scenario. Nodes are numbered hosts first, then switches.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub seed: u64,
+    pub duration_ns: u64,
+    pub snaplen: Option<u32>,
+    pub vlan: u16,
+    pub queue_sample_ns: u64,
+    pub knobs: Knobs,
+    pub hosts: Vec<HostSpec>,
+    pub switches: Vec<SwitchSpec>,
+    pub links: Vec<LinkSpec>,
+    pub flows: Vec<FlowSpec>,
+    pub taps: Vec<TapSpec>,
+}
+
+/// Longest simulated time a scenario may ask for: the samples are meant to be short.
+const MAX_DURATION_US: u64 = 10_000_000;
+
+impl Scenario {
+    /// Reads and checks a scenario file; the scenario is named after the file stem.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "scenario".into());
+        Scenario::from_toml(&name, &text)
+    }
+
+    /// Parses and checks scenario text; `name` names the scenario in errors and in the output.
+    pub fn from_toml(name: &str, text: &str) -> Result<Scenario, ScenarioError> {
+        let raw: RawScenario = toml::from_str(text).map_err(|e| ScenarioError::Toml {
+            file: name.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        Scenario::build(name, raw)
+    }
+
+    fn build(name: &str, raw: RawScenario) -> Result<Scenario, ScenarioError> {
+        let bad = |key: String, message: String| ScenarioError::Invalid {
+            file: name.to_string(),
+            key,
+            message,
+        };
+        if raw.duration_us == 0 || raw.duration_us > MAX_DURATION_US {
+            return Err(bad(
+                "duration_us".into(),
+                format!("must be in 1..={MAX_DURATION_US}"),
+            ));
+        }
+        if raw.vlan == 0 || raw.vlan > 4094 {
+            return Err(bad("vlan".into(), "must be in 1..=4094".into()));
+        }
+        if raw.queue_sample_ns < 100 || raw.queue_sample_ns > MAX_DURATION_US * 1_000 {
+            return Err(bad(
+                "queue_sample_ns".into(),
+                "must be at least 100 and at most the longest duration".into(),
+            ));
+        }
+        if let Some(s) = raw.snaplen
+            && !(64..=65_535).contains(&s)
+        {
+            return Err(bad("snaplen".into(), "must be in 64..=65535".into()));
+        }
+        let mut knobs = Knobs {
+            deactivate_at_line: true,
+            ..Knobs::default()
+        };
+        for (k, v) in &raw.dcqcn {
+            let text = match v {
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Boolean(b) => u8::from(*b).to_string(),
+                other => {
+                    return Err(bad(
+                        format!("dcqcn.{k}"),
+                        format!("expected an integer, found {}", other.type_str()),
+                    ));
+                }
+            };
+            knobs.set(k, &text).map_err(|source| ScenarioError::Knob {
+                file: name.to_string(),
+                source,
+            })?;
+        }
+
+        let mut names: Vec<String> = Vec::new();
+        let mut hosts = Vec::new();
+        for (i, h) in raw.hosts.into_iter().enumerate() {
+            let key = |f: &str| format!("host[{i}].{f}");
+            check_name(&names, &h.name).map_err(|m| bad(key("name"), m))?;
+            if h.cnp_dscp > 63 {
+                return Err(bad(key("cnp_dscp"), "must be in 0..=63".into()));
+            }
+            if h.cnp_prio > 7 {
+                return Err(bad(key("cnp_prio"), "must be in 0..=7".into()));
+            }
+            if h.min_time_between_cnps_us > MAX_DURATION_US {
+                return Err(bad(
+                    key("min_time_between_cnps_us"),
+                    format!("must be at most {MAX_DURATION_US}"),
+                ));
+            }
+            if h.jitter_ns > 100_000 {
+                return Err(bad(key("jitter_ns"), "must be at most 100000".into()));
+            }
+            let storm = match h.storm {
+                None => None,
+                Some(s) => {
+                    if s.end_us > MAX_DURATION_US {
+                        return Err(bad(
+                            key("storm.end_us"),
+                            format!("must be at most {MAX_DURATION_US}"),
+                        ));
+                    }
+                    if s.end_us <= s.start_us {
+                        return Err(bad(key("storm.end_us"), "must be after start_us".into()));
+                    }
+                    if s.prio > 7 {
+                        return Err(bad(key("storm.prio"), "must be in 0..=7".into()));
+                    }
+                    Some(Storm {
+                        start_ns: s.start_us * 1_000,
+                        end_ns: s.end_us * 1_000,
+                        prio: s.prio,
+                    })
+                }
+            };
+            names.push(h.name.clone());
+            hosts.push(HostSpec {
+                name: h.name,
+                rp: h.rp,
+                np: h.np,
+                min_time_between_cnps_ns: h.min_time_between_cnps_us * 1_000,
+                cnp_dscp: h.cnp_dscp,
+                cnp_prio: h.cnp_prio,
+                storm,
+                jitter_ns: h.jitter_ns,
+            });
+        }
+        if hosts.is_empty() {
+            return Err(bad("host".into(), "at least one [[host]] is needed".into()));
+        }
+        let mut switches = Vec::new();
+        for (i, s) in raw.switches.into_iter().enumerate() {
+            let key = |f: &str| format!("switch[{i}].{f}");
+            check_name(&names, &s.name).map_err(|m| bad(key("name"), m))?;
+            if s.buffer_bytes < 16_384 {
+                return Err(bad(key("buffer_bytes"), "must be at least 16384".into()));
+            }
+            if s.kmax_bytes <= s.kmin_bytes {
+                return Err(bad(key("kmax_bytes"), "must be above kmin_bytes".into()));
+            }
+            if !(s.pmax > 0.0 && s.pmax <= 1.0) {
+                return Err(bad(key("pmax"), "must be in (0, 1]".into()));
+            }
+            if s.xon_bytes >= s.xoff_bytes {
+                return Err(bad(key("xon_bytes"), "must be below xoff_bytes".into()));
+            }
+            if s.xoff_bytes >= s.buffer_bytes {
+                return Err(bad(key("xoff_bytes"), "must be below buffer_bytes".into()));
+            }
+            if s.queue_limit_bytes == 0 {
+                return Err(bad(key("queue_limit_bytes"), "must be positive".into()));
+            }
+            let mut pfc_mask = 0u8;
+            for &p in &s.pfc_priorities {
+                if p > 7 {
+                    return Err(bad(
+                        key("pfc_priorities"),
+                        format!("priority {p} is not in 0..=7"),
+                    ));
+                }
+                pfc_mask |= 1 << p;
+            }
+            names.push(s.name.clone());
+            switches.push(SwitchSpec {
+                name: s.name,
+                buffer_bytes: s.buffer_bytes,
+                ecn: s.ecn,
+                kmin_bytes: s.kmin_bytes,
+                kmax_bytes: s.kmax_bytes,
+                pmax: s.pmax,
+                pfc_mask,
+                xoff_bytes: s.xoff_bytes,
+                xon_bytes: s.xon_bytes,
+                queue_limit_bytes: s.queue_limit_bytes,
+            });
+        }
+        let node = |key: String, n: &str| {
+            names
+                .iter()
+                .position(|x| x == n)
+                .ok_or_else(|| bad(key, format!("no host or switch is named `{n}`")))
+        };
+        let mut links: Vec<LinkSpec> = Vec::new();
+        for (i, l) in raw.links.iter().enumerate() {
+            let a = node(format!("link[{i}].a"), &l.a)?;
+            let b = node(format!("link[{i}].b"), &l.b)?;
+            if a == b {
+                return Err(bad(format!("link[{i}].b"), "a link needs two nodes".into()));
+            }
+            if links
+                .iter()
+                .any(|x| (x.a, x.b) == (a, b) || (x.a, x.b) == (b, a))
+            {
+                return Err(bad(
+                    format!("link[{i}]"),
+                    "these two nodes are already linked".into(),
+                ));
+            }
+            if !(1..=800).contains(&l.gbps) {
+                return Err(bad(format!("link[{i}].gbps"), "must be in 1..=800".into()));
+            }
+            if l.delay_ns > 1_000_000 {
+                return Err(bad(
+                    format!("link[{i}].delay_ns"),
+                    "must be at most 1000000".into(),
+                ));
+            }
+            links.push(LinkSpec {
+                a,
+                b,
+                gbps: l.gbps,
+                delay_ns: l.delay_ns,
+            });
+        }
+        for (h, spec) in hosts.iter().enumerate() {
+            let n = links.iter().filter(|l| l.a == h || l.b == h).count();
+            if n != 1 {
+                return Err(bad(
+                    "link".into(),
+                    format!(
+                        "host `{}` has {n} links; a host needs exactly one",
+                        spec.name
+                    ),
+                ));
+            }
+        }
+        let duration_ns = raw.duration_us * 1_000;
+        let mut flows = Vec::new();
+        for (i, f) in raw.flows.into_iter().enumerate() {
+            let key = |x: &str| format!("flow[{i}].{x}");
+            let src = node(key("src"), &f.src)?;
+            let dst = node(key("dst"), &f.dst)?;
+            if src >= hosts.len() {
+                return Err(bad(key("src"), format!("`{}` is not a host", f.src)));
+            }
+            if dst >= hosts.len() {
+                return Err(bad(key("dst"), format!("`{}` is not a host", f.dst)));
+            }
+            if src == dst {
+                return Err(bad(key("dst"), "must differ from src".into()));
+            }
+            let op = match f.op.as_str() {
+                "write" => Op::Write,
+                "send" => Op::Send,
+                "read" => Op::Read,
+                other => {
+                    return Err(bad(
+                        key("op"),
+                        format!("`{other}` is not one of write, send, read"),
+                    ));
+                }
+            };
+            if f.mtu != 1024 && f.mtu != 4096 && f.mtu != 256 && f.mtu != 512 && f.mtu != 2048 {
+                return Err(bad(
+                    key("mtu"),
+                    "must be an IB MTU: 256, 512, 1024, 2048 or 4096".into(),
+                ));
+            }
+            if f.message_bytes == 0 || f.message_bytes > (1 << 30) {
+                return Err(bad(key("message_bytes"), "must be in 1..=2^30".into()));
+            }
+            if f.prio > 7 {
+                return Err(bad(key("prio"), "must be in 0..=7".into()));
+            }
+            if f.dscp > 63 {
+                return Err(bad(key("dscp"), "must be in 0..=63".into()));
+            }
+            if f.ack_every == 0 {
+                return Err(bad(key("ack_every"), "must be at least 1".into()));
+            }
+            if f.window_packets == 0 || f.window_packets > (1 << 22) {
+                return Err(bad(key("window_packets"), "must be in 1..=4194304".into()));
+            }
+            if f.timeout_us == 0 || f.timeout_us > MAX_DURATION_US {
+                return Err(bad(
+                    key("timeout_us"),
+                    format!("must be in 1..={MAX_DURATION_US}"),
+                ));
+            }
+            if f.start_us > MAX_DURATION_US || f.stop_us.is_some_and(|s| s > MAX_DURATION_US) {
+                return Err(bad(
+                    key("start_us"),
+                    format!("start_us and stop_us must be at most {MAX_DURATION_US}"),
+                ));
+            }
+            if f.max_reads == 0 || f.max_reads > 1024 {
+                return Err(bad(key("max_reads"), "must be in 1..=1024".into()));
+            }
+            let stop_ns = f.stop_us.map_or(duration_ns, |s| s * 1_000);
+            if f.start_us * 1_000 >= duration_ns || stop_ns <= f.start_us * 1_000 {
+                return Err(bad(
+                    key("start_us"),
+                    "must be before stop_us and duration_us".into(),
+                ));
+            }
+            flows.push(FlowSpec {
+                name: f.name.unwrap_or_else(|| format!("flow{i}")),
+                src,
+                dst,
+                op,
+                message_bytes: f.message_bytes,
+                messages: f.messages,
+                start_ns: f.start_us * 1_000,
+                stop_ns,
+                mtu: f.mtu,
+                prio: f.prio,
+                dscp: f.dscp,
+                ack_every: f.ack_every,
+                window_packets: f.window_packets,
+                timeout_ns: f.timeout_us * 1_000,
+                max_reads: f.max_reads,
+            });
+        }
+        let mut taps = Vec::new();
+        for (i, t) in raw.taps.into_iter().enumerate() {
+            let a = node(format!("tap[{i}].a"), &t.a)?;
+            let b = node(format!("tap[{i}].b"), &t.b)?;
+            let link = links
+                .iter()
+                .position(|l| (l.a, l.b) == (a, b) || (l.a, l.b) == (b, a))
+                .ok_or_else(|| {
+                    bad(
+                        format!("tap[{i}]"),
+                        format!("no link joins `{}` and `{}`", t.a, t.b),
+                    )
+                })?;
+            taps.push(TapSpec {
+                name: t.name.unwrap_or_else(|| format!("{}-{}", t.a, t.b)),
+                link,
+            });
+        }
+        Ok(Scenario {
+            name: name.to_string(),
+            description: raw.description.unwrap_or_default(),
+            seed: raw.seed,
+            duration_ns,
+            snaplen: raw.snaplen,
+            vlan: raw.vlan,
+            queue_sample_ns: raw.queue_sample_ns,
+            knobs,
+            hosts,
+            switches,
+            links,
+            flows,
+            taps,
+        })
+    }
+
+    /// Node name by index (hosts first, then switches).
+    pub fn node_name(&self, n: usize) -> &str {
+        if let Some(h) = self.hosts.get(n) {
+            &h.name
+        } else {
+            self.switches
+                .get(n - self.hosts.len())
+                .map_or("?", |s| s.name.as_str())
+        }
+    }
+}
+
+fn check_name(taken: &[String], name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if taken.iter().any(|t| t == name) {
+        return Err(format!("`{name}` is used twice"));
+    }
+    Ok(())
+}

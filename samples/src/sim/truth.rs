@@ -1,0 +1,184 @@
+//! What really happened in a run: written beside each capture as `NAME.truth.json` (documented in
+//! samples/README.md), so that the analysis of the capture can be checked against it.
+//!
+//! Times are nanoseconds since the start of the run, which is also the capture's epoch.
+
+use analyzer::dcqcn::EventKind;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Truth {
+    pub scenario: String,
+    pub description: String,
+    pub seed: u64,
+    pub duration_ns: u64,
+    pub hosts: Vec<HostTruth>,
+    pub links: Vec<LinkTruth>,
+    pub taps: Vec<TapTruth>,
+    pub flows: Vec<FlowTruth>,
+    pub queues: Vec<QueueTruth>,
+    pub pauses: Vec<PauseTruth>,
+    pub pfc_frames: Vec<PfcSent>,
+    pub drops: Vec<DropTruth>,
+    pub totals: Totals,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HostTruth {
+    pub name: String,
+    pub ip: String,
+    pub mac: String,
+    pub rp: bool,
+    pub np: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LinkTruth {
+    pub a: String,
+    pub b: String,
+    pub gbps: u32,
+    pub delay_ns: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TapTruth {
+    pub name: String,
+    /// The pcapng interface id of this tap.
+    pub interface: u32,
+    pub a: String,
+    pub b: String,
+}
+
+/// One state change of a sender's reaction point: `[t_ns, kind, rc_mbps, rt_mbps, alpha]` in the JSON, because
+/// a flow can have thousands of alpha ticks and one object per tick would dwarf the capture.
+#[derive(Debug, Clone, Copy)]
+pub struct RpPoint {
+    pub t_ns: u64,
+    pub kind: EventKind,
+    pub rc_mbps: f64,
+    pub rt_mbps: f64,
+    pub alpha: f64,
+}
+
+impl Serialize for RpPoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        let mut t = s.serialize_tuple(5)?;
+        t.serialize_element(&self.t_ns)?;
+        t.serialize_element(&self.kind)?;
+        t.serialize_element(&round3(self.rc_mbps))?;
+        t.serialize_element(&round3(self.rt_mbps))?;
+        t.serialize_element(&((self.alpha * 1e6).round() / 1e6))?;
+        t.end()
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1e3).round() / 1e3
+}
+
+/// A go-back-N episode: the sender rewound to `from_psn`.
+#[derive(Debug, Clone, Serialize)]
+pub struct GoBack {
+    pub t_ns: u64,
+    pub from_psn: u32,
+    /// `nak` (a NAK sequence error arrived), `timeout` (the transport timer expired) or `read_gap` (a READ
+    /// requester saw a response PSN gap and asked again).
+    pub cause: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowTruth {
+    pub name: String,
+    pub op: &'static str,
+    pub src: String,
+    pub dst: String,
+    pub src_ip: String,
+    pub dst_ip: String,
+    pub requester_qp: u32,
+    pub responder_qp: u32,
+    pub start_psn: u32,
+    pub mtu: u32,
+    pub prio: u8,
+    pub dscp: u8,
+    /// Which end sends the data and therefore runs the reaction point: `requester` (WRITE, SEND) or
+    /// `responder` (READ).
+    pub data_sender: &'static str,
+    /// Data packets put on the wire by the data sender, retransmissions included.
+    pub data_packets_sent: u64,
+    pub data_payload_bytes_sent: u64,
+    pub retransmitted_packets: u64,
+    pub go_back_n: Vec<GoBack>,
+    pub messages_completed: u64,
+    pub naks_sent: u64,
+    pub acks_sent: u64,
+    pub ce_received: u64,
+    pub cnps_sent: u64,
+    pub cnps_received: u64,
+    /// CNPs that reached a sender whose reaction point is switched off.
+    pub cnps_ignored: u64,
+    pub rp_enabled: bool,
+    pub line_mbps: f64,
+    /// Every reaction-point event, `[t_ns, kind, rc_mbps, rt_mbps, alpha]`.
+    pub rp: Vec<RpPoint>,
+    pub cuts: u64,
+}
+
+/// Depth of one egress queue, sampled every `queue_sample_ns` while it is not empty (plus the sample at which it
+/// became empty again): `[t_ns, bytes]` pairs.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueTruth {
+    pub switch: String,
+    /// The node at the other end of the egress port.
+    pub port: String,
+    pub prio: u8,
+    pub max_bytes: u64,
+    pub samples: Vec<[u64; 2]>,
+}
+
+/// A transmitter held by PFC: `node`'s port towards `port` could not send `prio` from `start_ns` to `end_ns`.
+#[derive(Debug, Clone, Serialize)]
+pub struct PauseTruth {
+    pub node: String,
+    pub port: String,
+    pub prio: u8,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// PFC frames a node sent on one port for one priority.
+#[derive(Debug, Clone, Serialize)]
+pub struct PfcSent {
+    pub node: String,
+    pub port: String,
+    pub prio: u8,
+    pub xoff: u64,
+    pub xon: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DropTruth {
+    pub t_ns: u64,
+    pub switch: String,
+    /// Egress port (the node at its other end).
+    pub port: String,
+    pub prio: u8,
+    pub flow: String,
+    pub kind: &'static str,
+    pub psn: u32,
+    /// `tail_drop` (lossy priority over `queue_limit_bytes`), `buffer_full` (the shared buffer had no room) or
+    /// `no_route` (the destination is not connected to this switch).
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Totals {
+    /// Frames serialized onto links (each hop counts once).
+    pub frames_transmitted: u64,
+    pub packets_created: u64,
+    pub packets_delivered: u64,
+    pub packets_dropped: u64,
+    pub captured_frames: u64,
+    pub ce_marked: u64,
+    pub events: u64,
+}

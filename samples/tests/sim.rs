@@ -1,0 +1,517 @@
+//! The simulator keeps its invariants on every scenario, the committed samples are what the scenarios make, and
+//! the captures are valid for tshark and for our own decoder.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use analyzer::decode::{Decoder, Icrc, Kind};
+use analyzer::source::CaptureReader;
+use samples::sim::{self, LogKind, PacketKind, Run, Scenario, ScenarioError};
+
+fn scenario_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+}
+
+fn capture_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("captures")
+}
+
+fn scenarios() -> Vec<Scenario> {
+    let files = sim::scenario_files(&scenario_dir()).unwrap();
+    assert!(files.len() >= 9, "expected the nine teaching scenarios");
+    files.iter().map(|p| Scenario::load(p).unwrap()).collect()
+}
+
+fn run_logged(sc: &Scenario) -> Run {
+    sim::run::<Vec<u8>>(sc, None, true).unwrap()
+}
+
+/// Every packet follows a legal path (created at a node, then sent out of a port and received at the port at the
+/// other end of that link, queued or dropped at a switch, consumed at the end) with one length throughout, and
+/// the bytes created equal the bytes consumed, dropped and still inside the network.
+fn check_paths(name: &str, r: &Run) {
+    let i = &r.internals;
+    let mut by_packet: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (n, e) in i.log.iter().enumerate() {
+        by_packet.entry(e.packet).or_default().push(n);
+    }
+    let resident: HashMap<u64, u32> = i.in_network.iter().copied().collect();
+    let (mut created, mut consumed, mut dropped, mut inside) = (0u64, 0u64, 0u64, 0u64);
+    for (id, steps) in &by_packet {
+        let first = &i.log[steps[0]];
+        assert_eq!(
+            first.kind,
+            LogKind::Create,
+            "{name}: packet {id} starts with {first:?}"
+        );
+        created += u64::from(first.len);
+        let mut port = first.port as usize;
+        let mut expect = LogKind::TxStart;
+        let mut ended = false;
+        for &s in &steps[1..] {
+            let e = &i.log[s];
+            assert_eq!(e.len, first.len, "{name}: packet {id} changed length");
+            assert!(!ended, "{name}: packet {id} moved after it ended");
+            match (expect, e.kind) {
+                (LogKind::TxStart, LogKind::TxStart) => {
+                    assert_eq!(
+                        e.port as usize, port,
+                        "{name}: packet {id} left by another port"
+                    );
+                    expect = LogKind::Arrive;
+                }
+                (LogKind::Arrive, LogKind::Arrive) => {
+                    assert_eq!(
+                        e.port as usize, i.port_peer[port],
+                        "{name}: packet {id} arrived at a port its link does not reach"
+                    );
+                    port = e.port as usize;
+                    expect = if (e.node as usize) < i.hosts || e.packet_kind == PacketKind::Pfc {
+                        LogKind::Consume
+                    } else {
+                        LogKind::Enqueue
+                    };
+                }
+                (LogKind::Enqueue, LogKind::Enqueue) => {
+                    assert_eq!(i.port_node[e.port as usize], e.node as usize);
+                    port = e.port as usize;
+                    expect = LogKind::TxStart;
+                }
+                (LogKind::Enqueue, LogKind::Drop) => {
+                    dropped += u64::from(e.len);
+                    ended = true;
+                }
+                (LogKind::Consume, LogKind::Consume) => {
+                    consumed += u64::from(e.len);
+                    ended = true;
+                }
+                (want, got) => panic!("{name}: packet {id}: expected {want:?}, got {got:?}"),
+            }
+        }
+        if !ended {
+            let len = resident.get(id).copied();
+            assert_eq!(
+                len,
+                Some(first.len),
+                "{name}: packet {id} vanished (last step {:?})",
+                i.log[*steps.last().unwrap()].kind
+            );
+            inside += u64::from(first.len);
+        }
+    }
+    assert!(
+        i.in_network
+            .iter()
+            .all(|(id, _)| by_packet.contains_key(id)),
+        "{name}: packets inside the network that were never created"
+    );
+    assert_eq!(
+        created,
+        consumed + dropped + inside,
+        "{name}: bytes appeared or vanished"
+    );
+    assert!(consumed > 0, "{name}: nothing was delivered");
+}
+
+/// A sender never skips a PSN: each data packet it puts on the wire is the next one, or an earlier one after a
+/// go-back-N that the truth records.
+fn check_psns(name: &str, sc: &Scenario, r: &Run) {
+    let i = &r.internals;
+    let mut last: HashMap<u32, u64> = HashMap::new();
+    let mut high: HashMap<u32, u64> = HashMap::new();
+    let mut rewinds: HashMap<u32, usize> = HashMap::new();
+    for e in &i.log {
+        if e.kind != LogKind::TxStart
+            || e.packet_kind != PacketKind::Data
+            || (e.node as usize) >= i.hosts
+        {
+            continue;
+        }
+        let h = high.entry(e.flow).or_insert(0);
+        assert!(
+            e.seq <= *h,
+            "{name}: flow {} skipped from {} to {}",
+            e.flow,
+            *h,
+            e.seq
+        );
+        if e.seq == *h {
+            *h += 1;
+        }
+        // A forward jump is only allowed inside what was sent before: an ACK that arrives during a go-back-N
+        // moves the sender past packets the receiver already has. New PSNs are checked above.
+        if let Some(&prev) = last.get(&e.flow)
+            && e.seq <= prev
+        {
+            *rewinds.entry(e.flow).or_default() += 1;
+        }
+        last.insert(e.flow, e.seq);
+    }
+    for (f, flow) in r.truth.flows.iter().enumerate() {
+        let seen = rewinds.get(&(f as u32)).copied().unwrap_or(0);
+        assert!(
+            seen <= flow.go_back_n.len(),
+            "{name}: flow {} went back {seen} times but the truth has {} go-back-N episodes",
+            flow.name,
+            flow.go_back_n.len()
+        );
+        if flow.retransmitted_packets > 0 {
+            assert!(
+                seen > 0,
+                "{name}: {} retransmitted without going back",
+                flow.name
+            );
+        }
+        assert!(
+            high.contains_key(&(f as u32)),
+            "{name}: flow {f} never sent"
+        );
+    }
+    assert_eq!(r.truth.flows.len(), sc.flows.len());
+}
+
+/// Nothing starts on a priority while a PFC pause holds it, and no switch buffer ever overflows.
+fn check_pauses_and_buffers(name: &str, sc: &Scenario, r: &Run) {
+    let i = &r.internals;
+    let mut pauses: HashMap<(usize, u8), Vec<(u64, u64)>> = HashMap::new();
+    for &(port, prio, start, end) in &i.pauses {
+        assert!(end >= start);
+        pauses.entry((port, prio)).or_default().push((start, end));
+    }
+    for e in &i.log {
+        match e.kind {
+            LogKind::TxStart if e.packet_kind != PacketKind::Pfc => {
+                if let Some(v) = pauses.get(&(e.port as usize, e.prio)) {
+                    for &(s, end) in v {
+                        assert!(
+                            !(s < e.t_ps && e.t_ps < end),
+                            "{name}: port {} sent priority {} at {} ps inside a pause {s}..{end}",
+                            e.port,
+                            e.prio,
+                            e.t_ps
+                        );
+                    }
+                }
+            }
+            LogKind::Enqueue => {
+                let sw = &sc.switches[e.node as usize - i.hosts];
+                assert!(
+                    e.buffer_bytes <= sw.buffer_bytes,
+                    "{name}: {} holds {} bytes in a {}-byte buffer",
+                    sw.name,
+                    e.buffer_bytes,
+                    sw.buffer_bytes
+                );
+            }
+            _ => {}
+        }
+    }
+    for (sw, size, peak) in &i.buffer_peak {
+        assert!(peak <= size, "{name}: {sw} peaked at {peak} of {size}");
+    }
+    for q in &r.truth.queues {
+        assert!(q.samples.iter().all(|s| s[1] <= q.max_bytes));
+    }
+}
+
+#[test]
+fn every_scenario_keeps_the_invariants() {
+    for sc in scenarios() {
+        let r = run_logged(&sc);
+        check_paths(&sc.name, &r);
+        check_psns(&sc.name, &sc, &r);
+        check_pauses_and_buffers(&sc.name, &sc, &r);
+    }
+}
+
+fn sample(name: &str) -> &'static str {
+    match name {
+        "clean_line_rate" | "incast_dcqcn" | "incast_clamp" | "pfc_only" | "pfc_storm_hol"
+        | "lossy_gbn" | "cnp_ignored" | "ce_no_cnp" | "read_incast" => "ok",
+        _ => "unknown",
+    }
+}
+
+#[test]
+fn committed_samples_are_what_the_scenarios_make() {
+    for sc in scenarios() {
+        assert_eq!(sample(&sc.name), "ok", "unexpected scenario {}", sc.name);
+        let mut a = Vec::new();
+        let ra = sim::run(&sc, Some(&mut a), false).unwrap();
+        let mut b = Vec::new();
+        let rb = sim::run(&sc, Some(&mut b), false).unwrap();
+        assert!(a == b, "{}: two runs wrote different captures", sc.name);
+        assert_eq!(sim::truth_json(&ra.truth), sim::truth_json(&rb.truth));
+        assert!(a.len() <= 2 << 20, "{}: capture over 2 MB", sc.name);
+        let pcap = capture_dir().join(format!("{}.pcapng", sc.name));
+        let json = capture_dir().join(format!("{}.truth.json", sc.name));
+        let stale = format!("{} is stale: run `cargo xtask samples`", pcap.display());
+        assert!(std::fs::read(&pcap).expect(&stale) == a, "{stale}");
+        assert!(
+            std::fs::read_to_string(&json).expect(&stale) == sim::truth_json(&ra.truth),
+            "{stale}"
+        );
+    }
+}
+
+#[test]
+fn a_run_does_not_depend_on_logging() {
+    let sc = Scenario::load(&scenario_dir().join("lossy_gbn.toml")).unwrap();
+    let a = sim::run::<Vec<u8>>(&sc, None, true).unwrap();
+    let b = sim::run::<Vec<u8>>(&sc, None, false).unwrap();
+    assert_eq!(sim::truth_json(&a.truth), sim::truth_json(&b.truth));
+    let mut other = sc.clone();
+    other.seed += 1;
+    let c = sim::run::<Vec<u8>>(&other, None, false).unwrap();
+    assert_ne!(
+        sim::truth_json(&a.truth),
+        sim::truth_json(&c.truth),
+        "the seed must matter"
+    );
+}
+
+#[test]
+fn samples_decode_in_tshark_without_malformed_frames() {
+    let ok = std::process::Command::new("tshark")
+        .arg("--version")
+        .output();
+    assert!(
+        ok.is_ok_and(|o| o.status.success()),
+        "tshark is missing: run `cargo xtask test`, which installs it"
+    );
+    for sc in scenarios() {
+        let pcap = capture_dir().join(format!("{}.pcapng", sc.name));
+        let out = std::process::Command::new("tshark")
+            .arg("-r")
+            .arg(&pcap)
+            .args(["-Y", "_ws.malformed or _ws.expert.severity >= error"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}: tshark failed: {out:?}", sc.name);
+        assert!(
+            out.stdout.is_empty(),
+            "{}: malformed frames:\n{}",
+            sc.name,
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let count = std::process::Command::new("tshark")
+            .arg("-r")
+            .arg(&pcap)
+            .output()
+            .unwrap();
+        let lines = count.stdout.iter().filter(|&&b| b == b'\n').count();
+        let truth = sim::run::<Vec<u8>>(&sc, None, false).unwrap().truth;
+        assert_eq!(lines as u64, truth.totals.captured_frames, "{}", sc.name);
+    }
+}
+
+/// Our decoder sees what the simulator says it sent: every ICRC valid (full frames), CNPs and PFC where the
+/// truth has them, one interface per tap.
+#[test]
+fn the_analyzer_reads_back_the_taps() {
+    for sc in scenarios() {
+        let mut full = sc.clone();
+        full.snaplen = None;
+        let mut bytes = Vec::new();
+        let truth = sim::run(&full, Some(&mut bytes), false).unwrap().truth;
+        let mut r =
+            CaptureReader::from_reader(&sc.name, Box::new(std::io::Cursor::new(bytes))).unwrap();
+        let dec = Decoder::default();
+        let (mut n, mut cnp, mut pfc, mut ce) = (0u64, 0u64, 0u64, 0u64);
+        while let Some(rec) = r.next_record().unwrap() {
+            n += 1;
+            let f = dec.decode(n, &rec);
+            match f.kind {
+                Kind::Roce | Kind::Cnp => {
+                    let roce = f.roce.unwrap();
+                    assert_eq!(roce.icrc, Icrc::Ok, "{} frame {n}", sc.name);
+                    assert!(
+                        roce.stop.is_none(),
+                        "{} frame {n}: {:?}",
+                        sc.name,
+                        roce.stop
+                    );
+                    if f.kind == Kind::Cnp {
+                        cnp += 1;
+                    } else if f.ip.is_some_and(|ip| ip.ecn == 3) {
+                        ce += 1;
+                    }
+                }
+                Kind::Pfc => pfc += 1,
+                other => panic!("{} frame {n}: unexpected {other:?}", sc.name),
+            }
+        }
+        assert_eq!(n, truth.totals.captured_frames, "{}", sc.name);
+        assert_eq!(r.interfaces().len(), sc.taps.len());
+        let cnps: u64 = truth.flows.iter().map(|f| f.cnps_sent).sum();
+        // PFC never leaves its link, so only frames sent on a tapped link can be in the capture.
+        let tapped = |a: &str, b: &str| {
+            truth
+                .taps
+                .iter()
+                .any(|t| (t.a == a && t.b == b) || (t.a == b && t.b == a))
+        };
+        let pfcs: u64 = truth
+            .pfc_frames
+            .iter()
+            .filter(|p| tapped(&p.node, &p.port))
+            .map(|p| p.xoff + p.xon)
+            .sum();
+        assert_eq!(cnps > 0, cnp > 0, "{}: CNPs in truth vs capture", sc.name);
+        assert_eq!(pfcs, pfc, "{}: PFC frames in truth vs capture", sc.name);
+        assert_eq!(
+            truth.totals.ce_marked > 0,
+            ce > 0,
+            "{}: CE in truth vs capture",
+            sc.name
+        );
+    }
+}
+
+/// Each sample shows the behaviour it is named after.
+#[test]
+fn each_sample_shows_its_behaviour() {
+    let runs: HashMap<String, Run> = scenarios()
+        .into_iter()
+        .map(|sc| {
+            (
+                sc.name.clone(),
+                sim::run::<Vec<u8>>(&sc, None, false).unwrap(),
+            )
+        })
+        .collect();
+    let t = |n: &str| &runs[n].truth;
+    let sum = |n: &str, f: fn(&sim::truth::FlowTruth) -> u64| t(n).flows.iter().map(f).sum::<u64>();
+
+    let clean = t("clean_line_rate");
+    assert_eq!(clean.totals.ce_marked + clean.totals.packets_dropped, 0);
+    assert!(clean.pauses.is_empty());
+    let sent = clean.flows[0].data_payload_bytes_sent as f64 * 8.0;
+    let gbps = sent / clean.duration_ns as f64;
+    assert!(gbps > 90.0, "clean flow ran at {gbps:.1} Gb/s");
+
+    for n in ["incast_dcqcn", "incast_clamp", "read_incast"] {
+        assert!(sum(n, |f| f.cuts) > 0, "{n}: no cuts");
+        assert_eq!(t(n).totals.packets_dropped, 0, "{n}");
+    }
+    // After the other flows stop at 1.5 ms, f1 recovers; with clamp_tgt_rate it recovers much more slowly.
+    let final_rc = |n: &str| t(n).flows[0].rp.last().unwrap().rc_mbps;
+    assert!(final_rc("incast_dcqcn") > 4.0 * final_rc("incast_clamp"));
+    assert!(
+        t("read_incast")
+            .flows
+            .iter()
+            .all(|f| f.data_sender == "responder")
+    );
+
+    let ign = t("cnp_ignored");
+    assert!(sum("cnp_ignored", |f| f.cnps_ignored) > 0);
+    assert_eq!(sum("cnp_ignored", |f| f.cuts), 0);
+    assert!(ign.flows.iter().all(|f| f.rp.is_empty()));
+
+    assert!(sum("ce_no_cnp", |f| f.ce_received) > 0);
+    assert_eq!(sum("ce_no_cnp", |f| f.cnps_sent), 0);
+
+    let lossy = t("lossy_gbn");
+    assert!(lossy.totals.packets_dropped > 0);
+    assert!(lossy.drops.iter().all(|d| d.reason == "tail_drop"));
+    assert!(sum("lossy_gbn", |f| f.naks_sent) > 0);
+    assert!(sum("lossy_gbn", |f| f.retransmitted_packets) > 0);
+    assert!(
+        lossy
+            .flows
+            .iter()
+            .any(|f| f.go_back_n.iter().any(|g| g.cause == "nak"))
+    );
+    assert!(lossy.pauses.is_empty());
+
+    // PFC only: sw2 pauses the uplink, and sw1 pauses its hosts in turn.
+    let pfc = t("pfc_only");
+    assert_eq!(pfc.totals.ce_marked, 0);
+    assert!(
+        pfc.pauses
+            .iter()
+            .any(|p| p.node == "sw1" && p.port == "sw2")
+    );
+    assert!(
+        pfc.pauses
+            .iter()
+            .any(|p| p.node.starts_with('s') && p.port == "sw1")
+    );
+
+    // The storm: the victim's own host gets paused although nothing is wrong between v and w.
+    let storm = t("pfc_storm_hol");
+    assert!(
+        storm
+            .pauses
+            .iter()
+            .any(|p| p.node == "sw2" && p.port == "r")
+    );
+    assert!(storm.pauses.iter().any(|p| p.node == "v" && p.prio == 3));
+}
+
+fn err(text: &str) -> String {
+    match Scenario::from_toml("t", text) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+const MINIMAL: &str = r#"
+duration_us = 100
+[[switch]]
+name = "sw"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[link]]
+a = "a"
+b = "sw"
+[[link]]
+a = "sw"
+b = "b"
+"#;
+
+#[test]
+fn scenario_errors_name_the_key() {
+    assert!(Scenario::from_toml("t", MINIMAL).is_ok());
+    let e = err(&format!("colour = 3\n{MINIMAL}"));
+    assert!(e.contains("colour"), "{e}");
+    let e = err(&format!(
+        "{MINIMAL}[[flow]]\nsrc = \"a\"\ndst = \"b\"\nmtu_bytes = 9\n"
+    ));
+    assert!(e.contains("mtu_bytes"), "{e}");
+    let e = err(&format!(
+        "{MINIMAL}[[flow]]\nsrc = \"a\"\ndst = \"b\"\nmtu = 1000\n"
+    ));
+    assert!(e.contains("flow[0].mtu"), "{e}");
+    let e = err(&format!("{MINIMAL}[[flow]]\nsrc = \"a\"\ndst = \"c\"\n"));
+    assert!(e.contains("flow[0].dst") && e.contains("`c`"), "{e}");
+    let e = err(&format!(
+        "{MINIMAL}[[flow]]\nsrc = \"a\"\ndst = \"b\"\nop = \"atomic\"\n"
+    ));
+    assert!(e.contains("flow[0].op"), "{e}");
+    let e = err(&format!("{MINIMAL}[dcqcn]\nrpg_gd = 99\n"));
+    assert!(e.contains("rpg_gd"), "{e}");
+    let e = err(&format!("{MINIMAL}[dcqcn]\nno_such_knob = 1\n"));
+    assert!(e.contains("no_such_knob"), "{e}");
+    let e = err(&MINIMAL.replace("duration_us = 100", "duration_us = \"long\""));
+    assert!(e.contains("duration_us"), "{e}");
+    let e = err(&MINIMAL.replace("name = \"sw\"", "name = \"sw\"\nxon_bytes = 900000"));
+    assert!(e.contains("switch[0].xon_bytes"), "{e}");
+    let e = err(&format!("{MINIMAL}[[tap]]\na = \"a\"\nb = \"b\"\n"));
+    assert!(e.contains("tap[0]"), "{e}");
+    let e = err(&format!("{MINIMAL}[[link]]\na = \"a\"\nb = \"b\"\n"));
+    assert!(
+        e.contains("host `a` has 2 links") || e.contains("link"),
+        "{e}"
+    );
+    assert!(matches!(
+        Scenario::from_toml(
+            "t",
+            "duration_us = 5\n[[host]]\nname = \"x\"\nname = \"y\"\n"
+        ),
+        Err(ScenarioError::Toml { .. })
+    ));
+}
