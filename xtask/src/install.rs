@@ -9,8 +9,22 @@ use anyhow::{Result, bail};
 use crate::sh;
 
 /// Debian packages the tests use: tshark is the differential peer of the decoder; editcap (in
-/// wireshark-common, pulled in by tshark) converts captures; libpcap-dev is linked by the live tracer.
-const APT_PACKAGES: &[&str] = &["tshark", "libpcap-dev"];
+/// wireshark-common, pulled in by tshark) converts captures; libpcap-dev is linked by the live tracer;
+/// tcpreplay replays captures into the tracer's veth pairs; iproute2 makes those pairs; bpftool shows what
+/// the eBPF engine attached; llvm-22-dev is what bpf-linker is built against (the nightly's LLVM); prometheus
+/// brings promtool, which checks the tracer's metrics.
+const APT_PACKAGES: &[&str] = &[
+    "tshark",
+    "libpcap-dev",
+    "tcpreplay",
+    "iproute2",
+    "bpftool",
+    "llvm-22-dev",
+    "prometheus",
+];
+
+/// The LLVM that bpf-linker links to, matching the nightly toolchain's LLVM major version.
+const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 
 fn succeeds(cmd: &mut Command) -> bool {
     cmd.stdout(Stdio::null())
@@ -71,6 +85,32 @@ pub fn ensure_all() -> Result<()> {
             "--profile",
             "minimal",
         ]))?;
+    }
+    // The tracer's build script compiles its eBPF probe with the nightly toolchain (-Z build-std=core needs
+    // rust-src) and links it with bpf-linker.
+    let has_rust_src = Command::new("rustup")
+        .args(["component", "list", "--toolchain", "nightly", "--installed"])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("rust-src"));
+    if !has_rust_src {
+        sh(Command::new("rustup").args([
+            "component",
+            "add",
+            "rust-src",
+            "--toolchain",
+            "nightly",
+        ]))?;
+    }
+    if !succeeds(Command::new("bpf-linker").arg("--version")) {
+        sh(Command::new("cargo")
+            .args([
+                "install",
+                "bpf-linker",
+                "--no-default-features",
+                "--features",
+                "llvm-22",
+            ])
+            .env("LLVM_PREFIX", LLVM_PREFIX))?;
     }
     if !succeeds(Command::new("cargo").args(["fuzz", "--version"])) {
         sh(Command::new("cargo").args(["install", "cargo-fuzz", "--locked"]))?;

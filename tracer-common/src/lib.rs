@@ -1,0 +1,511 @@
+//! What roce-tracer's eBPF probe and its userspace agree on: the layout of the ring-buffer records and map
+//! values, the map names, and the header classifier itself.
+//!
+//! The classifier lives here rather than in the probe so that it is one piece of code with two callers: the
+//! probe runs it in the kernel over `bpf_skb_load_bytes`, and the host tests run it over byte slices and hold
+//! it against roce-wire. Everything is `#[repr(C)]` with explicit padding and fixed-width integers, because
+//! the kernel side and userspace see the same bytes through different compilers.
+#![no_std]
+
+/// The largest snap length the probe can copy: each ring-buffer record is a fixed-size reservation, so this
+/// bounds both the copy (the verifier needs a constant bound) and the ring's memory per frame.
+pub const MAX_SNAPLEN: usize = 2048;
+
+/// Snap lengths up to this use records of this size instead: with the default snap length a 64 MiB ring
+/// then holds about 230 000 frames rather than 32 000.
+pub const SMALL_SNAPLEN: usize = 256;
+
+/// Names of the maps in the eBPF object, so both sides spell them once.
+pub mod maps {
+    /// Ring buffer of [`super::PacketEvent`] records.
+    pub const EVENTS: &str = "EVENTS";
+    /// `Array<Config>` with one element, written by userspace before attaching.
+    pub const CONFIG: &str = "CONFIG";
+    /// `PerCpuArray<u64>` indexed by [`super::counter`].
+    pub const COUNTERS: &str = "COUNTERS";
+    /// `PerCpuHashMap<u32 dest QP, QpCounters>`.
+    pub const QP_STATS: &str = "QP_STATS";
+    /// `PerCpuArray<PrioCounters>`: priorities 0–7, then [`super::UNTAGGED`].
+    pub const PRIO_STATS: &str = "PRIO_STATS";
+}
+
+/// Entries of the global `COUNTERS` map.
+pub mod counter {
+    /// Frames the probe ran on.
+    pub const SEEN: u32 = 0;
+    /// Frames that matched (RoCE, CNP, PFC, PAUSE).
+    pub const MATCHED: u32 = 1;
+    /// Matched frames sent to userspace.
+    pub const EMITTED: u32 = 2;
+    /// Matched frames lost because the ring buffer was full: the capture's drop count.
+    pub const RING_FULL: u32 = 3;
+    /// Number of entries.
+    pub const LEN: u32 = 4;
+}
+
+/// Index of the per-priority slot for frames without an 802.1Q tag (and for 802.3x PAUSE, which has no
+/// priority).
+pub const UNTAGGED: u32 = 8;
+/// Number of per-priority slots.
+pub const PRIO_SLOTS: u32 = 9;
+/// Size of the per-QP map: enough for a large host's QPs; further QPs are not counted in the map (the pcapng
+/// still holds every frame).
+pub const MAX_QPS: u32 = 16384;
+
+/// Frame kinds, numbered like the analyzer's `Kind`.
+pub mod kind {
+    pub const ROCE: u32 = 0;
+    pub const CNP: u32 = 1;
+    pub const PFC: u32 = 2;
+    pub const PAUSE: u32 = 3;
+    pub const OTHER: u32 = 4;
+}
+
+/// Bits of [`PacketEvent::flags`].
+pub mod flag {
+    /// The kernel had already removed the outer VLAN tag into the skb (`vlan_tci`/`vlan_proto` hold it):
+    /// userspace puts it back so the pcapng shows the frame as it was on the wire.
+    pub const VLAN_OFFLOADED: u32 = 1;
+    /// Seen on egress rather than ingress.
+    pub const EGRESS: u32 = 2;
+}
+
+/// Probe configuration, element 0 of the `CONFIG` array.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Config {
+    /// Bytes of each matching frame to copy; capped at [`MAX_SNAPLEN`]. Zero sends no frames (counters only).
+    pub snaplen: u32,
+    /// Non-zero: send every frame, not just the RoCE/CNP/PFC/PAUSE ones.
+    pub all_frames: u32,
+}
+
+/// One captured frame as the probe hands it to userspace, in a record of `N` data bytes (the probe uses
+/// [`SMALL_SNAPLEN`] or [`MAX_SNAPLEN`]). Only `data[..caplen]` is meaningful.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PacketEvent<const N: usize> {
+    /// `bpf_ktime_get_ns()`: CLOCK_MONOTONIC; userspace adds the offset to the wall clock.
+    pub ts_ns: u64,
+    /// Length of the frame on the wire, without a VLAN tag the kernel removed.
+    pub len: u32,
+    pub caplen: u32,
+    pub ifindex: u32,
+    /// [`flag`] bits.
+    pub flags: u32,
+    pub vlan_tci: u16,
+    /// The removed tag's TPID in host order (0x8100 or 0x88a8).
+    pub vlan_proto: u16,
+    pub kind: u32,
+    pub data: [u8; N],
+}
+
+/// Size of the header fields in front of `data`.
+pub const EVENT_HEADER_LEN: usize = 32;
+const _: () =
+    assert!(core::mem::size_of::<PacketEvent<MAX_SNAPLEN>>() == EVENT_HEADER_LEN + MAX_SNAPLEN);
+const _: () =
+    assert!(core::mem::size_of::<PacketEvent<SMALL_SNAPLEN>>() == EVENT_HEADER_LEN + SMALL_SNAPLEN);
+const _: () = assert!(core::mem::offset_of!(PacketEvent<MAX_SNAPLEN>, data) == EVENT_HEADER_LEN);
+
+/// Per destination QP counters (per CPU in the kernel; userspace sums them).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QpCounters {
+    /// RoCE packets (not CNPs) to this QP.
+    pub packets: u64,
+    /// Their wire bytes.
+    pub bytes: u64,
+    /// Of those, marked Congestion Experienced.
+    pub ce: u64,
+    /// CNPs naming this QP (the notified sender's QP).
+    pub cnps: u64,
+}
+const _: () = assert!(core::mem::size_of::<QpCounters>() == 32);
+
+/// Per 802.1p priority counters.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PrioCounters {
+    /// RoCE packets and CNPs travelling on this priority.
+    pub roce_packets: u64,
+    pub roce_bytes: u64,
+    pub ce: u64,
+    /// PFC frames that name this priority (class-enable bit set).
+    pub pfc_frames: u64,
+    /// Of those, with a non-zero pause time.
+    pub pfc_xoff: u64,
+    /// Of those, with a zero time (resume).
+    pub pfc_xon: u64,
+    /// 802.3x PAUSE frames (counted in the [`UNTAGGED`] slot).
+    pub pause_frames: u64,
+    pub _reserved: u64,
+}
+const _: () = assert!(core::mem::size_of::<PrioCounters>() == 64);
+
+#[cfg(feature = "user")]
+mod user {
+    // SAFETY: plain #[repr(C)] structs of integers without implicit padding (the size asserts above prove
+    // that every byte belongs to a field), so any bit pattern is a valid value.
+    unsafe impl aya::Pod for super::Config {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::QpCounters {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::PrioCounters {}
+}
+
+/// Read access to a frame's bytes, a fixed-size chunk at a time, each read checked: the probe implements it
+/// with one `bpf_skb_load_bytes` per chunk (so a RoCEv2 frame costs four helper calls), the tests with a
+/// slice.
+pub trait Bytes {
+    fn chunk<const N: usize>(&self, offset: usize) -> Option<[u8; N]>;
+}
+
+impl Bytes for [u8] {
+    fn chunk<const N: usize>(&self, offset: usize) -> Option<[u8; N]> {
+        self.get(offset..offset.checked_add(N)?)?.try_into().ok()
+    }
+}
+
+fn be16(b0: u8, b1: u8) -> u16 {
+    u16::from_be_bytes([b0, b1])
+}
+
+/// What the probe needs to know about a frame to count it; the full decode happens in userspace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// A [`kind`] value.
+    pub kind: u32,
+    /// PCP of the outer tag, or [`UNTAGGED`].
+    pub prio: u32,
+    /// IP ECN bits (RoCE and CNP).
+    pub ecn: u8,
+    /// The BTH was captured: `opcode`, `dest_qp` and `psn` are valid.
+    pub has_bth: bool,
+    pub opcode: u8,
+    pub dest_qp: u32,
+    pub psn: u32,
+    /// PFC class-enable vector (low byte).
+    pub pfc_enable: u8,
+    /// Priorities whose PFC pause time is non-zero.
+    pub pfc_nonzero: u8,
+    /// PAUSE time in quanta.
+    pub pause_quanta: u16,
+}
+
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+const ETHERTYPE_VLAN: u16 = 0x8100;
+const ETHERTYPE_QINQ: u16 = 0x88a8;
+const ETHERTYPE_ROCE_V1: u16 = 0x8915;
+const ETHERTYPE_MAC_CONTROL: u16 = 0x8808;
+const ROCE_V2_PORT: u16 = 4791;
+const OPCODE_CNP: u8 = 0x81;
+const GRH_LEN: usize = 40;
+
+fn is_tag(ethertype: u16) -> bool {
+    ethertype == ETHERTYPE_VLAN || ethertype == ETHERTYPE_QINQ
+}
+
+/// Classifies an Ethernet frame. `offloaded_tci` is the outer tag the kernel already removed, if any: its
+/// PCP is then the priority, and the bytes start with the next header's ethertype at offset 12.
+///
+/// Follows at most two tags in the bytes, IPv4 without fragments, IPv6 whose next header is UDP (extension
+/// headers are left to userspace's decoder), UDP port 4791, RoCEv1 (GRH) and MAC Control. Anything it cannot
+/// read is `OTHER`, or `ROCE` without a BTH when the frame was cut inside the transport headers.
+#[inline(always)]
+pub fn classify<B: Bytes + ?Sized>(b: &B, offloaded_tci: Option<u16>) -> Summary {
+    let mut s = Summary {
+        kind: kind::OTHER,
+        prio: UNTAGGED,
+        ..Summary::default()
+    };
+    if let Some(tci) = offloaded_tci {
+        s.prio = u32::from(tci >> 13);
+    }
+    // The ethertype and room for two tags in one read; a short frame falls back to the bare ethertype.
+    let (ethertype, l3) = match b.chunk::<10>(12) {
+        Some(h) => {
+            let first = be16(h[0], h[1]);
+            if !is_tag(first) {
+                (first, 14)
+            } else {
+                if offloaded_tci.is_none() {
+                    s.prio = u32::from(h[2] >> 5);
+                }
+                let second = be16(h[4], h[5]);
+                if is_tag(second) {
+                    (be16(h[8], h[9]), 22)
+                } else {
+                    (second, 18)
+                }
+            }
+        }
+        None => match b.chunk::<2>(12) {
+            Some(h) => {
+                let first = be16(h[0], h[1]);
+                if is_tag(first) {
+                    // A tag and nothing after it that can be classified.
+                    if offloaded_tci.is_none()
+                        && let Some(t) = b.chunk::<1>(14)
+                    {
+                        s.prio = u32::from(t[0] >> 5);
+                    }
+                    return s;
+                }
+                (first, 14)
+            }
+            None => return s,
+        },
+    };
+    match ethertype {
+        ETHERTYPE_MAC_CONTROL => mac_control(b, l3, &mut s),
+        ETHERTYPE_ROCE_V1 => {
+            // GRH: version (4 bits), traffic class (8), flow label (20).
+            if let Some(h) = b.chunk::<2>(l3) {
+                s.ecn = ((be16(h[0], h[1]) >> 4) & 3) as u8;
+                s.kind = kind::ROCE;
+                bth(b, l3 + GRH_LEN, &mut s);
+            }
+        }
+        ETHERTYPE_IPV4 => {
+            let Some(h) = b.chunk::<10>(l3) else {
+                return s;
+            };
+            let ihl = usize::from(h[0] & 0x0f) * 4;
+            let frag = be16(h[6], h[7]);
+            // A fragment's UDP header (if any) says nothing about the other fragments: left to userspace.
+            if h[0] >> 4 != 4 || ihl < 20 || h[9] != 17 || frag & 0x3fff != 0 {
+                return s;
+            }
+            udp(b, l3 + ihl, h[1] & 3, &mut s);
+        }
+        ETHERTYPE_IPV6 => {
+            let Some(h) = b.chunk::<7>(l3) else {
+                return s;
+            };
+            let first = be16(h[0], h[1]);
+            if first >> 12 != 6 || h[6] != 17 {
+                return s;
+            }
+            udp(b, l3 + 40, ((first >> 4) & 3) as u8, &mut s);
+        }
+        _ => {}
+    }
+    s
+}
+
+#[inline(always)]
+fn udp<B: Bytes + ?Sized>(b: &B, at: usize, ecn: u8, s: &mut Summary) {
+    match b.chunk::<2>(at + 2) {
+        Some(p) if be16(p[0], p[1]) == ROCE_V2_PORT => {}
+        _ => return,
+    }
+    s.ecn = ecn;
+    s.kind = kind::ROCE;
+    bth(b, at + 8, s);
+}
+
+#[inline(always)]
+fn bth<B: Bytes + ?Sized>(b: &B, at: usize, s: &mut Summary) {
+    let Some(h) = b.chunk::<12>(at) else {
+        return;
+    };
+    s.has_bth = true;
+    s.opcode = h[0];
+    s.dest_qp = u32::from_be_bytes([0, h[5], h[6], h[7]]);
+    s.psn = u32::from_be_bytes([0, h[9], h[10], h[11]]);
+    if h[0] == OPCODE_CNP {
+        s.kind = kind::CNP;
+    }
+}
+
+#[inline(always)]
+fn mac_control<B: Bytes + ?Sized>(b: &B, at: usize, s: &mut Summary) {
+    let Some(op) = b.chunk::<4>(at) else {
+        return;
+    };
+    match be16(op[0], op[1]) {
+        0x0001 => {
+            s.kind = kind::PAUSE;
+            s.pause_quanta = be16(op[2], op[3]);
+        }
+        0x0101 => {
+            let Some(q) = b.chunk::<16>(at + 4) else {
+                return;
+            };
+            let mut nonzero = 0u8;
+            let mut i = 0;
+            while i < 8 {
+                if q[2 * i] != 0 || q[2 * i + 1] != 0 {
+                    nonzero |= 1 << i;
+                }
+                i += 1;
+            }
+            s.kind = kind::PFC;
+            s.pfc_enable = op[3];
+            s.pfc_nonzero = nonzero;
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roce_wire::build::{IpSpec, RoceFrame, Vlan, emit_mac_control};
+    use roce_wire::pfc::{MacControlRepr, PfcRepr};
+    use roce_wire::{BthRepr, ExtHeaders, Opcode};
+
+    fn bth_repr(opcode: Opcode, qp: u32, psn: u32) -> BthRepr {
+        BthRepr {
+            opcode,
+            se: false,
+            migreq: true,
+            pad_count: 0,
+            tver: 0,
+            pkey: 0xffff,
+            fecn: false,
+            becn: opcode == Opcode::CNP,
+            dest_qp: qp,
+            ack_req: false,
+            psn,
+        }
+    }
+
+    fn roce(
+        ip: IpSpec,
+        vlan: Option<Vlan>,
+        opcode: Opcode,
+        qp: u32,
+        psn: u32,
+    ) -> ([u8; 256], usize) {
+        let payload = [0x5au8; 32];
+        let frame = RoceFrame {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            vlan,
+            ip,
+            sport: 49152,
+            bth: bth_repr(opcode, qp, psn),
+            ext: ExtHeaders::default(),
+            payload: if opcode == Opcode::CNP {
+                &[0; 16]
+            } else {
+                &payload
+            },
+        };
+        let mut buf = [0u8; 256];
+        let n = frame.emit(&mut buf).unwrap();
+        (buf, n)
+    }
+
+    fn v4(ecn: u8) -> IpSpec {
+        IpSpec::V4 {
+            src: [10, 0, 0, 1],
+            dst: [10, 0, 0, 2],
+            dscp: 26,
+            ecn,
+            ttl: 64,
+            ident: 7,
+        }
+    }
+
+    #[test]
+    fn roce_v4_tagged_and_untagged() {
+        let (buf, n) = roce(v4(3), None, Opcode::RC_SEND_ONLY, 0x12_3456, 0xab_cdef);
+        let s = classify(&buf[..n], None);
+        assert_eq!(s.kind, kind::ROCE);
+        assert_eq!(
+            (s.dest_qp, s.psn, s.ecn, s.prio),
+            (0x12_3456, 0xab_cdef, 3, UNTAGGED)
+        );
+        assert_eq!(s.opcode, Opcode::RC_SEND_ONLY.0);
+
+        let vlan = Vlan {
+            pcp: 5,
+            dei: false,
+            vid: 100,
+        };
+        let (buf, n) = roce(v4(2), Some(vlan), Opcode::RC_SEND_ONLY, 9, 10);
+        let s = classify(&buf[..n], None);
+        assert_eq!(
+            (s.kind, s.prio, s.ecn, s.dest_qp, s.psn),
+            (kind::ROCE, 5, 2, 9, 10)
+        );
+    }
+
+    #[test]
+    fn offloaded_tag_gives_the_priority() {
+        let (buf, n) = roce(v4(1), None, Opcode::RC_SEND_ONLY, 1, 2);
+        let s = classify(&buf[..n], Some((3 << 13) | 42));
+        assert_eq!((s.kind, s.prio), (kind::ROCE, 3));
+    }
+
+    #[test]
+    fn cnp_over_ipv6() {
+        let ip = IpSpec::V6 {
+            src: [0xfe; 16],
+            dst: [0xfd; 16],
+            dscp: 48,
+            ecn: 1,
+            flow_label: 0,
+            hop_limit: 64,
+        };
+        let (buf, n) = roce(ip, None, Opcode::CNP, 0x77, 0);
+        let s = classify(&buf[..n], None);
+        assert_eq!((s.kind, s.dest_qp, s.ecn), (kind::CNP, 0x77, 1));
+    }
+
+    #[test]
+    fn truncation_keeps_what_fits() {
+        let (buf, n) = roce(v4(0), None, Opcode::RC_SEND_ONLY, 5, 6);
+        // Every prefix: never a wrong BTH, and RoCE from the UDP port on.
+        for cut in 0..n {
+            let s = classify(&buf[..cut], None);
+            if cut >= 14 + 20 + 8 + 12 {
+                assert!(s.has_bth && s.dest_qp == 5, "cut {cut}");
+            } else {
+                assert!(!s.has_bth, "cut {cut}");
+            }
+            let udp_dport_end = 14 + 20 + 4;
+            assert_eq!(s.kind == kind::ROCE, cut >= udp_dport_end, "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn pfc_and_pause() {
+        let pfc = MacControlRepr::Pfc(PfcRepr {
+            enable: 0b1000_0101,
+            quanta: [0xffff, 0, 0, 0, 0, 0, 0, 7],
+        });
+        let mut buf = [0u8; 64];
+        let n = emit_mac_control([2, 0, 0, 0, 0, 9], None, &pfc, &mut buf).unwrap();
+        let s = classify(&buf[..n], None);
+        assert_eq!(
+            (s.kind, s.pfc_enable, s.pfc_nonzero),
+            (kind::PFC, 0b1000_0101, 0b1000_0001)
+        );
+
+        let pause = MacControlRepr::Pause { quanta: 300 };
+        let n = emit_mac_control([2, 0, 0, 0, 0, 9], None, &pause, &mut buf).unwrap();
+        let s = classify(&buf[..n], None);
+        assert_eq!(
+            (s.kind, s.pause_quanta, s.prio),
+            (kind::PAUSE, 300, UNTAGGED)
+        );
+    }
+
+    #[test]
+    fn not_roce() {
+        let (mut buf, n) = roce(v4(0), None, Opcode::RC_SEND_ONLY, 5, 6);
+        // UDP destination port 4790.
+        buf[14 + 20 + 3] = 0xb6;
+        assert_eq!(classify(&buf[..n], None).kind, kind::OTHER);
+        // A later IPv4 fragment.
+        let (mut buf, n) = roce(v4(0), None, Opcode::RC_SEND_ONLY, 5, 6);
+        buf[14 + 7] = 0x10;
+        assert_eq!(classify(&buf[..n], None).kind, kind::OTHER);
+        assert_eq!(classify(&[0u8; 5][..], None).kind, kind::OTHER);
+    }
+}

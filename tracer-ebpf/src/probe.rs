@@ -1,0 +1,250 @@
+//! The packet probe. Every frame costs one pass of [`tracer_common::classify`] over `bpf_skb_load_bytes`; a
+//! matching frame also costs two per-CPU map updates and, when a snap length is set, one ring-buffer record.
+//! Nothing here can drop or alter a frame: the probe always lets it continue.
+
+use core::ptr::addr_of_mut;
+
+use aya_ebpf::{
+    bindings::__sk_buff,
+    helpers::{bpf_ktime_get_ns, bpf_skb_load_bytes},
+    macros::{classifier, map},
+    maps::{Array, PerCpuArray, PerCpuHashMap, RingBuf},
+    programs::TcContext,
+};
+use tracer_common::{
+    Bytes, Config, MAX_QPS, MAX_SNAPLEN, PRIO_SLOTS, PacketEvent, PrioCounters, QpCounters,
+    SMALL_SNAPLEN, counter, flag, kind,
+};
+
+/// `TCX_NEXT` (and `TC_ACT_UNSPEC` for a classic tc filter): let the next program, or the stack, decide.
+const CONTINUE: i32 = -1;
+
+/// 64 MiB: 230 000 frames of slack at the default snap length (288-byte records), 32 000 at 2 KiB.
+#[map]
+static EVENTS: RingBuf = RingBuf::with_byte_size(64 << 20, 0);
+
+#[map]
+static CONFIG: Array<Config> = Array::with_max_entries(1, 0);
+
+#[map]
+static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::LEN, 0);
+
+#[map]
+static QP_STATS: PerCpuHashMap<u32, QpCounters> = PerCpuHashMap::with_max_entries(MAX_QPS, 0);
+
+#[map]
+static PRIO_STATS: PerCpuArray<PrioCounters> = PerCpuArray::with_max_entries(PRIO_SLOTS, 0);
+
+#[classifier]
+pub fn tracer_ingress(ctx: TcContext) -> i32 {
+    probe(&ctx, 0);
+    CONTINUE
+}
+
+#[classifier]
+pub fn tracer_egress(ctx: TcContext) -> i32 {
+    probe(&ctx, flag::EGRESS);
+    CONTINUE
+}
+
+/// The frame seen through `bpf_skb_load_bytes`, which checks every offset itself: no packet-pointer
+/// arithmetic for the verifier to prove.
+struct Skb<'a>(&'a TcContext);
+
+impl Bytes for Skb<'_> {
+    #[inline(always)]
+    fn chunk<const N: usize>(&self, offset: usize) -> Option<[u8; N]> {
+        self.0.load::<[u8; N]>(offset).ok()
+    }
+}
+
+#[inline(always)]
+fn bump(index: u32) {
+    if let Some(p) = COUNTERS.get_ptr_mut(index) {
+        // SAFETY: a per-CPU slot, only this CPU touches it while the program runs.
+        unsafe { *p += 1 };
+    }
+}
+
+#[inline(always)]
+fn probe(ctx: &TcContext, direction: u32) {
+    bump(counter::SEEN);
+    let skb: *mut __sk_buff = ctx.skb.skb;
+    // SAFETY: the context pointer the kernel passed in; these fields are readable by any TC program.
+    let (vlan_present, vlan_tci, vlan_proto, ifindex) = unsafe {
+        (
+            (*skb).vlan_present,
+            (*skb).vlan_tci,
+            (*skb).vlan_proto,
+            (*skb).ifindex,
+        )
+    };
+    let offloaded = if vlan_present != 0 {
+        Some(vlan_tci as u16)
+    } else {
+        None
+    };
+    let s = tracer_common::classify(&Skb(ctx), offloaded);
+    let config = CONFIG.get(0).copied().unwrap_or_default();
+    if s.kind == kind::OTHER && config.all_frames == 0 {
+        return;
+    }
+    bump(counter::MATCHED);
+    let len = ctx.len();
+    count(&s, u64::from(len));
+    if config.snaplen == 0 {
+        return;
+    }
+    let frame = Frame {
+        skb,
+        len,
+        ifindex,
+        flags: direction
+            | if vlan_present != 0 {
+                flag::VLAN_OFFLOADED
+            } else {
+                0
+            },
+        vlan_tci: vlan_tci as u16,
+        vlan_proto: u16::from_be(vlan_proto as u16),
+        kind: s.kind,
+    };
+    // Two record sizes, so that the usual short snap length does not pay for 2 KiB of ring per frame.
+    if config.snaplen as usize <= SMALL_SNAPLEN {
+        emit::<SMALL_SNAPLEN>(&frame, config.snaplen as usize);
+    } else {
+        emit::<MAX_SNAPLEN>(&frame, config.snaplen as usize);
+    }
+}
+
+/// What goes into a ring record besides the bytes.
+struct Frame {
+    skb: *mut __sk_buff,
+    len: u32,
+    ifindex: u32,
+    flags: u32,
+    vlan_tci: u16,
+    vlan_proto: u16,
+    kind: u32,
+}
+
+#[inline(always)]
+fn emit<const N: usize>(f: &Frame, snaplen: usize) {
+    let Some(mut entry) = EVENTS.reserve::<PacketEvent<N>>(0) else {
+        bump(counter::RING_FULL);
+        return;
+    };
+    let ev = entry.as_mut_ptr();
+    let want = if snaplen < N { snaplen } else { N };
+    let mut caplen = if (f.len as usize) < want {
+        f.len as usize
+    } else {
+        want
+    };
+    // SAFETY: `ev` points at a reserved record of the right size; fields are written before submit.
+    unsafe {
+        addr_of_mut!((*ev).ts_ns).write(bpf_ktime_get_ns());
+        addr_of_mut!((*ev).len).write(f.len);
+        addr_of_mut!((*ev).ifindex).write(f.ifindex);
+        addr_of_mut!((*ev).flags).write(f.flags);
+        addr_of_mut!((*ev).vlan_tci).write(f.vlan_tci);
+        addr_of_mut!((*ev).vlan_proto).write(f.vlan_proto);
+        addr_of_mut!((*ev).kind).write(f.kind);
+        // The verifier wants a size it can bound away from zero and below the buffer's end.
+        if caplen > 0 && caplen <= N {
+            let data = addr_of_mut!((*ev).data).cast::<core::ffi::c_void>();
+            if bpf_skb_load_bytes(f.skb.cast(), 0, data, caplen as u32) != 0 {
+                caplen = 0;
+            }
+        } else {
+            caplen = 0;
+        }
+        addr_of_mut!((*ev).caplen).write(caplen as u32);
+    }
+    entry.submit(0);
+    bump(counter::EMITTED);
+}
+
+#[inline(always)]
+fn count(s: &tracer_common::Summary, len: u64) {
+    let ce = u64::from(s.ecn == 3);
+    match s.kind {
+        kind::ROCE | kind::CNP => {
+            if let Some(p) = PRIO_STATS.get_ptr_mut(s.prio) {
+                // SAFETY: per-CPU slot.
+                unsafe {
+                    (*p).roce_packets += 1;
+                    (*p).roce_bytes += len;
+                    (*p).ce += ce;
+                }
+            }
+            if !s.has_bth {
+                return;
+            }
+            let is_cnp = s.kind == kind::CNP;
+            if let Some(p) = QP_STATS.get_ptr_mut(s.dest_qp) {
+                // SAFETY: per-CPU value of an existing entry.
+                unsafe {
+                    if is_cnp {
+                        (*p).cnps += 1;
+                    } else {
+                        (*p).packets += 1;
+                        (*p).bytes += len;
+                        (*p).ce += ce;
+                    }
+                }
+            } else {
+                let first = if is_cnp {
+                    QpCounters {
+                        cnps: 1,
+                        ..QpCounters::default()
+                    }
+                } else {
+                    QpCounters {
+                        packets: 1,
+                        bytes: len,
+                        ce,
+                        cnps: 0,
+                    }
+                };
+                // A full map only loses the per-QP counter; the frame itself still goes to userspace.
+                let _ = QP_STATS.insert(s.dest_qp, first, 0);
+            }
+        }
+        kind::PFC => {
+            let mut prio = 0u32;
+            while prio < 8 {
+                if s.pfc_enable & (1 << prio) != 0
+                    && let Some(p) = PRIO_STATS.get_ptr_mut(prio)
+                {
+                    // SAFETY: per-CPU slot.
+                    unsafe {
+                        (*p).pfc_frames += 1;
+                        if s.pfc_nonzero & (1 << prio) != 0 {
+                            (*p).pfc_xoff += 1;
+                        } else {
+                            (*p).pfc_xon += 1;
+                        }
+                    }
+                }
+                prio += 1;
+            }
+        }
+        kind::PAUSE => {
+            if let Some(p) = PRIO_STATS.get_ptr_mut(tracer_common::UNTAGGED) {
+                // SAFETY: per-CPU slot.
+                unsafe { (*p).pause_frames += 1 };
+            }
+        }
+        _ => {}
+    }
+}
+
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";

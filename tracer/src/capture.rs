@@ -1,0 +1,446 @@
+//! The capture loop: start an engine, write what it hands over, stop on any of the stop conditions, and
+//! always close the file so that it is valid.
+//!
+//! One thread (the caller's) owns the file; engines feed it through a bounded channel. Stop conditions are
+//! checked at least every 100 ms: SIGINT/SIGTERM, `--duration`, `-c`, the end of `-- CMD`, every interface
+//! gone, or a write error. A second SIGINT/SIGTERM skips writing what is still queued, so the tool exits at
+//! once, still closing the file with its statistics blocks.
+
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, sync_channel};
+use std::time::{Duration, Instant};
+
+use analyzer::sink::SectionInfo;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::counters::Sampler;
+use crate::engine::{self, Engine, EngineConfig, Event, IfaceStats, Plumbing};
+use crate::live::{self, LiveView};
+use crate::metrics::Metrics;
+use crate::output::{OutInterface, Output, Rotation};
+use crate::sys::{self, Cap};
+
+/// Which capture engine to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    Pcap,
+    Ebpf,
+}
+
+impl EngineKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Pcap => "pcap",
+            EngineKind::Ebpf => "ebpf",
+        }
+    }
+
+    /// Capabilities the engine needs, for the start-up check.
+    pub fn needed_caps(self) -> &'static [Cap] {
+        match self {
+            EngineKind::Pcap => &[Cap::NetRaw],
+            EngineKind::Ebpf => &[Cap::Bpf, Cap::NetAdmin, Cap::Perfmon],
+        }
+    }
+}
+
+/// Everything `capture` was asked to do, validated.
+#[derive(Debug, Clone)]
+pub struct CaptureOptions {
+    pub engine: EngineKind,
+    pub interfaces: Vec<String>,
+    pub output: PathBuf,
+    pub snaplen: u32,
+    pub filter: String,
+    pub all_frames: bool,
+    pub ring_bytes: Option<u32>,
+    pub duration: Option<Duration>,
+    pub count: Option<u64>,
+    pub ready_file: Option<PathBuf>,
+    /// Sample sysfs counters every `interval` and record the DCQCN knobs at start.
+    pub counters: bool,
+    pub interval: Duration,
+    pub sysfs_root: PathBuf,
+    pub link_bps: u64,
+    /// Start a new file by size or age (`-w` then names the sequence: `run.00000.pcapng`, ...).
+    pub rotation: Rotation,
+    /// Serve Prometheus metrics here.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// No console line per second.
+    pub quiet: bool,
+    /// `-- CMD ARGS`: run it once the probes are attached, stop when it exits.
+    pub command: Vec<String>,
+    /// The command line, for the section comment.
+    pub argv: Vec<String>,
+}
+
+/// Why the capture stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    Signal,
+    Duration,
+    Count,
+    CommandExited(Option<i32>),
+    InterfacesGone,
+}
+
+/// What a finished capture reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub frames: u64,
+    pub dropped: u64,
+    pub reason: StopReason,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error(
+        "the {engine} engine needs {missing}; run as root, or grant them with: sudo setcap {caps}+ep {exe}"
+    )]
+    Privileges {
+        engine: &'static str,
+        missing: String,
+        caps: String,
+        exe: String,
+    },
+    #[error("no interface given (-i IFACE)")]
+    NoInterface,
+    #[error(transparent)]
+    Pcap(#[from] engine::pcap::PcapStartError),
+    #[error(transparent)]
+    Ebpf(#[from] engine::ebpf::EbpfStartError),
+    #[error("cannot create {path}")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "writing {path} failed, so the capture stopped; the file holds every frame up to the failure \
+         ({frames} frames)"
+    )]
+    Write {
+        path: PathBuf,
+        frames: u64,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write the ready file {path}")]
+    Ready {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start {cmd}")]
+    Command {
+        cmd: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot serve metrics on {addr}")]
+    Metrics {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot install the signal handlers: {0}")]
+    Signals(std::io::Error),
+}
+
+fn check_privileges(engine: EngineKind) -> Result<(), CaptureError> {
+    let missing = sys::missing_caps(sys::effective_caps(), engine.needed_caps());
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = missing.iter().map(|c| c.name()).collect();
+    let all: Vec<&str> = engine.needed_caps().iter().map(|c| c.name()).collect();
+    Err(CaptureError::Privileges {
+        engine: engine.name(),
+        missing: names.join(", "),
+        caps: all.join(","),
+        exe: std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "roce-tracer".into()),
+    })
+}
+
+fn section_info(opts: &CaptureOptions) -> SectionInfo {
+    let kernel = sys::kernel_release();
+    SectionInfo {
+        hardware: None,
+        os: Some(format!("Linux {kernel}")),
+        user_application: Some(format!("roce-tracer {}", env!("CARGO_PKG_VERSION"))),
+        comment: Some(format!(
+            "host: {}\nkernel: {kernel}\nengine: {}\ncommand: {}",
+            sys::hostname(),
+            opts.engine.name(),
+            opts.argv.join(" ")
+        )),
+    }
+}
+
+/// Runs one capture to its end.
+pub fn run(opts: &CaptureOptions) -> Result<Outcome, CaptureError> {
+    check_privileges(opts.engine)?;
+    if opts.interfaces.is_empty() {
+        return Err(CaptureError::NoInterface);
+    }
+    let signals_seen = Arc::new(AtomicUsize::new(0));
+    let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(CaptureError::Signals)?;
+    let signal_handle = signals.handle();
+    let signal_thread = {
+        let seen = Arc::clone(&signals_seen);
+        std::thread::spawn(move || {
+            for _ in signals.forever() {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    };
+    let result = run_inner(opts, &signals_seen);
+    signal_handle.close();
+    let _ = signal_thread.join();
+    result
+}
+
+fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcome, CaptureError> {
+    let (tx, rx) = sync_channel::<Event>(1 << 16);
+    let stop = Arc::new(AtomicBool::new(false));
+    let plumbing = Plumbing {
+        tx,
+        stop: Arc::clone(&stop),
+    };
+    let config = EngineConfig {
+        interfaces: opts.interfaces.clone(),
+        snaplen: opts.snaplen,
+        filter: opts.filter.clone(),
+        all_frames: opts.all_frames,
+        ring_bytes: opts.ring_bytes,
+    };
+    let engine: Box<dyn Engine> = match opts.engine {
+        EngineKind::Pcap => Box::new(engine::pcap::start(&config, &plumbing)?),
+        EngineKind::Ebpf => Box::new(engine::ebpf::start(&config, &plumbing)?),
+    };
+    // Only the engines' threads hold senders now: the channel disconnects when they have all finished.
+    drop(plumbing);
+    let links = engine.link_types();
+    let ifaces: Vec<OutInterface> = opts
+        .interfaces
+        .iter()
+        .enumerate()
+        .map(|(i, name)| OutInterface {
+            name: name.clone(),
+            link: links
+                .get(i)
+                .copied()
+                .unwrap_or(analyzer::source::LinkType::ETHERNET),
+            snaplen: opts.snaplen,
+            description: engine.describe(i as u32),
+        })
+        .collect();
+    let shutdown = |engine: Box<dyn Engine>| {
+        stop.store(true, Ordering::SeqCst);
+        while rx.recv().is_ok() {}
+        engine.finish()
+    };
+    let mut file = match Output::create(&opts.output, section_info(opts), ifaces, opts.rotation) {
+        Ok(f) => f,
+        Err(source) => {
+            shutdown(engine);
+            return Err(CaptureError::Create {
+                path: opts.output.clone(),
+                source,
+            });
+        }
+    };
+    let mut sampler = opts
+        .counters
+        .then(|| Sampler::new(&opts.sysfs_root, &opts.interfaces));
+    if let Some(s) = &sampler
+        && let Some(block) = s.knobs_block()
+        && let Err(source) = file.write_header_custom(&block)
+    {
+        shutdown(engine);
+        return Err(write_error(opts, 0, source));
+    }
+    if let Some(path) = &opts.ready_file
+        && let Err(source) = std::fs::write(path, b"ready\n")
+    {
+        shutdown(engine);
+        let _ = file.finish(&[]);
+        return Err(CaptureError::Ready {
+            path: path.clone(),
+            source,
+        });
+    }
+    let mut child: Option<Child> = None;
+    if let Some((prog, args)) = opts.command.split_first() {
+        match Command::new(prog).args(args).spawn() {
+            Ok(c) => child = Some(c),
+            Err(source) => {
+                shutdown(engine);
+                let _ = file.finish(&[]);
+                return Err(CaptureError::Command {
+                    cmd: opts.command.join(" "),
+                    source,
+                });
+            }
+        }
+    }
+
+    let metrics = match opts.metrics {
+        Some(addr) => {
+            let m = Metrics::new();
+            match m.serve(addr) {
+                Ok(_) => Some(m),
+                Err(source) => {
+                    shutdown(engine);
+                    let _ = file.finish(&[]);
+                    return Err(CaptureError::Metrics { addr, source });
+                }
+            }
+        }
+        None => None,
+    };
+    let started = Instant::now();
+    let mut last_tick = Instant::now();
+    let mut next_sample = Instant::now() + opts.interval;
+    let mut live = LiveView::new(opts.link_bps);
+    let mut frames = 0u64;
+    let mut dropped_cache = 0u64;
+    let mut ended = vec![false; opts.interfaces.len()];
+    let mut write_failure = None;
+    let reason = loop {
+        if signals_seen.load(Ordering::SeqCst) > 0 {
+            break StopReason::Signal;
+        }
+        if opts.duration.is_some_and(|d| started.elapsed() >= d) {
+            break StopReason::Duration;
+        }
+        if let Some(c) = child.as_mut()
+            && let Ok(Some(status)) = c.try_wait()
+        {
+            break StopReason::CommandExited(status.code());
+        }
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(Event::Frame(f)) => {
+                // The loss count as of the last tick: asking the eBPF engine costs a syscall per frame.
+                if let Err(e) = file.write_frame(f.iface, f.ts_ns, &f.data, f.len, dropped_cache) {
+                    write_failure = Some(e);
+                    break StopReason::Signal;
+                }
+                frames += 1;
+                let link = links.get(f.iface as usize).copied();
+                live.frame(
+                    link.unwrap_or(analyzer::source::LinkType::ETHERNET),
+                    f.iface,
+                    f.ts_ns,
+                    &f.data,
+                    f.len,
+                );
+                if opts.count.is_some_and(|c| frames >= c) {
+                    break StopReason::Count;
+                }
+            }
+            Ok(Event::Ended { iface, reason }) => {
+                eprintln!("roce-tracer: {reason}; its capture ended");
+                if let Some(e) = ended.get_mut(iface as usize) {
+                    *e = true;
+                }
+                if ended.iter().all(|&e| e) {
+                    break StopReason::InterfacesGone;
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break StopReason::InterfacesGone,
+        }
+        if last_tick.elapsed() >= Duration::from_secs(1) {
+            let secs = last_tick.elapsed().as_secs_f64();
+            last_tick = Instant::now();
+            let (interval, rows) = live.tick(secs);
+            let dropped = engine.dropped_so_far();
+            dropped_cache = dropped;
+            if !opts.quiet {
+                eprintln!(
+                    "{}",
+                    live::line(started.elapsed().as_secs(), &interval, dropped)
+                );
+            }
+            if let Some(m) = &metrics {
+                m.update(
+                    &rows.kinds,
+                    &rows.flows,
+                    &rows.cnps,
+                    &rows.pfc,
+                    interval.roce_gbps,
+                    dropped,
+                );
+            }
+            if let Err(e) = file.tick(dropped) {
+                write_failure = Some(e);
+                break StopReason::Signal;
+            }
+        }
+        if let Some(s) = sampler.as_mut()
+            && Instant::now() >= next_sample
+        {
+            next_sample += opts.interval;
+            if let Some(block) = s.sample_block()
+                && let Err(e) = file.write_custom(&block)
+            {
+                write_failure = Some(e);
+                break StopReason::Signal;
+            }
+        }
+    };
+
+    // Stop the engine and empty the channel: frames already queued are written unless the count is reached,
+    // a write failed, or a second signal asked for an immediate exit.
+    stop.store(true, Ordering::SeqCst);
+    while let Ok(ev) = rx.recv() {
+        let keep = write_failure.is_none()
+            && signals_seen.load(Ordering::SeqCst) < 2
+            && opts.count.is_none_or(|c| frames < c);
+        if let (Event::Frame(f), true) = (ev, keep) {
+            match file.write_frame(f.iface, f.ts_ns, &f.data, f.len, 0) {
+                Ok(()) => frames += 1,
+                Err(e) => write_failure = Some(e),
+            }
+        }
+    }
+    let (stats, probe_block) = engine.finish();
+    if let Some(block) = probe_block
+        && write_failure.is_none()
+        && let Err(e) = file.write_custom(&block)
+    {
+        write_failure = Some(e);
+    }
+    let dropped: u64 = stats.iter().filter_map(|s| s.dropped).sum();
+    let isb: Vec<(Option<u64>, Option<u64>)> = stats
+        .iter()
+        .map(|s: &IfaceStats| (s.received, s.dropped))
+        .collect();
+    let closed = file.finish(&isb);
+    if let Some(source) = write_failure {
+        return Err(write_error(opts, frames, source));
+    }
+    if let Err(source) = closed {
+        return Err(write_error(opts, frames, source));
+    }
+    Ok(Outcome {
+        frames,
+        dropped,
+        reason,
+    })
+}
+
+fn write_error(opts: &CaptureOptions, frames: u64, source: std::io::Error) -> CaptureError {
+    CaptureError::Write {
+        path: opts.output.clone(),
+        frames,
+        source,
+    }
+}

@@ -1,0 +1,73 @@
+//! What both capture engines hand to the writer loop, so the loop does not care which one runs.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::SyncSender;
+
+use analyzer::source::LinkType;
+
+pub mod ebpf;
+pub mod pcap;
+
+/// One captured frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Captured {
+    /// Position of the interface in the `-i` list (= its pcapng interface id).
+    pub iface: u32,
+    /// ns since the epoch.
+    pub ts_ns: u64,
+    /// Length on the wire.
+    pub len: u32,
+    pub data: Vec<u8>,
+}
+
+/// What flows from an engine to the writer loop.
+#[derive(Debug)]
+pub enum Event {
+    Frame(Captured),
+    /// The interface went away or failed; the engine will send nothing more for it.
+    Ended {
+        iface: u32,
+        reason: String,
+    },
+}
+
+/// Per-interface counters for the pcapng statistics block.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IfaceStats {
+    pub received: Option<u64>,
+    pub dropped: Option<u64>,
+}
+
+/// What every engine needs to start.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub interfaces: Vec<String>,
+    pub snaplen: u32,
+    /// pcap only: the BPF filter expression.
+    pub filter: String,
+    /// eBPF only: send every frame, not only RoCE, CNP, PFC and PAUSE.
+    pub all_frames: bool,
+    /// eBPF only: ring-buffer size in bytes (a power of two, at least a page); `None` keeps the probe's 64 MiB.
+    pub ring_bytes: Option<u32>,
+}
+
+/// A started engine: frames arrive on the channel given to `start` until `stop` is set.
+pub trait Engine {
+    /// Link type of each interface, in `-i` order.
+    fn link_types(&self) -> Vec<LinkType>;
+    /// A line for the pcapng interface description (engine and filter).
+    fn describe(&self, iface: u32) -> String;
+    /// Frames lost so far (for the live line and the metrics).
+    fn dropped_so_far(&self) -> u64;
+    /// Waits for the engine's threads, detaches everything, and returns each interface's counters plus an
+    /// optional custom-block record with engine statistics.
+    fn finish(self: Box<Self>) -> (Vec<IfaceStats>, Option<Vec<u8>>);
+}
+
+/// Shared arguments of the engines' start functions.
+#[derive(Debug, Clone)]
+pub struct Plumbing {
+    pub tx: SyncSender<Event>,
+    pub stop: Arc<AtomicBool>,
+}

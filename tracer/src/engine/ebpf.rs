@@ -1,0 +1,475 @@
+//! The eBPF engine: the `tracer-ebpf` TC probe on ingress and egress of each interface, a ring buffer read by
+//! one thread, and the probe's per-CPU counters read at the end.
+//!
+//! The probe is attached through TCX links (kernel 6.6 and later), which belong to this process: they go
+//! away when it exits, even on SIGKILL, so no tc filter or qdisc is ever left behind. Older kernels get
+//! aya's netlink attachment to a clsact qdisc, which we then remove ourselves at exit.
+
+use std::collections::HashMap;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use analyzer::source::LinkType;
+use aya::Ebpf;
+use aya::maps::{Array, MapData, PerCpuArray, PerCpuHashMap, RingBuf};
+use aya::programs::{SchedClassifier, TcAttachType};
+use aya::util::KernelVersion;
+use serde::Serialize;
+use tracer_common::{
+    Config, EVENT_HEADER_LEN, MAX_SNAPLEN, PRIO_SLOTS, PrioCounters, QpCounters, counter, flag,
+    maps,
+};
+
+use super::{Captured, Engine, EngineConfig, Event, IfaceStats, Plumbing};
+use crate::sys;
+
+/// The probe object built by `build.rs` (empty when the build skipped it).
+static PROBE: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-probe"));
+
+/// Program names in the object.
+pub const INGRESS: &str = "tracer_ingress";
+pub const EGRESS: &str = "tracer_egress";
+
+#[derive(Debug, thiserror::Error)]
+pub enum EbpfStartError {
+    #[error(
+        "this roce-tracer was built without its eBPF probe (AYA_BUILD_SKIP); rebuild with the nightly \
+         toolchain, rust-src and bpf-linker installed (see the README), or use --engine pcap"
+    )]
+    NotBuilt,
+    #[error("loading the eBPF probe failed")]
+    Load(#[from] aya::EbpfError),
+    #[error("eBPF program {0} is missing from the object")]
+    MissingProgram(&'static str),
+    #[error("eBPF map {0} is missing from the object")]
+    MissingMap(&'static str),
+    #[error("eBPF map {name}")]
+    Map {
+        name: &'static str,
+        #[source]
+        source: aya::maps::MapError,
+    },
+    #[error("eBPF program {name}")]
+    Program {
+        name: &'static str,
+        #[source]
+        source: aya::programs::ProgramError,
+    },
+    #[error("no interface named {0}")]
+    NoSuchInterface(String),
+    #[error(
+        "attaching the probe to {iface} ({direction}) failed (on kernels before 6.6 make sure the clsact \
+         qdisc can be added: `tc qdisc add dev {iface} clsact`; or use --engine pcap)"
+    )]
+    Attach {
+        iface: String,
+        direction: &'static str,
+        #[source]
+        source: aya::programs::ProgramError,
+    },
+    #[error("cannot start the ring-buffer reader")]
+    Thread(#[from] std::io::Error),
+}
+
+fn map_err(name: &'static str) -> impl Fn(aya::maps::MapError) -> EbpfStartError {
+    move |source| EbpfStartError::Map { name, source }
+}
+
+fn prog_err(name: &'static str) -> impl Fn(aya::programs::ProgramError) -> EbpfStartError {
+    move |source| EbpfStartError::Program { name, source }
+}
+
+/// Loads the probe, writes its configuration and loads (verifies) both programs, without attaching them:
+/// the capture attaches them, the tests run them through `BPF_PROG_TEST_RUN`.
+pub fn load_probe(config: Config, ring_bytes: Option<u32>) -> Result<Ebpf, EbpfStartError> {
+    if PROBE.is_empty() {
+        return Err(EbpfStartError::NotBuilt);
+    }
+    let mut loader = aya::EbpfLoader::new();
+    if let Some(bytes) = ring_bytes {
+        loader.map_max_entries(maps::EVENTS, bytes);
+    }
+    let mut ebpf = loader.load(PROBE)?;
+    {
+        let map = ebpf
+            .map_mut(maps::CONFIG)
+            .ok_or(EbpfStartError::MissingMap(maps::CONFIG))?;
+        let mut array: Array<&mut MapData, Config> =
+            Array::try_from(map).map_err(map_err(maps::CONFIG))?;
+        array.set(0, config, 0).map_err(map_err(maps::CONFIG))?;
+    }
+    for name in [INGRESS, EGRESS] {
+        let prog: &mut SchedClassifier = ebpf
+            .program_mut(name)
+            .ok_or(EbpfStartError::MissingProgram(name))?
+            .try_into()
+            .map_err(prog_err(name))?;
+        prog.load().map_err(prog_err(name))?;
+    }
+    Ok(ebpf)
+}
+
+/// Takes the ring buffer out of a loaded probe (for a reader on another thread).
+pub fn take_ring(ebpf: &mut Ebpf) -> Result<RingBuf<MapData>, EbpfStartError> {
+    let map = ebpf
+        .take_map(maps::EVENTS)
+        .ok_or(EbpfStartError::MissingMap(maps::EVENTS))?;
+    RingBuf::try_from(map).map_err(map_err(maps::EVENTS))
+}
+
+/// A ring-buffer record, decoded from its bytes (no pointer casts: the record is plain data in a known
+/// layout).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RingRecord {
+    pub ts_ns: u64,
+    pub len: u32,
+    pub ifindex: u32,
+    pub flags: u32,
+    pub vlan_tci: u16,
+    pub vlan_proto: u16,
+    pub kind: u32,
+    /// The frame as it was on the wire: a tag the kernel had moved into the skb is put back.
+    pub data: Vec<u8>,
+    /// Length on the wire including that tag.
+    pub wire_len: u32,
+}
+
+fn ne_u32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn ne_u16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
+}
+
+impl RingRecord {
+    /// Reads a record; `None` for one too short to be ours.
+    pub fn parse(b: &[u8]) -> Option<RingRecord> {
+        let ts_ns = u64::from_ne_bytes(b.get(0..8)?.try_into().ok()?);
+        let len = ne_u32(b, 8)?;
+        let caplen = ne_u32(b, 12)? as usize;
+        let ifindex = ne_u32(b, 16)?;
+        let flags = ne_u32(b, 20)?;
+        let vlan_tci = ne_u16(b, 24)?;
+        let vlan_proto = ne_u16(b, 26)?;
+        let kind = ne_u32(b, 28)?;
+        let bytes = b.get(EVENT_HEADER_LEN..EVENT_HEADER_LEN + caplen.min(MAX_SNAPLEN))?;
+        let mut data = Vec::with_capacity(bytes.len() + 4);
+        let mut wire_len = len;
+        if flags & flag::VLAN_OFFLOADED != 0 && bytes.len() >= 12 {
+            data.extend_from_slice(bytes.get(..12)?);
+            data.extend_from_slice(&vlan_proto.to_be_bytes());
+            data.extend_from_slice(&vlan_tci.to_be_bytes());
+            data.extend_from_slice(bytes.get(12..)?);
+            wire_len = len.saturating_add(4);
+        } else {
+            data.extend_from_slice(bytes);
+        }
+        Some(RingRecord {
+            ts_ns,
+            len,
+            ifindex,
+            flags,
+            vlan_tci,
+            vlan_proto,
+            kind,
+            data,
+            wire_len,
+        })
+    }
+}
+
+/// The probe's own counters, summed over CPUs: the `PROB` custom block.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct ProbeStats {
+    pub ts_ns: u64,
+    pub seen: u64,
+    pub matched: u64,
+    pub emitted: u64,
+    pub ring_full: u64,
+    pub qps: Vec<QpRow>,
+    pub prios: Vec<PrioRow>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct QpRow {
+    pub dest_qp: u32,
+    pub packets: u64,
+    pub bytes: u64,
+    pub ce: u64,
+    pub cnps: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct PrioRow {
+    /// 0–7, or null for untagged frames and PAUSE.
+    pub priority: Option<u8>,
+    pub roce_packets: u64,
+    pub roce_bytes: u64,
+    pub ce: u64,
+    pub pfc_frames: u64,
+    pub pfc_xoff: u64,
+    pub pfc_xon: u64,
+    pub pause_frames: u64,
+}
+
+/// Frames lost to a full ring buffer so far, summed over CPUs.
+pub fn ring_full(ebpf: &Ebpf) -> Option<u64> {
+    let counters: PerCpuArray<&MapData, u64> =
+        PerCpuArray::try_from(ebpf.map(maps::COUNTERS)?).ok()?;
+    let v = counters.get(&counter::RING_FULL, 0).ok()?;
+    Some(v.iter().sum())
+}
+
+/// Reads the probe's maps (the per-CPU values summed).
+pub fn probe_stats(ebpf: &Ebpf) -> Result<ProbeStats, EbpfStartError> {
+    let mut st = ProbeStats {
+        ts_ns: sys::now_ns(),
+        ..ProbeStats::default()
+    };
+    let map = ebpf
+        .map(maps::COUNTERS)
+        .ok_or(EbpfStartError::MissingMap(maps::COUNTERS))?;
+    let counters: PerCpuArray<&MapData, u64> =
+        PerCpuArray::try_from(map).map_err(map_err(maps::COUNTERS))?;
+    let sum = |i: u32| -> Result<u64, EbpfStartError> {
+        let v = counters.get(&i, 0).map_err(map_err(maps::COUNTERS))?;
+        Ok(v.iter().sum())
+    };
+    st.seen = sum(counter::SEEN)?;
+    st.matched = sum(counter::MATCHED)?;
+    st.emitted = sum(counter::EMITTED)?;
+    st.ring_full = sum(counter::RING_FULL)?;
+
+    let map = ebpf
+        .map(maps::QP_STATS)
+        .ok_or(EbpfStartError::MissingMap(maps::QP_STATS))?;
+    let qps: PerCpuHashMap<&MapData, u32, QpCounters> =
+        PerCpuHashMap::try_from(map).map_err(map_err(maps::QP_STATS))?;
+    for item in qps.iter() {
+        let (qp, per_cpu) = item.map_err(map_err(maps::QP_STATS))?;
+        let mut row = QpRow {
+            dest_qp: qp,
+            ..QpRow::default()
+        };
+        for c in per_cpu.iter() {
+            row.packets += c.packets;
+            row.bytes += c.bytes;
+            row.ce += c.ce;
+            row.cnps += c.cnps;
+        }
+        st.qps.push(row);
+    }
+    st.qps.sort_by_key(|r| r.dest_qp);
+
+    let map = ebpf
+        .map(maps::PRIO_STATS)
+        .ok_or(EbpfStartError::MissingMap(maps::PRIO_STATS))?;
+    let prios: PerCpuArray<&MapData, PrioCounters> =
+        PerCpuArray::try_from(map).map_err(map_err(maps::PRIO_STATS))?;
+    for slot in 0..PRIO_SLOTS {
+        let per_cpu = prios.get(&slot, 0).map_err(map_err(maps::PRIO_STATS))?;
+        let mut row = PrioRow {
+            priority: u8::try_from(slot).ok().filter(|&p| p < 8),
+            ..PrioRow::default()
+        };
+        for c in per_cpu.iter() {
+            row.roce_packets += c.roce_packets;
+            row.roce_bytes += c.roce_bytes;
+            row.ce += c.ce;
+            row.pfc_frames += c.pfc_frames;
+            row.pfc_xoff += c.pfc_xoff;
+            row.pfc_xon += c.pfc_xon;
+            row.pause_frames += c.pause_frames;
+        }
+        if row
+            != (PrioRow {
+                priority: row.priority,
+                ..PrioRow::default()
+            })
+        {
+            st.prios.push(row);
+        }
+    }
+    Ok(st)
+}
+
+#[derive(Debug)]
+pub struct EbpfEngine {
+    ebpf: Ebpf,
+    reader: Option<JoinHandle<Vec<u64>>>,
+    ifaces: usize,
+    /// Interfaces whose probes hang off a clsact qdisc we added (pre-6.6 kernels): removed at exit.
+    netlink_ifaces: Vec<String>,
+}
+
+/// Loads the probe, attaches it to ingress and egress of every interface and starts the ring reader.
+pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, EbpfStartError> {
+    let mut ebpf = load_probe(
+        Config {
+            snaplen: config.snaplen.min(MAX_SNAPLEN as u32),
+            all_frames: u32::from(config.all_frames),
+        },
+        config.ring_bytes,
+    )?;
+    let mut index_of = HashMap::new();
+    for (i, name) in config.interfaces.iter().enumerate() {
+        let idx =
+            sys::ifindex(name).ok_or_else(|| EbpfStartError::NoSuchInterface(name.clone()))?;
+        index_of.insert(idx, i as u32);
+    }
+    let tcx = KernelVersion::current().is_ok_and(|v| v >= KernelVersion::new(6, 6, 0));
+    let mut netlink_ifaces = Vec::new();
+    for name in &config.interfaces {
+        if !tcx {
+            // Ignore "exists": a qdisc left by an earlier run is reused, and removed by this one.
+            let _ = aya::programs::tc::qdisc_add_clsact(name);
+            netlink_ifaces.push(name.clone());
+        }
+        for (prog_name, direction, kind) in [
+            (INGRESS, "ingress", TcAttachType::Ingress),
+            (EGRESS, "egress", TcAttachType::Egress),
+        ] {
+            let prog: &mut SchedClassifier = ebpf
+                .program_mut(prog_name)
+                .ok_or(EbpfStartError::MissingProgram(prog_name))?
+                .try_into()
+                .map_err(prog_err(prog_name))?;
+            prog.attach(name, kind)
+                .map_err(|source| EbpfStartError::Attach {
+                    iface: name.clone(),
+                    direction,
+                    source,
+                })?;
+        }
+    }
+    let ring = take_ring(&mut ebpf)?;
+    let names = config.interfaces.clone();
+    let plumbing = plumbing.clone();
+    let reader = std::thread::Builder::new()
+        .name("ebpf-ring".into())
+        .spawn(move || read_ring(ring, index_of, names, plumbing))?;
+    Ok(EbpfEngine {
+        ebpf,
+        reader: Some(reader),
+        ifaces: config.interfaces.len(),
+        netlink_ifaces,
+    })
+}
+
+/// Waits up to `timeout_ms` for the ring buffer's fd to become readable.
+fn wait_readable(fd: i32, timeout_ms: i32) {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let _ = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+}
+
+fn read_ring(
+    mut ring: RingBuf<MapData>,
+    index_of: HashMap<u32, u32>,
+    names: Vec<String>,
+    p: Plumbing,
+) -> Vec<u64> {
+    let offset = sys::monotonic_to_realtime_offset();
+    let mut received = vec![0u64; names.len()];
+    let mut gone = vec![false; names.len()];
+    let mut last_check = Instant::now();
+    loop {
+        let stopping = p.stop.load(Ordering::Relaxed);
+        while let Some(item) = ring.next() {
+            let Some(rec) = RingRecord::parse(&item) else {
+                continue;
+            };
+            drop(item);
+            let Some(&iface) = index_of.get(&rec.ifindex) else {
+                continue;
+            };
+            if let Some(r) = received.get_mut(iface as usize) {
+                *r += 1;
+            }
+            let frame = Captured {
+                iface,
+                ts_ns: rec.ts_ns.saturating_add(offset),
+                len: rec.wire_len,
+                data: rec.data,
+            };
+            if p.tx.send(Event::Frame(frame)).is_err() {
+                return received;
+            }
+        }
+        if stopping {
+            return received;
+        }
+        if last_check.elapsed() >= Duration::from_millis(500) {
+            last_check = Instant::now();
+            for (i, name) in names.iter().enumerate() {
+                let present = index_of
+                    .iter()
+                    .any(|(idx, &j)| j as usize == i && sys::ifindex(name) == Some(*idx));
+                if !present && !gone.get(i).copied().unwrap_or(true) {
+                    if let Some(g) = gone.get_mut(i) {
+                        *g = true;
+                    }
+                    let _ = p.tx.send(Event::Ended {
+                        iface: i as u32,
+                        reason: format!("interface {name} disappeared"),
+                    });
+                }
+            }
+        }
+        wait_readable(ring.as_raw_fd(), 100);
+    }
+}
+
+impl Engine for EbpfEngine {
+    fn link_types(&self) -> Vec<LinkType> {
+        vec![LinkType::ETHERNET; self.ifaces]
+    }
+
+    fn describe(&self, _iface: u32) -> String {
+        "roce-tracer engine=ebpf (TC probe, ingress and egress): RoCEv2, RoCEv1, CNP, PFC, PAUSE"
+            .into()
+    }
+
+    fn dropped_so_far(&self) -> u64 {
+        ring_full(&self.ebpf).unwrap_or(0)
+    }
+
+    fn finish(mut self: Box<Self>) -> (Vec<IfaceStats>, Option<Vec<u8>>) {
+        let received = self
+            .reader
+            .take()
+            .and_then(|r| r.join().ok())
+            .unwrap_or_default();
+        let probe = probe_stats(&self.ebpf).ok();
+        let ring_full = probe.as_ref().map(|p| p.ring_full);
+        // The probe counts ring-buffer losses per CPU, not per interface: they are reported on the first.
+        let stats = (0..self.ifaces)
+            .map(|i| {
+                let got = received.get(i).copied().unwrap_or(0);
+                let dropped = if i == 0 {
+                    ring_full
+                } else {
+                    ring_full.map(|_| 0)
+                };
+                IfaceStats {
+                    received: Some(got + dropped.unwrap_or(0)),
+                    dropped,
+                }
+            })
+            .collect();
+        let block = probe.and_then(|p| crate::blocks::encode(crate::blocks::PROBE, &p).ok());
+        for name in &self.netlink_ifaces {
+            let _ = std::process::Command::new("tc")
+                .args(["qdisc", "del", "dev", name, "clsact"])
+                .status();
+        }
+        (stats, block)
+    }
+}

@@ -1,0 +1,204 @@
+//! The libpcap engine: one capture handle per interface, each read by its own thread.
+//!
+//! Immediate mode (frames are delivered as they arrive, not when a buffer block fills), a 64 MiB kernel
+//! buffer for bursts, nanosecond timestamps and the BPF filter compiled by libpcap. A short read timeout
+//! lets each thread notice the stop flag within 100 ms.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use analyzer::source::LinkType;
+use std::os::fd::AsRawFd;
+
+use pcap::{Active, Capture, Precision};
+
+use super::{Captured, Engine, EngineConfig, Event, IfaceStats, Plumbing};
+
+/// Kernel buffer per interface.
+const BUFFER_BYTES: i32 = 64 << 20;
+const READ_TIMEOUT_MS: i32 = 100;
+
+/// Why the pcap engine could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum PcapStartError {
+    #[error("cannot open interface {iface}")]
+    Open {
+        iface: String,
+        #[source]
+        source: pcap::Error,
+    },
+    #[error("the capture filter {filter:?} does not compile on {iface}")]
+    Filter {
+        iface: String,
+        filter: String,
+        #[source]
+        source: pcap::Error,
+    },
+    #[error("cannot start a capture thread")]
+    Thread(#[from] std::io::Error),
+}
+
+#[derive(Debug)]
+pub struct PcapEngine {
+    links: Vec<LinkType>,
+    filter: String,
+    threads: Vec<JoinHandle<IfaceStats>>,
+    /// Each interface's drop count as of its last statistics poll (about once a second).
+    dropped: Arc<Vec<AtomicU64>>,
+}
+
+/// Opens every interface (so that a bad name, a missing permission or a bad filter fails before anything
+/// is written), then starts one reader thread per interface.
+pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<PcapEngine, PcapStartError> {
+    let mut caps = Vec::new();
+    for name in &config.interfaces {
+        let open = || -> Result<Capture<Active>, pcap::Error> {
+            Capture::from_device(name.as_str())?
+                .immediate_mode(true)
+                .buffer_size(BUFFER_BYTES)
+                .snaplen(i32::try_from(config.snaplen).unwrap_or(i32::MAX))
+                .promisc(true)
+                .timeout(READ_TIMEOUT_MS)
+                .precision(Precision::Nano)
+                .open()
+        };
+        let mut cap = open().map_err(|source| PcapStartError::Open {
+            iface: name.clone(),
+            source,
+        })?;
+        cap.filter(&config.filter, true)
+            .map_err(|source| PcapStartError::Filter {
+                iface: name.clone(),
+                filter: config.filter.clone(),
+                source,
+            })?;
+        // libpcap's own read timeout is not honoured on every Linux ring version (poll may block until a
+        // frame arrives): read without blocking and wait on the descriptor ourselves.
+        let cap = cap.setnonblock().map_err(|source| PcapStartError::Open {
+            iface: name.clone(),
+            source,
+        })?;
+        caps.push(cap);
+    }
+    let links = caps
+        .iter()
+        .map(|c| LinkType(u16::try_from(c.get_datalink().0).unwrap_or(u16::MAX)))
+        .collect();
+    let mut threads = Vec::new();
+    let dropped: Arc<Vec<AtomicU64>> = Arc::new(caps.iter().map(|_| AtomicU64::new(0)).collect());
+    for (i, cap) in caps.into_iter().enumerate() {
+        let plumbing = plumbing.clone();
+        let dropped = Arc::clone(&dropped);
+        let iface = i as u32;
+        let name = config.interfaces.get(i).cloned().unwrap_or_default();
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("pcap-{name}"))
+                .spawn(move || read_loop(cap, iface, plumbing, &dropped))?,
+        );
+    }
+    Ok(PcapEngine {
+        links,
+        filter: config.filter.clone(),
+        threads,
+        dropped,
+    })
+}
+
+/// Waits up to `timeout_ms` for frames on the capture's descriptor.
+fn wait_readable(fd: i32, timeout_ms: i32) {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let _ = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+}
+
+fn read_loop(
+    mut cap: Capture<Active>,
+    iface: u32,
+    p: Plumbing,
+    dropped: &[AtomicU64],
+) -> IfaceStats {
+    let mut ended = None;
+    let mut last_poll = Instant::now();
+    while !p.stop.load(Ordering::Relaxed) {
+        if last_poll.elapsed() >= Duration::from_secs(1) {
+            last_poll = Instant::now();
+            if let (Ok(s), Some(slot)) = (cap.stats(), dropped.get(iface as usize)) {
+                slot.store(
+                    u64::from(s.dropped) + u64::from(s.if_dropped),
+                    Ordering::Relaxed,
+                );
+            }
+        }
+        match cap.next_packet() {
+            Ok(pkt) => {
+                let ts = pkt.header.ts;
+                // With nanosecond precision libpcap stores nanoseconds in the microsecond field.
+                let ts_ns = (ts.tv_sec as u64)
+                    .saturating_mul(1_000_000_000)
+                    .saturating_add(ts.tv_usec as u64);
+                let frame = Captured {
+                    iface,
+                    ts_ns,
+                    len: pkt.header.len,
+                    data: pkt.data.to_vec(),
+                };
+                if p.tx.send(Event::Frame(frame)).is_err() {
+                    break;
+                }
+            }
+            Err(pcap::Error::TimeoutExpired) => wait_readable(cap.as_raw_fd(), READ_TIMEOUT_MS),
+            Err(e) => {
+                ended = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let stats = match cap.stats() {
+        Ok(s) => IfaceStats {
+            received: Some(u64::from(s.received)),
+            dropped: Some(u64::from(s.dropped) + u64::from(s.if_dropped)),
+        },
+        Err(_) => IfaceStats::default(),
+    };
+    if let Some(reason) = ended {
+        let _ = p.tx.send(Event::Ended { iface, reason });
+    }
+    stats
+}
+
+impl Engine for PcapEngine {
+    fn link_types(&self) -> Vec<LinkType> {
+        self.links.clone()
+    }
+
+    fn describe(&self, _iface: u32) -> String {
+        format!("roce-tracer engine=pcap filter={}", self.filter)
+    }
+
+    fn dropped_so_far(&self) -> u64 {
+        self.dropped.iter().map(|d| d.load(Ordering::Relaxed)).sum()
+    }
+
+    fn finish(self: Box<Self>) -> (Vec<IfaceStats>, Option<Vec<u8>>) {
+        let stats = self
+            .threads
+            .into_iter()
+            .map(|t| t.join().unwrap_or_default())
+            .collect();
+        (stats, None)
+    }
+}
+
+/// The default capture filter: RoCEv2 (UDP destination port 4791), RoCEv1 (ethertype 0x8915) and MAC Control
+/// (0x8808: PFC and PAUSE), untagged, under one VLAN tag, or under two (QinQ). libpcap's `vlan` keyword moves
+/// the offsets of everything after it for the rest of the expression, hence the nesting.
+pub const DEFAULT_FILTER: &str = "(udp dst port 4791 or ether proto 0x8915 or ether proto 0x8808) \
+or (vlan and ((udp dst port 4791 or ether proto 0x8915 or ether proto 0x8808) \
+or (vlan and (udp dst port 4791 or ether proto 0x8915 or ether proto 0x8808))))";

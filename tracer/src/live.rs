@@ -1,0 +1,229 @@
+//! The line per second on the console, computed by the analyzer's own passes over the frames of that second,
+//! so the live numbers and a later `roce-analyzer stats` on the file can never disagree on a definition.
+
+use analyzer::decode::{Decoder, Frame, Kind};
+use analyzer::passes::cnp::{CnpPass, CnpRow};
+use analyzer::passes::flows::{FlowRow, FlowsPass};
+use analyzer::passes::pfc::{PfcPass, PfcRow};
+use analyzer::source::{LinkType, Record};
+
+/// Running totals of one reporting interval.
+#[derive(Debug)]
+pub struct LiveView {
+    decoder: Decoder,
+    link_bps: u64,
+    flows: FlowsPass,
+    cnps: CnpPass,
+    pfc: PfcPass,
+    frames: u64,
+    by_kind: [u64; Kind::ALL.len()],
+    last_ts: u64,
+    /// Frames over the whole capture.
+    pub total_frames: u64,
+    pub total_by_kind: [u64; Kind::ALL.len()],
+}
+
+/// One interval's pass results, for the metrics.
+#[derive(Debug, Clone, Default)]
+pub struct Rows {
+    pub kinds: Vec<(&'static str, u64)>,
+    pub flows: Vec<FlowRow>,
+    pub cnps: Vec<CnpRow>,
+    pub pfc: Vec<PfcRow>,
+}
+
+/// One interval's summary: what the console line shows (and what the metrics endpoint would export).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Interval {
+    pub frames: u64,
+    pub roce_gbps: f64,
+    /// Share of RoCE data packets marked CE, in percent.
+    pub ce_percent: f64,
+    pub cnps_per_s: f64,
+    /// PFC XOFF and PAUSE frames per second.
+    pub pauses_per_s: f64,
+}
+
+impl LiveView {
+    pub fn new(link_bps: u64) -> Self {
+        LiveView {
+            // The ICRC of every frame would double the decode cost and the live line does not show it.
+            decoder: Decoder {
+                check_icrc: false,
+                extra_port: None,
+            },
+            link_bps,
+            flows: FlowsPass::default(),
+            cnps: CnpPass::default(),
+            pfc: PfcPass::new(link_bps),
+            frames: 0,
+            by_kind: [0; Kind::ALL.len()],
+            last_ts: 0,
+            total_frames: 0,
+            total_by_kind: [0; Kind::ALL.len()],
+        }
+    }
+
+    pub fn frame(&mut self, link: LinkType, iface: u32, ts_ns: u64, data: &[u8], len: u32) {
+        let rec = Record {
+            iface,
+            link,
+            ts_ns,
+            caplen: data.len() as u32,
+            len,
+            data,
+            offset: 0,
+        };
+        self.total_frames += 1;
+        let f: Frame<'_> = self.decoder.decode(self.total_frames, &rec);
+        if let Some(slot) = self.total_by_kind.get_mut(f.kind as usize) {
+            *slot += 1;
+        }
+        if let Some(slot) = self.by_kind.get_mut(f.kind as usize) {
+            *slot += 1;
+        }
+        self.frames += 1;
+        self.last_ts = self.last_ts.max(ts_ns);
+        self.flows.frame(&f);
+        self.cnps.frame(&f);
+        self.pfc.frame(&f);
+    }
+
+    /// Closes the interval of `seconds` length and starts the next.
+    pub fn tick(&mut self, seconds: f64) -> (Interval, Rows) {
+        let flows = std::mem::take(&mut self.flows).finish();
+        let cnps = std::mem::take(&mut self.cnps).finish();
+        let pfc =
+            std::mem::replace(&mut self.pfc, PfcPass::new(self.link_bps)).finish(self.last_ts);
+        let secs = if seconds > 0.0 { seconds } else { 1.0 };
+        let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
+        let packets: u64 = flows.iter().map(|f| f.packets).sum();
+        let ce: u64 = flows.iter().map(|f| f.ce_packets).sum();
+        let cnp_count: u64 = cnps.iter().map(|c| c.count).sum();
+        let pauses: u64 = pfc
+            .iter()
+            .map(|p| if p.kind == "pause" { p.frames } else { p.xoff })
+            .sum();
+        let out = Interval {
+            frames: self.frames,
+            roce_gbps: bytes as f64 * 8.0 / secs / 1e9,
+            ce_percent: if packets == 0 {
+                0.0
+            } else {
+                ce as f64 * 100.0 / packets as f64
+            },
+            cnps_per_s: cnp_count as f64 / secs,
+            pauses_per_s: pauses as f64 / secs,
+        };
+        self.frames = 0;
+        let kinds = Kind::ALL
+            .iter()
+            .map(|k| {
+                (
+                    k.as_str(),
+                    self.by_kind.get(*k as usize).copied().unwrap_or(0),
+                )
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        self.by_kind = [0; Kind::ALL.len()];
+        (
+            out,
+            Rows {
+                kinds,
+                flows,
+                cnps,
+                pfc,
+            },
+        )
+    }
+}
+
+/// The console line.
+pub fn line(elapsed_s: u64, i: &Interval, drops: u64) -> String {
+    format!(
+        "[{elapsed_s:>5}s] frames {:>8}  RoCE {:>7.3} Gb/s  CE {:>5.1}%  CNP/s {:>8.0}  pauses/s {:>7.0}  drops {drops}",
+        i.frames, i.roce_gbps, i.ce_percent, i.cnps_per_s, i.pauses_per_s
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roce_wire::build::{IpSpec, RoceFrame};
+    use roce_wire::{BthRepr, ExtHeaders, Opcode};
+
+    fn frame(opcode: Opcode, ecn: u8, psn: u32) -> Vec<u8> {
+        let f = RoceFrame {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            vlan: None,
+            ip: IpSpec::V4 {
+                src: [10, 0, 0, 1],
+                dst: [10, 0, 0, 2],
+                dscp: 26,
+                ecn,
+                ttl: 64,
+                ident: 1,
+            },
+            sport: 50000,
+            bth: BthRepr {
+                opcode,
+                se: false,
+                migreq: true,
+                pad_count: 0,
+                tver: 0,
+                pkey: 0xffff,
+                fecn: false,
+                becn: opcode == Opcode::CNP,
+                dest_qp: 0x11,
+                ack_req: false,
+                psn,
+            },
+            ext: ExtHeaders::default(),
+            payload: if opcode == Opcode::CNP {
+                &[0; 16]
+            } else {
+                &[7; 1000]
+            },
+        };
+        let mut buf = vec![0u8; 1200];
+        let n = f.emit(&mut buf).unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    #[test]
+    fn one_interval_counts_what_the_passes_see() {
+        let mut v = LiveView::new(100_000_000_000);
+        let mut bytes = 0u64;
+        for psn in 0..10 {
+            let ecn = if psn % 5 == 0 { 3 } else { 2 };
+            let f = frame(Opcode::RC_SEND_ONLY, ecn, psn);
+            bytes += f.len() as u64;
+            v.frame(
+                LinkType::ETHERNET,
+                0,
+                1_000 + u64::from(psn),
+                &f,
+                f.len() as u32,
+            );
+        }
+        let cnp = frame(Opcode::CNP, 0, 0);
+        v.frame(LinkType::ETHERNET, 0, 2_000, &cnp, cnp.len() as u32);
+        let (i, rows) = v.tick(2.0);
+        assert_eq!(rows.kinds, vec![("roce", 10), ("cnp", 1)]);
+        assert_eq!(rows.flows.len(), 1);
+        assert_eq!(i.frames, 11);
+        assert!((i.ce_percent - 20.0).abs() < 1e-9, "{}", i.ce_percent);
+        assert!((i.cnps_per_s - 0.5).abs() < 1e-9);
+        assert!((i.roce_gbps - bytes as f64 * 8.0 / 2.0 / 1e9).abs() < 1e-12);
+        // The next interval starts empty.
+        let (next, rows) = v.tick(1.0);
+        assert!(rows.kinds.is_empty() && rows.flows.is_empty());
+        assert_eq!(next.frames, 0);
+        assert_eq!(next.roce_gbps, 0.0);
+        assert_eq!(v.total_frames, 11);
+        assert!(line(3, &i, 4).contains("drops 4"));
+    }
+}

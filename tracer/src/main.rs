@@ -1,0 +1,238 @@
+//! `roce-tracer`: live RoCEv2 capture into pcapng.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use tracer::capture::{self, CaptureOptions, EngineKind, StopReason};
+use tracer::engine::pcap::DEFAULT_FILTER;
+
+/// Live RoCEv2 capture: RoCE, CNP and PFC/PAUSE frames into pcapng, with NIC counters and a live view.
+#[derive(Debug, Parser)]
+#[command(name = "roce-tracer", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Capture to a pcapng file until a signal, --duration, -c, or the end of `-- CMD`.
+    Capture(CaptureArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Engine {
+    /// libpcap: any interface, any BPF filter.
+    Pcap,
+    /// The eBPF TC probe: parses in the kernel, counts per QP and priority, copies only matching frames.
+    Ebpf,
+}
+
+#[derive(Debug, clap::Args)]
+struct CaptureArgs {
+    /// Interface to capture on; repeat for several.
+    #[arg(short = 'i', long = "interface", required = true)]
+    interfaces: Vec<String>,
+    /// Output pcapng file.
+    #[arg(short = 'w', long = "write")]
+    output: PathBuf,
+    #[arg(long, value_enum, default_value = "pcap")]
+    engine: Engine,
+    /// Bytes kept of each frame. The default holds Ethernet, two VLAN tags, IPv6, UDP, the BTH and every
+    /// extension header with room to spare; raise it to keep payloads (and check ICRCs).
+    #[arg(short = 's', long, default_value_t = 256)]
+    snaplen: u32,
+    /// libpcap filter (pcap engine). The default keeps RoCEv2, RoCEv1 and MAC Control, with or without tags.
+    #[arg(long, default_value = DEFAULT_FILTER)]
+    filter: String,
+    /// eBPF engine: keep every frame, not only RoCE, CNP, PFC and PAUSE.
+    #[arg(long)]
+    all_frames: bool,
+    /// eBPF engine: ring-buffer size in bytes (a power of two, at least 4096). Smaller rings lose frames
+    /// sooner; the tests use one to check the loss accounting.
+    #[arg(long, value_parser = parse_ring_bytes)]
+    ring_bytes: Option<u32>,
+    /// Stop after this long (e.g. 30s, 500ms, 2m; a bare number is seconds).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Start a new file once this one holds this many bytes (K, M, G suffixes: powers of 1024). Files are
+    /// then named after -w with a sequence number: run.00000.pcapng, run.00001.pcapng, ...
+    #[arg(long, value_parser = parse_size)]
+    rotate_size: Option<u64>,
+    /// Start a new file every this many seconds (or 10m, 1h...).
+    #[arg(long, value_parser = parse_duration)]
+    rotate_seconds: Option<Duration>,
+    /// Stop after this many frames.
+    #[arg(short = 'c', long)]
+    count: Option<u64>,
+    /// Written once every probe is attached and the file is open: start the traffic then.
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
+    /// Sample the RDMA port counters every --interval and record the DCQCN knobs once.
+    #[arg(long)]
+    counters: bool,
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    interval: Duration,
+    /// Where sysfs is (a fixture tree in tests).
+    #[arg(long, default_value = "/sys")]
+    sysfs_root: PathBuf,
+    /// Link speed for pause-time arithmetic in the live view.
+    #[arg(long, default_value = "100G")]
+    link_speed: String,
+    /// Serve Prometheus metrics (per QP, per priority, capture drops) at this address, e.g. 127.0.0.1:9464.
+    #[arg(long)]
+    metrics: Option<std::net::SocketAddr>,
+    /// No line per second on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+    /// A command to run while capturing: the capture starts before it and stops when it exits.
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a duration: {s:?} (try 10s, 500ms, 2m)"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("not a duration: {s:?}"));
+    }
+    Duration::try_from_secs_f64(v * scale).map_err(|e| e.to_string())
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, scale) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1 << 20),
+        Some('g' | 'G') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let v: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a size: {s:?} (try 100M)"))?;
+    v.checked_mul(scale)
+        .filter(|&v| v > 0)
+        .ok_or_else(|| format!("not a usable size: {s:?}"))
+}
+
+fn parse_ring_bytes(s: &str) -> Result<u32, String> {
+    let v: u32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a byte count: {s:?}"))?;
+    if v < 4096 || !v.is_power_of_two() {
+        return Err(format!("{v} is not a power of two of at least 4096"));
+    }
+    Ok(v)
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("roce-tracer: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Capture(a) => {
+            if a.interval.is_zero() {
+                bail!("--interval must be above zero");
+            }
+            let link_bps = analyzer::units::parse_speed(&a.link_speed)
+                .with_context(|| format!("--link-speed {}", a.link_speed))?;
+            let opts = CaptureOptions {
+                engine: match a.engine {
+                    Engine::Pcap => EngineKind::Pcap,
+                    Engine::Ebpf => EngineKind::Ebpf,
+                },
+                interfaces: a.interfaces,
+                output: a.output,
+                snaplen: a.snaplen.max(1),
+                filter: a.filter,
+                all_frames: a.all_frames,
+                ring_bytes: a.ring_bytes,
+                rotation: tracer::output::Rotation {
+                    size: a.rotate_size,
+                    every: a.rotate_seconds.filter(|d| !d.is_zero()),
+                },
+                duration: a.duration,
+                count: a.count,
+                ready_file: a.ready_file,
+                counters: a.counters,
+                interval: a.interval,
+                sysfs_root: a.sysfs_root,
+                link_bps,
+                metrics: a.metrics,
+                quiet: a.quiet,
+                command: a.command,
+                argv: std::env::args().collect(),
+            };
+            let out = capture::run(&opts)?;
+            let why = match out.reason {
+                StopReason::Signal => "signal".to_string(),
+                StopReason::Duration => "duration reached".to_string(),
+                StopReason::Count => "frame count reached".to_string(),
+                StopReason::CommandExited(code) => match code {
+                    Some(c) => format!("command exited with {c}"),
+                    None => "command killed by a signal".to_string(),
+                },
+                StopReason::InterfacesGone => "every interface is gone".to_string(),
+            };
+            eprintln!(
+                "roce-tracer: {} frames written to {}, {} dropped ({why})",
+                out.frames,
+                opts.output.display(),
+                out.dropped
+            );
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("abc").is_err());
+        assert!(parse_duration("1e400").is_err());
+        assert_eq!(parse_ring_bytes("65536"), Ok(65536));
+        assert_eq!(parse_size("16k"), Ok(16384));
+        assert_eq!(parse_size("2M"), Ok(2 << 20));
+        assert_eq!(parse_size("100"), Ok(100));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("99999999999G").is_err());
+        assert!(parse_size("xM").is_err());
+        assert!(parse_ring_bytes("1000").is_err());
+        assert!(parse_ring_bytes("2048").is_err());
+    }
+}

@@ -1,0 +1,434 @@
+//! The pcap engine end to end: the corpus replayed into a veth pair in a network namespace, captured by
+//! `roce-tracer capture --engine pcap`, and compared with the corpus through the analyzer.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+/// Captures a replay of the corpus with `extra` arguments and returns (expected source, captured file,
+/// tracer stderr, frames sent).
+fn capture_corpus(
+    ns: &Netns,
+    dir: &std::path::Path,
+    engine: &str,
+    extra: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf, String, usize) {
+    let replay = dir.join("replay.pcap");
+    let sent = replayable(&corpus(), &replay);
+    assert!(
+        sent > 100,
+        "the corpus should have well over 100 RoCE/CNP/PFC frames, has {sent}"
+    );
+    let out = dir.join("cap.pcapng");
+    let mut args = vec!["-i", "vb", "-w", out.to_str().unwrap(), "--engine", engine];
+    args.extend_from_slice(extra);
+    let child = ns.start_tracer(dir, &args);
+    ns.replay(&replay, 1);
+    // Let the last frames reach the capture before asking it to stop.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    signal(&child, "INT");
+    let result = wait(child, 20);
+    let stderr = String::from_utf8_lossy(&result.stderr).into_owned();
+    assert!(result.status.success(), "roce-tracer failed: {stderr}");
+    (replay, out, stderr, sent)
+}
+
+fn check_same_traffic(replay: &std::path::Path, out: &std::path::Path, sent: usize) {
+    let (want, _) = frames(replay);
+    let (got, reader) = frames(out);
+    assert_eq!(want.len(), sent);
+    assert_eq!(got.len(), want.len(), "frame count");
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "frame {} differs", i + 1);
+    }
+    // The statistics blocks: everything received, nothing dropped.
+    let st = reader.if_stats().first().copied().unwrap_or_default();
+    assert_eq!(st.received, Some(sent as u64), "{st:?}");
+    assert_eq!(
+        st.dropped_iface.unwrap_or(0) + st.dropped_os.unwrap_or(0),
+        0,
+        "{st:?}"
+    );
+}
+
+#[test]
+fn pcap_engine_captures_the_corpus_exactly() {
+    if !require_netns("pcap_engine_captures_the_corpus_exactly") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ns = Netns::new("pc");
+    let (replay, out, stderr, sent) = capture_corpus(&ns, dir.path(), "pcap", &["-s", "2048"]);
+    check_same_traffic(&replay, &out, sent);
+    assert_eq!(
+        stats_view(&stats(&out)),
+        stats_view(&stats(&replay)),
+        "stats on the capture differ from stats on the source"
+    );
+    // Full frames were kept, so even the ICRC verdicts agree.
+    let (s_out, s_src) = (stats(&out), stats(&replay));
+    let icrc = |r: &analyzer::passes::StatsReport| -> u64 {
+        r.flows.iter().map(|f| f.icrc_failures).sum()
+    };
+    assert_eq!(icrc(&s_out), icrc(&s_src));
+    assert!(
+        stderr.contains(&format!("{sent} frames written")),
+        "{stderr}"
+    );
+
+    // The file describes itself: nanosecond interface named vb, section comment with engine and host.
+    let (_, reader) = frames(&out);
+    let ifc = &reader.interfaces()[0];
+    assert_eq!(ifc.name.as_deref(), Some("vb"));
+    assert_eq!(ifc.snaplen, 2048);
+    assert!(
+        ifc.ts_resol_desc.contains("ns") || ifc.ts_resol_desc.contains("9"),
+        "{ifc:?}"
+    );
+    if have("tshark") {
+        let t = Command::new("tshark")
+            .args(["-r", out.to_str().unwrap(), "-q", "-z", "io,stat,0"])
+            .output()
+            .unwrap();
+        assert!(t.status.success(), "tshark failed");
+        let err = String::from_utf8_lossy(&t.stderr);
+        // tshark's note about running as root is about tshark, not the file.
+        let warnings: Vec<&str> = err
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.contains("Running as user"))
+            .collect();
+        assert!(warnings.is_empty(), "tshark warned: {warnings:?}");
+        let info = Command::new("capinfos").arg(&out).output();
+        if let Ok(info) = info {
+            let text = String::from_utf8_lossy(&info.stdout);
+            assert!(text.contains("engine: pcap"), "{text}");
+            assert!(text.contains("kernel: "), "{text}");
+        }
+    }
+}
+
+#[test]
+fn default_snaplen_keeps_every_header() {
+    if !require_netns("default_snaplen_keeps_every_header") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ns = Netns::new("ds");
+    let (replay, out, _, sent) = capture_corpus(&ns, dir.path(), "pcap", &[]);
+    check_same_traffic(&replay, &out, sent);
+    let (_, reader) = frames(&out);
+    assert_eq!(reader.interfaces()[0].snaplen, 256);
+}
+
+#[test]
+fn second_signal_exits_at_once_with_a_valid_file() {
+    if !require_netns("second_signal_exits_at_once_with_a_valid_file") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ns = Netns::new("s2");
+    let out = dir.path().join("cap.pcapng");
+    let child = ns.start_tracer(dir.path(), &["-i", "vb", "-w", out.to_str().unwrap()]);
+    let replay = dir.path().join("replay.pcap");
+    replayable(&corpus(), &replay);
+    ns.replay(&replay, 1);
+    signal(&child, "TERM");
+    signal(&child, "INT");
+    let started = std::time::Instant::now();
+    let result = wait(child, 5);
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    // Valid: the analyzer reads it to the end without an error, statistics block included.
+    let (_, reader) = frames(&out);
+    assert_eq!(reader.if_stats().len(), 1);
+}
+
+#[test]
+fn vanishing_interface_ends_the_capture_cleanly() {
+    if !require_netns("vanishing_interface_ends_the_capture_cleanly") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ns = Netns::new("vi");
+    let out = dir.path().join("cap.pcapng");
+    let child = ns.start_tracer(dir.path(), &["-i", "vb", "-w", out.to_str().unwrap()]);
+    let replay = dir.path().join("replay.pcap");
+    let sent = replayable(&corpus(), &replay);
+    ns.replay(&replay, 1);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let del = Command::new("ip")
+        .args(["-n", &ns.name, "link", "del", "va"])
+        .status()
+        .unwrap();
+    assert!(del.success());
+    let result = wait(child, 10);
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    assert!(stderr.contains("every interface is gone"), "{stderr}");
+    let (got, _) = frames(&out);
+    assert_eq!(got.len(), sent);
+}
+
+#[test]
+fn full_disk_stops_with_a_clear_error_and_a_valid_file() {
+    if !require_netns("full_disk_stops_with_a_clear_error_and_a_valid_file") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !require("full_disk", mounted, "cannot mount a small tmpfs") {
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(mnt.clone());
+    let ns = Netns::new("fd");
+    let out = mnt.join("cap.pcapng");
+    let child = ns.start_tracer(
+        dir.path(),
+        &["-i", "vb", "-w", out.to_str().unwrap(), "-s", "2048"],
+    );
+    let replay = dir.path().join("replay.pcap");
+    replayable(&corpus(), &replay);
+    // About 40 KiB a pass: 20 passes are far beyond 256 KiB.
+    ns.replay(&replay, 20);
+    let result = wait(child, 20);
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert_eq!(result.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(
+        stderr.contains("the file holds every frame up to the failure"),
+        "{stderr}"
+    );
+    // Valid up to the last frame: the reader reaches the end without an error, and most of the space
+    // holds frames (the batch that did not fit was kept block by block until the disk was full).
+    let (got, _) = frames(&out);
+    let size = std::fs::metadata(&out).unwrap().len();
+    assert!(size > 200 * 1024, "only {size} bytes of 256 KiB used");
+    assert!(got.len() > 500, "only {} frames kept", got.len());
+}
+
+#[test]
+fn missing_privileges_are_named_with_the_fix() {
+    if !require(
+        "missing_privileges_are_named_with_the_fix",
+        is_root() && have("setpriv"),
+        "needs root and setpriv to drop privileges",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(TRACER)
+        .args(["capture", "-i", "lo", "-w"])
+        .arg(dir.path().join("x.pcapng"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cap_net_raw"), "{stderr}");
+    assert!(stderr.contains("setcap"), "{stderr}");
+}
+
+#[test]
+fn counters_and_knobs_travel_in_the_capture() {
+    if !require_netns("counters_and_knobs_travel_in_the_capture") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sys");
+    let put = |rel: &str, v: &str| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, format!("{v}\n")).unwrap();
+    };
+    put(
+        "class/infiniband/mlx5_0/ports/1/counters/port_rcv_packets",
+        "12345",
+    );
+    put(
+        "class/infiniband/mlx5_0/ports/1/hw_counters/np_cnp_sent",
+        "17",
+    );
+    put("class/net/vb/ecn/roce_rp/rpg_min_rate", "1");
+    put("class/net/vb/ecn/roce_np/enable/3", "1");
+    put("class/net/other/ecn/roce_np/enable/3", "0");
+    let ns = Netns::new("ct");
+    let out = dir.path().join("cap.pcapng");
+    let child = ns.start_tracer(
+        dir.path(),
+        &[
+            "-i",
+            "vb",
+            "-w",
+            out.to_str().unwrap(),
+            "--counters",
+            "--interval",
+            "200ms",
+            "--sysfs-root",
+            root.to_str().unwrap(),
+            "--duration",
+            "1500ms",
+        ],
+    );
+    let result = wait(child, 10);
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let blocks: Vec<_> = custom_blocks(&out)
+        .iter()
+        .map(|b| tracer::blocks::decode(b).expect("one of our records"))
+        .collect();
+    let knobs: Vec<_> = blocks
+        .iter()
+        .filter(|(k, _)| *k == tracer::blocks::KNOBS)
+        .collect();
+    assert_eq!(knobs.len(), 1, "knobs are recorded once");
+    let k = &knobs[0].1["knobs"];
+    assert_eq!(k["vb/roce_rp/rpg_min_rate"], "1");
+    assert_eq!(k["vb/roce_np/enable/3"], "1");
+    assert!(
+        k.get("other/roce_np/enable/3").is_none(),
+        "only the captured interfaces: {k}"
+    );
+    let samples: Vec<_> = blocks
+        .iter()
+        .filter(|(k, _)| *k == tracer::blocks::COUNTERS)
+        .collect();
+    assert!(
+        samples.len() >= 4,
+        "5 intervals of 200 ms in 1.5 s, got {}",
+        samples.len()
+    );
+    assert_eq!(
+        samples[0].1["counters"]["class/infiniband/mlx5_0/ports/1/hw_counters/np_cnp_sent"],
+        17
+    );
+    // The analyzer still reads the file to its end.
+    let _ = frames(&out);
+}
+
+#[test]
+fn rotation_by_size_splits_into_complete_files() {
+    if !require_netns("rotation_by_size_splits_into_complete_files") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ns = Netns::new("ro");
+    let replay = dir.path().join("replay.pcap");
+    let sent = replayable(&corpus(), &replay);
+    let base = dir.path().join("run.pcapng");
+    let child = ns.start_tracer(
+        dir.path(),
+        &[
+            "-i",
+            "vb",
+            "-w",
+            base.to_str().unwrap(),
+            "-s",
+            "2048",
+            "--rotate-size",
+            "16k",
+        ],
+    );
+    ns.replay(&replay, 1);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    signal(&child, "INT");
+    let result = wait(child, 20);
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    assert!(!base.exists(), "with rotation, -w names the sequence");
+    let mut all = Vec::new();
+    let mut files = 0;
+    let mut received = 0;
+    for i in 0.. {
+        let p = tracer::output::rotated_path(&base, i);
+        if !p.exists() {
+            break;
+        }
+        files += 1;
+        // Each file is complete on its own: the analyzer reads it to the end, statistics included.
+        let (got, reader) = frames(&p);
+        received += reader.if_stats()[0].received.unwrap();
+        // 16 KiB plus at most one frame.
+        assert!(std::fs::metadata(&p).unwrap().len() < 16 * 1024 + 4096);
+        all.extend(got);
+    }
+    assert!(
+        files >= 3,
+        "the corpus is well over 32 KiB at full length: {files} files"
+    );
+    let (want, _) = frames(&replay);
+    assert_eq!(all, want, "the files together hold the replay, in order");
+    assert_eq!(received, sent as u64);
+}
+
+#[test]
+fn rotation_by_time_without_traffic() {
+    if !require_netns("rotation_by_time_without_traffic") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ns = Netns::new("rt");
+    let base = dir.path().join("t.pcapng");
+    let child = ns.start_tracer(
+        dir.path(),
+        &[
+            "-i",
+            "vb",
+            "-w",
+            base.to_str().unwrap(),
+            "--rotate-seconds",
+            "1",
+            "--duration",
+            "3500ms",
+        ],
+    );
+    let result = wait(child, 15);
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let files: Vec<_> = (0..10)
+        .map(|i| tracer::output::rotated_path(&base, i))
+        .filter(|p| p.exists())
+        .collect();
+    assert!((3..=5).contains(&files.len()), "{files:?}");
+    for f in &files {
+        let (_, reader) = frames(f);
+        assert_eq!(reader.if_stats().len(), 1, "{f:?} has its statistics block");
+    }
+}

@@ -1,0 +1,336 @@
+//! Test harness for live captures: a network namespace with a veth pair, the tracer binary run inside it,
+//! and the analyzer's view of a capture file to compare.
+//!
+//! These tests need root (namespaces, raw sockets, eBPF). Without it they print `SKIP-REASON: ...` and
+//! fail, unless `ROCETRACE_ALLOW_SKIP=1` says a skip is acceptable on this machine: a silent pass would
+//! hide that the live path was never exercised.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use analyzer::decode::{Decoder, Kind};
+use analyzer::passes::{Stats, StatsReport};
+use analyzer::sink::PcapWriter;
+use analyzer::source::{CaptureReader, LinkType};
+
+pub const TRACER: &str = env!("CARGO_BIN_EXE_roce-tracer");
+
+/// The corpus of every header the decoder knows, as classic pcap (Ethernet only, so it can be replayed).
+pub fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/corpus/corpus.pcap")
+}
+
+/// Whether the test may run; panics (fails the test) with the reason otherwise, unless skips are allowed.
+pub fn require(what: &str, ok: bool, reason: &str) -> bool {
+    if ok {
+        return true;
+    }
+    println!("SKIP-REASON: {what}: {reason}");
+    eprintln!("SKIP-REASON: {what}: {reason}");
+    if std::env::var("ROCETRACE_ALLOW_SKIP").is_ok_and(|v| v == "1") {
+        return false;
+    }
+    panic!("{what} cannot run here: {reason} (set ROCETRACE_ALLOW_SKIP=1 to accept the skip)");
+}
+
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+pub fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Root and the tools a netns test uses.
+pub fn require_netns(what: &str) -> bool {
+    require(
+        what,
+        is_root(),
+        "needs root for network namespaces and captures",
+    ) && require(what, have("ip"), "needs iproute2 (`ip`)")
+        && require(
+            what,
+            have("tcpreplay"),
+            "needs tcpreplay (cargo xtask install)",
+        )
+}
+
+fn run_ok(cmd: &mut Command) {
+    let out = cmd.output().expect("run command");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A network namespace holding the veth pair `va` ↔ `vb`; deleted on drop (which removes the pair too).
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    pub fn new(tag: &str) -> Netns {
+        let name = format!("rt{}{tag}", std::process::id());
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        run_ok(Command::new("ip").args(["netns", "add", &name]));
+        let ns = Netns { name };
+        for args in [
+            &["link", "add", "va", "type", "veth", "peer", "name", "vb"][..],
+            &["link", "set", "lo", "up"],
+            &["link", "set", "va", "up"],
+            &["link", "set", "vb", "up"],
+        ] {
+            run_ok(Command::new("ip").args(["-n", &ns.name]).args(args));
+        }
+        // No IPv6 neighbour discovery or router solicitations on the pair: only replayed frames travel.
+        for key in [
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ] {
+            let _ = ns.cmd("sysctl").args(["-qw", key]).output();
+        }
+        ns
+    }
+
+    /// A command run inside the namespace.
+    pub fn cmd(&self, prog: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, prog]);
+        c
+    }
+
+    /// Starts the tracer inside the namespace with `args` after `capture`, and waits for its ready file.
+    pub fn start_tracer(&self, dir: &Path, args: &[&str]) -> Child {
+        let ready = dir.join("ready");
+        let _ = std::fs::remove_file(&ready);
+        let mut c = self.cmd(TRACER);
+        c.arg("capture")
+            .args(args)
+            .arg("--ready-file")
+            .arg(&ready)
+            .arg("-q")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().expect("start roce-tracer");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !ready.exists() {
+            if let Ok(Some(status)) = child.try_wait() {
+                let out = child.wait_with_output().expect("output");
+                panic!(
+                    "roce-tracer exited before it was ready ({status}): {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            assert!(Instant::now() < deadline, "roce-tracer never became ready");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child
+    }
+
+    /// Replays a pcap into `va` as fast as possible, `loops` times.
+    pub fn replay(&self, pcap: &Path, loops: u32) {
+        let out = self
+            .cmd("tcpreplay")
+            .args(["-q", "-t", "-i", "va"])
+            .arg(format!("--loop={loops}"))
+            .arg(pcap)
+            .output()
+            .expect("run tcpreplay");
+        assert!(
+            out.status.success(),
+            "tcpreplay failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // A failed test may leave its tracer running inside: it would keep the namespace (and its probes)
+        // alive after the name is gone.
+        if let Ok(out) = Command::new("ip")
+            .args(["netns", "pids", &self.name])
+            .output()
+        {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-KILL", pid]).output();
+            }
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
+
+/// Sends `sig` to the tracer. `ip netns exec` runs it as its own child in the same process, so the pid is
+/// the tracer's.
+pub fn signal(child: &Child, sig: &str) {
+    run_ok(Command::new("kill").args([&format!("-{sig}"), &child.id().to_string()]));
+}
+
+/// Waits for the tracer's exit, at most `secs` seconds.
+pub fn wait(child: Child, secs: u64) -> Output {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut child = child;
+    loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            return child.wait_with_output().expect("output");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "roce-tracer did not exit within {secs} s: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// What a frame means for the comparison: kind, tags, addresses, ECN, BTH and MAC-control fields. Lengths
+/// and ICRC are left out because a replayed truncated record goes back on the wire at its captured length.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FrameView {
+    pub kind: Kind,
+    pub vlan: Option<u16>,
+    pub pcp: Option<u8>,
+    pub src: Option<IpAddr>,
+    pub dst: Option<IpAddr>,
+    pub ecn: Option<u8>,
+    pub opcode: Option<u8>,
+    pub dest_qp: Option<u32>,
+    pub psn: Option<u32>,
+    pub mac_control: Option<String>,
+}
+
+/// The non-`other` frames of a file, decoded by the analyzer, plus the reader (for its interface list).
+pub fn frames(path: &Path) -> (Vec<FrameView>, CaptureReader) {
+    let mut reader = CaptureReader::open(path).expect("open capture");
+    let decoder = Decoder::default();
+    let mut out = Vec::new();
+    let mut n = 0;
+    while let Some(rec) = reader.next_record().expect("read record") {
+        n += 1;
+        let f = decoder.decode(n, &rec);
+        if f.kind == Kind::Other {
+            continue;
+        }
+        let bth = f.bth();
+        out.push(FrameView {
+            kind: f.kind,
+            vlan: f.vlan,
+            pcp: f.pcp,
+            src: f.ip.map(|i| i.src),
+            dst: f.ip.map(|i| i.dst),
+            ecn: f.ip.map(|i| i.ecn),
+            opcode: bth.map(|b| b.opcode.0),
+            dest_qp: bth.map(|b| b.dest_qp),
+            psn: bth.map(|b| b.psn),
+            mac_control: f.mac_control.map(|m| format!("{m:?}")),
+        });
+    }
+    (out, reader)
+}
+
+/// The analyzer's `stats` on a file.
+pub fn stats(path: &Path) -> StatsReport {
+    let mut reader = CaptureReader::open(path).expect("open capture");
+    let decoder = Decoder::default();
+    let mut stats = Stats::new(100_000_000_000);
+    let mut n = 0;
+    while let Some(rec) = reader.next_record().expect("read record") {
+        n += 1;
+        stats.frame(&decoder.decode(n, &rec));
+    }
+    stats.finish(&reader, None)
+}
+
+/// The parts of `stats` that a replay must reproduce: per-flow packet, ECN, opcode and PSN accounting, CNP
+/// counts, PFC frame counts. Byte counts, ICRC results and times depend on the replay, not the traffic.
+pub fn stats_view(r: &StatsReport) -> serde_json::Value {
+    let flows: Vec<_> = r
+        .flows
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "src": f.src, "dst": f.dst, "qp": f.dest_qp, "packets": f.packets,
+                "opcodes": f.opcodes, "ect": f.ect_packets, "ce": f.ce_packets,
+                "psn_gaps": f.psn_gaps, "retransmissions": f.retransmissions,
+                "out_of_order": f.out_of_order, "naks": f.naks, "pcp": f.pcp, "dscp": f.dscp,
+            })
+        })
+        .collect();
+    let cnps: Vec<_> = r
+        .cnps
+        .iter()
+        .map(|c| serde_json::json!({"src": c.src, "dst": c.dst, "qp": c.dest_qp, "count": c.count}))
+        .collect();
+    let pfc: Vec<_> = r
+        .pfc
+        .iter()
+        .map(|p| {
+            serde_json::json!({"mac": p.src_mac, "kind": p.kind, "priority": p.priority,
+                "frames": p.frames, "xoff": p.xoff, "xon": p.xon, "pauses": p.pauses})
+        })
+        .collect();
+    let kinds: BTreeMap<_, _> = r
+        .capture
+        .frames_by_kind
+        .iter()
+        .filter(|(k, _)| **k != "other")
+        .collect();
+    serde_json::json!({"kinds": kinds, "flows": flows, "cnps": cnps, "pfc": pfc})
+}
+
+/// Writes the Ethernet records of `src` whose kind is not `other` to a classic pcap for tcpreplay, and
+/// returns how many there are.
+pub fn replayable(src: &Path, dst: &Path) -> usize {
+    let mut reader = CaptureReader::open(src).expect("open source");
+    let decoder = Decoder::default();
+    let file = std::fs::File::create(dst).expect("create replay file");
+    let mut w = PcapWriter::new(std::io::BufWriter::new(file), LinkType::ETHERNET, 65535).unwrap();
+    let mut n = 0;
+    let mut i = 0;
+    while let Some(rec) = reader.next_record().expect("read") {
+        i += 1;
+        if rec.link != LinkType::ETHERNET || decoder.decode(i, &rec).kind == Kind::Other {
+            continue;
+        }
+        // Replayed as captured: the wire length becomes the captured length.
+        w.write_packet(rec.ts_ns, rec.data, rec.caplen).unwrap();
+        n += 1;
+    }
+    w.into_inner().unwrap();
+    n
+}
+
+/// The data of every custom block (after its PEN) with the tracer's PEN, in file order. A minimal pcapng walk:
+/// the analyzer's reader skips custom blocks, as it should.
+pub fn custom_blocks(path: &Path) -> Vec<Vec<u8>> {
+    let bytes = std::fs::read(path).expect("read capture");
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at + 12 <= bytes.len() {
+        let word = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap());
+        let (kind, len) = (word(at), word(at + 4) as usize);
+        assert!(len >= 12 && at + len <= bytes.len(), "broken block at {at}");
+        if (kind == 0x0000_0BAD || kind == 0x4000_0BAD) && word(at + 8) == tracer::blocks::PEN {
+            out.push(bytes[at + 12..at + len - 4].to_vec());
+        }
+        at += len;
+    }
+    out
+}
