@@ -150,7 +150,15 @@ impl Metrics {
                 })
                 .inc_by(*n);
         }
-        for f in flows {
+        // Rows are per capture interface; a flow seen on several interfaces is counted once, from the
+        // interface that saw most of it, or its label set would repeat.
+        let mut seen = std::collections::HashSet::new();
+        let mut by_size: Vec<&FlowRow> = flows.iter().collect();
+        by_size.sort_by_key(|f| std::cmp::Reverse(f.packets));
+        for f in by_size {
+            if !seen.insert((f.src, f.dst, f.dest_qp)) {
+                continue;
+            }
             let l = QpLabels {
                 src: f.src.to_string(),
                 dst: f.dst.to_string(),
@@ -264,6 +272,7 @@ mod tests {
 
     fn flow(qp: u32, packets: u64, ce: u64) -> FlowRow {
         FlowRow {
+            iface: 0,
             src: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
             dst: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
             dest_qp: qp,

@@ -41,6 +41,8 @@ fn dashboard_metrics_exist() {
         count: 2,
         first_ns: 0,
         last_ns: 1,
+        pcp: Some(6),
+        dscp: 48,
     };
     let pfc = PfcRow {
         src_mac: "02:00:00:00:00:01".into(),
@@ -94,6 +96,8 @@ fn promtool_accepts_the_metrics() {
         count: 2,
         first_ns: 0,
         last_ns: 1,
+        pcp: Some(6),
+        dscp: 48,
     };
     m.update(&[("roce", 3), ("cnp", 2)], &[], &[cnp], &[], 2.5, 1);
     let text = m.render();

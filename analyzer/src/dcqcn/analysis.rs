@@ -14,7 +14,7 @@ use super::{DcqcnError, Event, EventKind, Knobs, Profile, replay};
 use crate::decode::{Frame, Kind};
 use crate::passes::flows::FlowKey;
 use crate::passes::pairing::{Method, Pairing, PairingPass};
-use crate::passes::rates::{Bin, RatesPass, gbps};
+use crate::passes::rates::{Bin, FlowSeries, RatesPass, gbps};
 
 /// How the analysis runs.
 #[derive(Debug, Clone)]
@@ -122,6 +122,9 @@ pub struct FlowDcqcn {
     pub model: Vec<ModelPoint>,
     pub observed: Vec<Observed>,
     pub observed_cuts: Vec<ObservedCut>,
+    /// Share of the bins with traffic after the first CNP in which the observed rate exceeded the modeled Rc
+    /// by more than 20 %. Rc is a ceiling, so a sender that obeys its limiter stays low here.
+    pub above_model_fraction: f64,
     pub fit: Option<Fit>,
 }
 
@@ -184,6 +187,15 @@ impl DcqcnPass {
     }
 
     pub fn finish(self, opts: &Options) -> Result<DcqcnReport, DcqcnError> {
+        Ok(self.finish_with_series(opts)?.0)
+    }
+
+    /// The report, plus every flow's rate series with the bin grid's start and width, for the analyses that
+    /// look at flows without CNPs (PFC stalls).
+    pub fn finish_with_series(
+        self,
+        opts: &Options,
+    ) -> Result<(DcqcnReport, Vec<FlowSeries>, u64, u64), DcqcnError> {
         let pairing = self.pairing.finish();
         let start = self.rates.start_ns();
         let width = self.rates.width_ns();
@@ -191,7 +203,19 @@ impl DcqcnPass {
         let series = self.rates.finish();
         let mut cnp_streams = self.cnps;
         let mut flows = Vec::new();
-        for s in series {
+        // One series per flow: the tap that saw most of it (a flow mirrored twice is not twice as fast).
+        let mut best: FxHashMap<FlowKey, &FlowSeries> = FxHashMap::default();
+        for s in &series {
+            let n: u64 = s.bins.iter().map(|b| b.packets).sum();
+            let e = best.entry(s.key).or_insert(s);
+            let m: u64 = e.bins.iter().map(|b| b.packets).sum();
+            if n > m || (n == m && s.iface < e.iface) {
+                *e = s;
+            }
+        }
+        let mut chosen: Vec<&FlowSeries> = best.into_values().collect();
+        chosen.sort_by_key(|s| (s.key, s.iface));
+        for s in chosen {
             let pair = pairing.of_flow(&s.key);
             let cnp_key = pair.map(|p| FlowKey {
                 src: p.receiver,
@@ -237,7 +261,7 @@ impl DcqcnPass {
             })
             .collect();
         unpaired_cnps.sort_by_key(|u| (std::cmp::Reverse(u.cnps), u.src, u.dst, u.dest_qp));
-        Ok(DcqcnReport {
+        let report = DcqcnReport {
             profile: opts.profile.name(),
             knob_source: opts.knob_source.clone(),
             line_gbps: opts.line_mbps / 1000.0,
@@ -245,7 +269,8 @@ impl DcqcnPass {
             cnp_delay_ns: opts.cnp_delay_ns,
             flows,
             unpaired_cnps,
-        })
+        };
+        Ok((report, series, start, width))
     }
 
     /// The pairing found so far is only final after [`DcqcnPass::finish`]; this is for callers that need the
@@ -312,6 +337,10 @@ fn analyse_flow(
         })
         .collect();
     let observed_cuts = observed_cuts(&model_times, &observed, width, opts);
+    let above_model_fraction = match model_times.first() {
+        Some(&first) => above_model(&events, &observed, width, first, opts.line_mbps),
+        None => 0.0,
+    };
     let fit = if opts.fit && !model_times.is_empty() {
         fit_knobs(&model_times, &observed, width, end, opts)?
     } else {
@@ -329,8 +358,60 @@ fn analyse_flow(
         model,
         observed,
         observed_cuts,
+        above_model_fraction,
         fit,
     })
+}
+
+/// Rc averaged over each bin with traffic after `first_cnp`, paired with the observed rate.
+fn model_vs_observed(
+    events: &[Event],
+    observed: &[Observed],
+    width: u64,
+    first_cnp: u64,
+    line_mbps: f64,
+) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    let mut k = 0;
+    let mut rc = line_mbps;
+    for o in observed
+        .iter()
+        .filter(|o| o.t_ns >= first_cnp && o.gbps > 0.0)
+    {
+        let (t0, t1) = (o.t_ns, o.t_ns + width);
+        // Advance to the rate in force at t0, then integrate the piecewise-constant Rc over the bin.
+        while k < events.len() && events[k].t_ns <= t0 {
+            rc = events[k].rc_mbps;
+            k += 1;
+        }
+        let mut acc = 0.0;
+        let mut t = t0;
+        let mut r = rc;
+        let mut m = k;
+        while m < events.len() && events[m].t_ns < t1 {
+            acc += r * (events[m].t_ns - t) as f64;
+            t = events[m].t_ns;
+            r = events[m].rc_mbps;
+            m += 1;
+        }
+        acc += r * (t1 - t) as f64;
+        out.push((acc / width as f64 / 1000.0, o.gbps));
+    }
+    out
+}
+
+fn above_model(
+    events: &[Event],
+    observed: &[Observed],
+    width: u64,
+    first_cnp: u64,
+    line_mbps: f64,
+) -> f64 {
+    let pairs = model_vs_observed(events, observed, width, first_cnp, line_mbps);
+    if pairs.is_empty() {
+        return 0.0;
+    }
+    pairs.iter().filter(|(rc, obs)| *obs > 1.2 * rc).count() as f64 / pairs.len() as f64
 }
 
 /// Groups CNPs into bursts and measures the rate before each burst and its low point after it.
@@ -386,35 +467,9 @@ fn model_error(
     first_cnp: u64,
     line_mbps: f64,
 ) -> (f64, usize) {
-    let mut err = 0.0;
-    let mut n = 0;
-    let mut k = 0;
-    let mut rc = line_mbps;
-    for o in observed
-        .iter()
-        .filter(|o| o.t_ns >= first_cnp && o.gbps > 0.0)
-    {
-        let (t0, t1) = (o.t_ns, o.t_ns + width);
-        // Advance to the rate in force at t0, then integrate the piecewise-constant Rc over the bin.
-        while k < events.len() && events[k].t_ns <= t0 {
-            rc = events[k].rc_mbps;
-            k += 1;
-        }
-        let mut acc = 0.0;
-        let mut t = t0;
-        let mut r = rc;
-        let mut m = k;
-        while m < events.len() && events[m].t_ns < t1 {
-            acc += r * (events[m].t_ns - t) as f64;
-            t = events[m].t_ns;
-            r = events[m].rc_mbps;
-            m += 1;
-        }
-        acc += r * (t1 - t) as f64;
-        let avg_gbps = acc / width as f64 / 1000.0;
-        err += (avg_gbps - o.gbps).abs();
-        n += 1;
-    }
+    let pairs = model_vs_observed(events, observed, width, first_cnp, line_mbps);
+    let n = pairs.len();
+    let err: f64 = pairs.iter().map(|(rc, obs)| (rc - obs).abs()).sum();
     (if n > 0 { err / n as f64 } else { 0.0 }, n)
 }
 

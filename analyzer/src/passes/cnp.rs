@@ -17,11 +17,23 @@ pub struct CnpRow {
     pub count: u64,
     pub first_ns: u64,
     pub last_ns: u64,
+    /// The last CNP's 802.1p priority (None when untagged) and DSCP.
+    pub pcp: Option<u8>,
+    pub dscp: u8,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct CnpState {
+    count: u64,
+    first_ns: u64,
+    last_ns: u64,
+    pcp: Option<u8>,
+    dscp: u8,
 }
 
 #[derive(Debug, Default)]
 pub struct CnpPass {
-    cnps: FxHashMap<FlowKey, (u64, u64, u64)>,
+    cnps: FxHashMap<FlowKey, CnpState>,
 }
 
 impl CnpPass {
@@ -37,10 +49,18 @@ impl CnpPass {
             dst: ip.dst,
             dest_qp: bth.dest_qp,
         };
-        let e = self.cnps.entry(key).or_insert((0, f.ts_ns, f.ts_ns));
-        e.0 += 1;
-        e.1 = e.1.min(f.ts_ns);
-        e.2 = e.2.max(f.ts_ns);
+        let e = self.cnps.entry(key).or_insert(CnpState {
+            count: 0,
+            first_ns: f.ts_ns,
+            last_ns: f.ts_ns,
+            pcp: None,
+            dscp: 0,
+        });
+        e.count += 1;
+        e.first_ns = e.first_ns.min(f.ts_ns);
+        e.last_ns = e.last_ns.max(f.ts_ns);
+        e.pcp = f.pcp;
+        e.dscp = ip.dscp;
     }
 
     /// Rows by count, largest first.
@@ -48,13 +68,15 @@ impl CnpPass {
         let mut rows: Vec<CnpRow> = self
             .cnps
             .into_iter()
-            .map(|(k, (count, first_ns, last_ns))| CnpRow {
+            .map(|(k, c)| CnpRow {
                 src: k.src,
                 dst: k.dst,
                 dest_qp: k.dest_qp,
-                count,
-                first_ns,
-                last_ns,
+                count: c.count,
+                first_ns: c.first_ns,
+                last_ns: c.last_ns,
+                pcp: c.pcp,
+                dscp: c.dscp,
             })
             .collect();
         rows.sort_by(|a, b| {

@@ -70,6 +70,9 @@ struct FlowState {
 /// One row of the flows table.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct FlowRow {
+    /// The capture interface (tap) the flow was seen on: a flow mirrored at two points is two rows, or its
+    /// second copies would look like retransmissions.
+    pub iface: u32,
     pub src: IpAddr,
     pub dst: IpAddr,
     pub dest_qp: u32,
@@ -98,7 +101,7 @@ pub struct FlowRow {
 /// Folds RoCE data frames (not CNPs) into per-flow statistics.
 #[derive(Debug, Default)]
 pub struct FlowsPass {
-    flows: FxHashMap<FlowKey, FlowState>,
+    flows: FxHashMap<(u32, FlowKey), FlowState>,
 }
 
 impl FlowsPass {
@@ -118,10 +121,13 @@ impl FlowsPass {
             dst: ip.dst,
             dest_qp: bth.dest_qp,
         };
-        let s = self.flows.entry(key).or_insert_with(|| FlowState {
-            first_ns: f.ts_ns,
-            ..FlowState::default()
-        });
+        let s = self
+            .flows
+            .entry((f.iface, key))
+            .or_insert_with(|| FlowState {
+                first_ns: f.ts_ns,
+                ..FlowState::default()
+            });
         s.packets += 1;
         s.bytes += u64::from(f.len);
         s.last_ns = s.last_ns.max(f.ts_ns);
@@ -176,13 +182,14 @@ impl FlowsPass {
         let mut rows: Vec<FlowRow> = self
             .flows
             .into_iter()
-            .map(|(k, s)| {
+            .map(|((iface, k), s)| {
                 let span = s.last_ns.saturating_sub(s.first_ns);
                 let mut opcodes = BTreeMap::new();
                 for &(op, n) in &s.opcodes {
                     *opcodes.entry(roce_wire::Opcode(op).name()).or_insert(0) += n;
                 }
                 FlowRow {
+                    iface,
                     src: k.src,
                     dst: k.dst,
                     dest_qp: k.dest_qp,
@@ -208,7 +215,7 @@ impl FlowsPass {
         rows.sort_by(|a, b| {
             b.bytes
                 .cmp(&a.bytes)
-                .then((a.src, a.dst, a.dest_qp).cmp(&(b.src, b.dst, b.dest_qp)))
+                .then((a.src, a.dst, a.dest_qp, a.iface).cmp(&(b.src, b.dst, b.dest_qp, b.iface)))
         });
         rows
     }

@@ -4,6 +4,7 @@
 pub mod capture;
 pub mod cnp;
 pub mod flows;
+pub mod hosts;
 pub mod pairing;
 pub mod pfc;
 pub mod psn;
@@ -52,12 +53,23 @@ impl Stats {
 
     /// `error` is the damage that stopped reading early, if any; the tables hold everything before it.
     pub fn finish(self, reader: &CaptureReader, error: Option<String>) -> StatsReport {
+        self.finish_with_intervals(reader, error).0
+    }
+
+    /// The report and every PFC/PAUSE interval behind its `paused_ns`.
+    pub fn finish_with_intervals(
+        self,
+        reader: &CaptureReader,
+        error: Option<String>,
+    ) -> (StatsReport, Vec<pfc::PauseInterval>) {
         let end = self.capture.last_ns();
-        StatsReport {
+        let (pfc, intervals) = self.pfc.finish_with_intervals(end);
+        let report = StatsReport {
             capture: self.capture.finish(reader, error),
             flows: self.flows.finish(),
             cnps: self.cnps.finish(),
-            pfc: self.pfc.finish(end),
-        }
+            pfc,
+        };
+        (report, intervals)
     }
 }

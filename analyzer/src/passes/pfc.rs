@@ -14,7 +14,7 @@ use crate::decode::{Frame, mac_to_string};
 /// 802.3x PAUSE has no priority: it stops the whole link. Tables show it as priority null.
 pub type Priority = Option<u8>;
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct PauseState {
     frames: u64,
     xoff: u64,
@@ -24,6 +24,8 @@ struct PauseState {
     paused_until: u128,
     paused_ps: u128,
     pauses: u64,
+    /// Closed intervals (start, end) in ps: one per pause, so they grow with time, not with frames.
+    closed: Vec<(u128, u128)>,
 }
 
 impl PauseState {
@@ -34,7 +36,7 @@ impl PauseState {
         if quanta == 0 {
             self.xon += 1;
             if let Some(since) = self.paused_since.take() {
-                self.paused_ps += t.saturating_sub(since);
+                self.close(since, t);
             }
         } else {
             self.xoff += 1;
@@ -50,9 +52,14 @@ impl PauseState {
         if let Some(since) = self.paused_since
             && self.paused_until <= t
         {
-            self.paused_ps += self.paused_until.saturating_sub(since);
+            self.close(since, self.paused_until);
             self.paused_since = None;
         }
+    }
+
+    fn close(&mut self, since: u128, end: u128) {
+        self.paused_ps += end.saturating_sub(since);
+        self.closed.push((since, end));
     }
 }
 
@@ -115,26 +122,56 @@ impl PfcPass {
 
     /// Closes pauses still running at `end_ns`, the capture's last timestamp.
     pub fn finish(self, end_ns: u64) -> Vec<PfcRow> {
+        self.finish_with_intervals(end_ns).0
+    }
+
+    /// The table and every pause interval (in ns, start inclusive), ordered by start.
+    pub fn finish_with_intervals(self, end_ns: u64) -> (Vec<PfcRow>, Vec<PauseInterval>) {
         let end = u128::from(end_ns) * 1000;
-        self.state
+        let mut intervals = Vec::new();
+        let rows = self
+            .state
             .into_iter()
             .map(|((mac, priority), mut s)| {
                 if let Some(since) = s.paused_since.take() {
-                    s.paused_ps += s.paused_until.min(end).saturating_sub(since);
+                    s.close(since, s.paused_until.min(end).max(since));
                 }
+                let src_mac = mac_to_string(&mac);
+                intervals.extend(s.closed.iter().map(|&(a, b)| PauseInterval {
+                    src_mac: src_mac.clone(),
+                    priority,
+                    start_ns: ps_to_ns(a),
+                    end_ns: ps_to_ns(b),
+                }));
                 PfcRow {
-                    src_mac: mac_to_string(&mac),
+                    src_mac,
                     kind: if priority.is_some() { "pfc" } else { "pause" },
                     priority,
                     frames: s.frames,
                     xoff: s.xoff,
                     xon: s.xon,
                     pauses: s.pauses,
-                    paused_ns: u64::try_from(s.paused_ps / 1000).unwrap_or(u64::MAX),
+                    paused_ns: ps_to_ns(s.paused_ps),
                 }
             })
-            .collect()
+            .collect();
+        intervals.sort_by_key(|i| (i.start_ns, i.end_ns));
+        (rows, intervals)
     }
+}
+
+fn ps_to_ns(ps: u128) -> u64 {
+    u64::try_from(ps / 1000).unwrap_or(u64::MAX)
+}
+
+/// One pause of one priority (or of the whole link, for 802.3x PAUSE) from one source, as the rules of
+/// wire.md derive it from the frames.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PauseInterval {
+    pub src_mac: String,
+    pub priority: Priority,
+    pub start_ns: u64,
+    pub end_ns: u64,
 }
 
 #[cfg(test)]

@@ -26,9 +26,10 @@ struct Series {
     bins: Vec<Bin>,
 }
 
-/// One flow's series at the final bin width.
+/// One flow's series at the final bin width, as seen on one capture interface (tap).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowSeries {
+    pub iface: u32,
     pub key: FlowKey,
     pub bins: Vec<Bin>,
 }
@@ -38,7 +39,9 @@ pub struct RatesPass {
     start_ns: Option<u64>,
     width_ns: u64,
     fixed: bool,
-    flows: FxHashMap<FlowKey, Series>,
+    /// Per (interface, flow): a flow mirrored at two taps must not count twice, and a tap downstream of a
+    /// pause still sees buffered frames drain while the sender is stopped.
+    flows: FxHashMap<(u32, FlowKey), Series>,
 }
 
 impl RatesPass {
@@ -72,7 +75,7 @@ impl RatesPass {
             dst: ip.dst,
             dest_qp: bth.dest_qp,
         };
-        let s = self.flows.entry(key).or_default();
+        let s = self.flows.entry((f.iface, key)).or_default();
         if s.bins.len() <= idx {
             s.bins.resize(idx + 1, Bin::default());
         }
@@ -112,7 +115,11 @@ impl RatesPass {
     pub fn finish(self) -> Vec<FlowSeries> {
         self.flows
             .into_iter()
-            .map(|(key, s)| FlowSeries { key, bins: s.bins })
+            .map(|((iface, key), s)| FlowSeries {
+                iface,
+                key,
+                bins: s.bins,
+            })
             .collect()
     }
 }

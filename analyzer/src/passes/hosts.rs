@@ -1,0 +1,40 @@
+//! Which IP address sits behind a MAC address, learned from RoCE frames, so that a PFC frame from a host (not a
+//! switch port) can be tied to the host's flows. A MAC seen with several source IPs (a router) is ambiguous and
+//! maps to nothing.
+
+use std::net::IpAddr;
+
+use rustc_hash::FxHashMap;
+
+use crate::decode::{Frame, Kind, mac_to_string};
+
+#[derive(Debug, Default)]
+pub struct HostsPass {
+    macs: FxHashMap<[u8; 6], Option<IpAddr>>,
+}
+
+impl HostsPass {
+    pub fn frame(&mut self, f: &Frame<'_>) {
+        if !matches!(f.kind, Kind::Roce | Kind::Cnp) {
+            return;
+        }
+        let (Some(mac), Some(ip)) = (f.src_mac, f.ip) else {
+            return;
+        };
+        let e = self.macs.entry(mac).or_insert(Some(ip.src));
+        if *e != Some(ip.src) {
+            *e = None;
+        }
+    }
+
+    /// (MAC as text, IP) for every MAC that always carried one source IP.
+    pub fn finish(self) -> Vec<(String, IpAddr)> {
+        let mut v: Vec<(String, IpAddr)> = self
+            .macs
+            .into_iter()
+            .filter_map(|(m, ip)| ip.map(|ip| (mac_to_string(&m), ip)))
+            .collect();
+        v.sort();
+        v
+    }
+}
