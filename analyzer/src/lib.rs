@@ -7,8 +7,13 @@
 pub mod dcqcn;
 pub mod decode;
 pub mod filter;
+pub mod findings;
 pub mod passes;
+pub mod pauses;
+pub mod pipeline;
 pub mod print;
+#[cfg(feature = "tables")]
+pub mod report;
 pub mod sink;
 pub mod source;
 #[cfg(feature = "tables")]

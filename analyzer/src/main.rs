@@ -11,7 +11,10 @@ use analyzer::dcqcn::analysis::{DcqcnPass, DcqcnReport, Options};
 use analyzer::dcqcn::{Knobs, Profile};
 use analyzer::decode::Decoder;
 use analyzer::filter::Filter;
+use analyzer::findings::Severity;
 use analyzer::passes::{Stats, StatsReport};
+use analyzer::pipeline::{self, PipelineOptions};
+use analyzer::report::{Progress, ReportInput, write_report};
 use analyzer::source::{CaptureReader, SourceError};
 use analyzer::tables::{self, TableFormat};
 use analyzer::{print, units};
@@ -34,13 +37,40 @@ enum Command {
     Stats(StatsArgs),
     /// What DCQCN did: CNPs paired with their flows, the reaction-point model next to the observed rate.
     Dcqcn(DcqcnArgs),
+    /// Everything, explained: findings, charts and tables in DIR/index.html (self-contained).
+    Report(ReportArgs),
 }
 
 #[derive(Debug, Args)]
 struct DcqcnArgs {
     #[command(flatten)]
     input: Input,
-    /// Line rate of the senders: the model's starting and maximum rate.
+    #[command(flatten)]
+    model: ModelArgs,
+    /// JSON with a `flows` list (see the README for the fields).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ReportArgs {
+    #[command(flatten)]
+    input: Input,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Directory for index.html, the PNG charts, summary.json and the tables (created if missing).
+    #[arg(short = 'o', long = "out", value_name = "DIR")]
+    out: PathBuf,
+    /// A pause at least this long without a break is a PFC storm (PFC watchdogs act after hundreds of ms
+    /// on production fabrics; the default suits captures of a few ms).
+    #[arg(long, default_value = "500us", value_parser = units::parse_positive_ns)]
+    storm_threshold: u64,
+}
+
+/// How the reaction-point model runs (shared by `dcqcn` and `report`).
+#[derive(Debug, Args)]
+struct ModelArgs {
+    /// Line rate of the senders: the model's starting and maximum rate; also converts pause quanta to time.
     #[arg(long, default_value = "100G", value_parser = units::parse_speed)]
     link_speed: u64,
     /// Reaction-point model: connectx (firmware knobs) or paper (SIGCOMM 2015).
@@ -62,9 +92,6 @@ struct DcqcnArgs {
     /// Skip the knob fit.
     #[arg(long)]
     no_fit: bool,
-    /// JSON with a `flows` list (see the README for the fields).
-    #[arg(long)]
-    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -119,6 +146,7 @@ fn main() -> ExitCode {
         Command::Decode(a) => decode(a),
         Command::Stats(a) => stats(a),
         Command::Dcqcn(a) => dcqcn(a),
+        Command::Report(a) => report(a),
     };
     match result {
         Ok(code) => code,
@@ -239,11 +267,11 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
     })
 }
 
-fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
-    let profile = Profile::from_name(&a.dcqcn_profile)?;
+fn model_options(m: &ModelArgs) -> Result<Options> {
+    let profile = Profile::from_name(&m.dcqcn_profile)?;
     let mut knobs = Knobs::default();
     let mut source = vec!["defaults".to_string()];
-    if let Some(path) = &a.knobs {
+    if let Some(path) = &m.knobs {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading knobs from {}", path.display()))?;
         knobs
@@ -251,23 +279,72 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
             .with_context(|| format!("knobs file {}", path.display()))?;
         source.push(path.display().to_string());
     }
-    for kv in &a.set {
+    for kv in &m.set {
         let (k, v) = kv
             .split_once('=')
             .with_context(|| format!("--set {kv:?}: expected KNOB=VALUE"))?;
         knobs.set(k.trim(), v.trim())?;
         source.push(format!("--set {kv}"));
     }
-    let opts = Options {
+    Ok(Options {
         profile,
         knobs,
         knob_source: source.join(" + "),
-        line_mbps: a.link_speed as f64 / 1e6,
-        cnp_delay_ns: a.cnp_delay,
-        bin_ns: a.bin,
-        fit: !a.no_fit,
+        line_mbps: m.link_speed as f64 / 1e6,
+        cnp_delay_ns: m.cnp_delay,
+        bin_ns: m.bin,
+        fit: !m.no_fit,
         ..Options::default()
+    })
+}
+
+fn report(a: ReportArgs) -> Result<ExitCode> {
+    let opts = PipelineOptions {
+        decoder: decoder(&a.input),
+        link_bps: a.model.link_speed,
+        dcqcn: model_options(&a.model)?,
+        storm_threshold_ns: a.storm_threshold,
+        ..PipelineOptions::default()
     };
+    let mut reader = open(&a.input.file)?;
+    let total = std::fs::metadata(&a.input.file).ok().map(|m| m.len());
+    let progress = Progress::new(total, "analysing");
+    let (analysis, damage) = pipeline::run(&mut reader, &opts, |pos| progress.set_position(pos))?;
+    progress.finish();
+    let files = write_report(
+        &a.out,
+        &ReportInput {
+            stats: &analysis.stats,
+            dcqcn: &analysis.dcqcn,
+            pauses: &analysis.pauses,
+            findings: &analysis.findings,
+        },
+    )
+    .with_context(|| format!("writing the report into {}", a.out.display()))?;
+    let problems = analysis
+        .findings
+        .iter()
+        .filter(|f| f.severity >= Severity::Warning)
+        .count();
+    println!(
+        "{}: {} frames, {} flows with CE or CNPs, {} findings ({} warnings or problems)",
+        files.index.display(),
+        analysis.stats.capture.frames,
+        analysis.dcqcn.flows.len(),
+        analysis.findings.len(),
+        problems
+    );
+    for f in &analysis.findings {
+        println!("  [{:?}] {}", f.severity, f.title);
+    }
+    Ok(match damage {
+        Some(e) => damage_warning(&e),
+        None => ExitCode::SUCCESS,
+    })
+}
+
+fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
+    let opts = model_options(&a.model)?;
     let dec = decoder(&a.input);
     let mut reader = open(&a.input.file)?;
     let mut pass = DcqcnPass::new(opts.bin_ns);

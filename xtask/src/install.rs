@@ -21,6 +21,8 @@ const APT_PACKAGES: &[&str] = &[
     "bpftool",
     "llvm-22-dev",
     "prometheus",
+    "chromium",
+    "fonts-dejavu-core",
 ];
 
 /// The LLVM that bpf-linker links to, matching the nightly toolchain's LLVM major version.

@@ -1,0 +1,433 @@
+//! Plain-language diagnoses, each with the evidence a network engineer needs to check it (times, QPs, counts).
+//!
+//! Every rule reads only the tables the passes produced, so a finding can always be traced back to numbers
+//! that `stats`, `dcqcn` and the report show.
+
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use crate::dcqcn::analysis::DcqcnReport;
+use crate::passes::StatsReport;
+use crate::pauses::PauseReport;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Info,
+    Warning,
+    Problem,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// Stable identifier, e.g. `ce_without_cnps`.
+    pub code: &'static str,
+    pub severity: Severity,
+    pub title: String,
+    pub detail: String,
+    pub evidence: Vec<String>,
+}
+
+/// Thresholds of the rules, with the reasons for their defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct Rules {
+    /// CNPs a flow must have received before "no cut followed" means anything.
+    pub min_cnps_for_cut_check: u64,
+    /// Share of the bins after the first CNP in which the flow sent above the modeled Rc (by more than 20 %)
+    /// that marks a sender ignoring CNPs.
+    pub above_model_share: f64,
+    /// The fitted knobs must explain the observed rate this much better than the given ones (error ratio).
+    pub fit_gain: f64,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Rules {
+            min_cnps_for_cut_check: 5,
+            // A sender that obeys its limiter exceeds Rc only in bins where the rate just rose; half the time
+            // is far beyond that.
+            above_model_share: 0.5,
+            fit_gain: 0.7,
+        }
+    }
+}
+
+fn ns(t: u64) -> String {
+    format!("{}.{:09} s", t / 1_000_000_000, t % 1_000_000_000)
+}
+
+/// A flow mirrored at two taps has two rows with the same facts; say them once.
+fn push_once(v: &mut Vec<String>, line: String) {
+    if !v.contains(&line) {
+        v.push(line);
+    }
+}
+
+fn flow_name(src: IpAddr, dst: IpAddr, qp: u32) -> String {
+    format!("{src} → {dst} QP 0x{qp:06x}")
+}
+
+/// Runs every rule; problems first.
+pub fn diagnose(
+    stats: &StatsReport,
+    dcqcn: &DcqcnReport,
+    pauses: &PauseReport,
+    rules: &Rules,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    ce_without_cnps(stats, dcqcn, &mut out);
+    cnps_without_cuts(dcqcn, rules, &mut out);
+    cut_mismatch(dcqcn, rules, &mut out);
+    pfc_storms(pauses, &mut out);
+    hol_blocking(pauses, &mut out);
+    go_back_n(stats, &mut out);
+    loss_kinds(stats, &mut out);
+    cnp_priorities(stats, pauses, &mut out);
+    priority_checks(pauses, &mut out);
+    out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.code.cmp(b.code)));
+    out
+}
+
+fn ce_without_cnps(stats: &StatsReport, dcqcn: &DcqcnReport, out: &mut Vec<Finding>) {
+    let mut evidence = Vec::new();
+    for f in dcqcn.flows.iter().filter(|f| f.cnps == 0) {
+        let ce: u64 = stats
+            .flows
+            .iter()
+            .filter(|r| r.src == f.sender && r.dst == f.receiver && r.dest_qp == f.receiver_qp)
+            .map(|r| r.ce_packets)
+            .max()
+            .unwrap_or(0);
+        // Any CNP from the receiver back to the sender (even one we could not pair) means the NP works.
+        let any_cnp = stats
+            .cnps
+            .iter()
+            .any(|c| c.src == f.receiver && c.dst == f.sender);
+        if ce > 0 && !any_cnp {
+            evidence.push(format!(
+                "{}: {ce} CE-marked packets, no CNP back to {}",
+                flow_name(f.sender, f.receiver, f.receiver_qp),
+                f.sender
+            ));
+        }
+    }
+    if !evidence.is_empty() {
+        out.push(Finding {
+            code: "ce_without_cnps",
+            severity: Severity::Problem,
+            title: format!("{} flow(s) were marked CE but their receivers sent no CNPs", evidence.len()),
+            detail: "The switch signalled congestion, but no notification point answered: DCQCN's NP is off on \
+                     these receivers (or on this priority), or the CNPs were lost before the capture point. \
+                     The senders never slow down; expect queues to build and PFC to take over."
+                .into(),
+            evidence,
+        });
+    }
+}
+
+/// Rc is a ceiling: a sender that kept sending well above it for most of the time after its CNPs did not apply
+/// the cuts.
+fn ignores_cnps(f: &crate::dcqcn::analysis::FlowDcqcn, rules: &Rules) -> bool {
+    f.cnps >= rules.min_cnps_for_cut_check && f.above_model_fraction >= rules.above_model_share
+}
+
+fn cnps_without_cuts(dcqcn: &DcqcnReport, rules: &Rules, out: &mut Vec<Finding>) {
+    let evidence: Vec<String> = dcqcn
+        .flows
+        .iter()
+        .filter(|f| ignores_cnps(f, rules))
+        .map(|f| {
+            format!(
+                "{}: {} CNPs, yet sent above the modeled rate ceiling in {:.0} % of the bins after the first \
+                 (the model's last Rc {:.0} Mb/s)",
+                flow_name(f.sender, f.receiver, f.receiver_qp),
+                f.cnps,
+                f.above_model_fraction * 100.0,
+                f.cuts.last().map_or(dcqcn.line_gbps, |c| c.rc_after_gbps) * 1000.0
+            )
+        })
+        .collect();
+    if !evidence.is_empty() {
+        out.push(Finding {
+            code: "cnps_without_cuts",
+            severity: Severity::Problem,
+            title: format!("{} sender(s) received CNPs but did not slow down", evidence.len()),
+            detail: "CNPs reached these senders and their rate stayed far above what the reaction point would \
+                     allow: the RP is off for this priority (rp_cnp_ignored grows on the sender), or the sender \
+                     is not the one the CNPs address."
+                .into(),
+            evidence,
+        });
+    }
+}
+
+fn cut_mismatch(dcqcn: &DcqcnReport, rules: &Rules, out: &mut Vec<Finding>) {
+    let mut evidence = Vec::new();
+    // A sender that ignores CNPs fits no knobs; that finding says more.
+    for f in dcqcn.flows.iter().filter(|f| !ignores_cnps(f, rules)) {
+        let Some(fit) = f.fit else { continue };
+        if fit.given_error_gbps > 0.0 && fit.error_gbps < rules.fit_gain * fit.given_error_gbps {
+            evidence.push(format!(
+                "{}: fitted dce_tcp_g={} rpg_gd={} explain the rate with {:.2} Gb/s mean error, the given knobs with {:.2}",
+                flow_name(f.sender, f.receiver, f.receiver_qp),
+                fit.dce_tcp_g,
+                fit.rpg_gd,
+                fit.error_gbps,
+                fit.given_error_gbps
+            ));
+        }
+    }
+    if !evidence.is_empty() {
+        out.push(Finding {
+            code: "cut_mismatch",
+            severity: Severity::Warning,
+            title: format!(
+                "Rate cuts of {} flow(s) differ from the model with knobs from {}",
+                evidence.len(),
+                dcqcn.knob_source
+            ),
+            detail: "The observed cuts are deeper or shallower than the reaction-point model predicts; other knob \
+                     values fit much better. Check the senders' /sys/class/net/*/ecn/roce_rp/ values."
+                .into(),
+            evidence,
+        });
+    }
+}
+
+fn pfc_storms(p: &PauseReport, out: &mut Vec<Finding>) {
+    if p.storms.is_empty() {
+        return;
+    }
+    out.push(Finding {
+        code: "pfc_storm",
+        severity: Severity::Problem,
+        title: format!(
+            "PFC storm: {} pause(s) longer than {} µs without a break",
+            p.storms.len(),
+            p.storm_threshold_ns / 1000
+        ),
+        detail: "A source kept a priority paused continuously, as a stuck receiver or a pause loop does; a PFC \
+                 watchdog would drop or stop honouring these pauses."
+            .into(),
+        evidence: p
+            .storms
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} paused priority {} from {} for {} µs",
+                    s.src_mac,
+                    s.priority.map_or("all (802.3x)".into(), |x| x.to_string()),
+                    ns(s.start_ns),
+                    (s.end_ns - s.start_ns) / 1000
+                )
+            })
+            .collect(),
+    });
+}
+
+fn hol_blocking(p: &PauseReport, out: &mut Vec<Finding>) {
+    // A host that pauses its switch port (a slow or stuck receiver, a storm) is where the congestion is; a flow
+    // that stalls meanwhile although it neither goes to nor comes from that host is a victim sharing a paused
+    // queue or link.
+    let mut evidence = Vec::new();
+    for culprit in p
+        .stalls
+        .iter()
+        .filter_map(|s| s.pauser_ip.map(|ip| (ip, s)))
+        .chain(p.intervals.iter().filter_map(|_| None))
+    {
+        let (host, cs) = culprit;
+        for s in p
+            .stalls
+            .iter()
+            .filter(|s| s.start_ns < cs.end_ns && cs.start_ns < s.end_ns)
+        {
+            for f in s.flows.iter().filter(|f| f.dst != host && f.src != host) {
+                let line = format!(
+                    "{} stalled {} – {} while {} ({}) paused priority {}",
+                    flow_name(f.src, f.dst, f.dest_qp),
+                    ns(s.start_ns),
+                    ns(s.end_ns),
+                    host,
+                    cs.src_mac,
+                    cs.priority.map_or("all".into(), |x| x.to_string()),
+                );
+                if !evidence.contains(&line) {
+                    evidence.push(line);
+                }
+            }
+        }
+    }
+    if !evidence.is_empty() {
+        out.push(Finding {
+            code: "hol_blocking",
+            severity: Severity::Problem,
+            title: format!("Head-of-line blocking: {} flow stall(s) caused by another host's pauses", evidence.len()),
+            detail: "These flows go neither to nor from the host that sent the pauses, yet stopped while it paused                      its link: they share a paused switch queue or uplink with its traffic and are its victims."
+                .into(),
+            evidence,
+        });
+    }
+}
+
+fn go_back_n(stats: &StatsReport, out: &mut Vec<Finding>) {
+    let mut evidence = Vec::new();
+    for f in stats.flows.iter().filter(|f| f.retransmissions > 0) {
+        let naks: u64 = stats
+            .flows
+            .iter()
+            .filter(|r| r.iface == f.iface && r.src == f.dst && r.dst == f.src)
+            .map(|r| r.naks.psn_sequence_error)
+            .sum();
+        let bytes_again = f.bytes / f.packets.max(1) * f.retransmissions;
+        push_once(
+            &mut evidence,
+            format!(
+                "{}: {} packets (~{} bytes) sent again, {}",
+                flow_name(f.src, f.dst, f.dest_qp),
+                f.retransmissions,
+                bytes_again,
+                if naks > 0 {
+                    format!("after {naks} NAK(PSN sequence error) from the receiver")
+                } else {
+                    "with no NAK seen: after a transport timeout".to_string()
+                }
+            ),
+        );
+    }
+    if !evidence.is_empty() {
+        out.push(Finding {
+            code: "go_back_n_loss",
+            severity: Severity::Problem,
+            title: format!("Loss and go-back-N retransmission on {} flow(s)", evidence.len()),
+            detail: "The senders went back and resent from an earlier PSN onwards, sending data twice: after a NAK \
+                     (packets lost on a lossy priority, or dropped elsewhere) or after a transport timeout (ACKs \
+                     stuck behind a long pause, or lost)."
+                .into(),
+            evidence,
+        });
+    }
+}
+
+fn loss_kinds(stats: &StatsReport, out: &mut Vec<Finding>) {
+    let dropped = stats.capture.dropped.unwrap_or(0);
+    let unfilled: Vec<String> = stats
+        .flows
+        .iter()
+        .filter(|f| f.psn_gaps > 0)
+        .map(|f| {
+            format!(
+                "{}: {} PSNs never seen",
+                flow_name(f.src, f.dst, f.dest_qp),
+                f.psn_gaps
+            )
+        })
+        .collect();
+    let filled: Vec<String> = stats
+        .flows
+        .iter()
+        .filter(|f| f.out_of_order > 0)
+        .map(|f| {
+            format!(
+                "{}: {} PSNs arrived late, filling earlier gaps",
+                flow_name(f.src, f.dst, f.dest_qp),
+                f.out_of_order
+            )
+        })
+        .collect();
+    if !unfilled.is_empty() {
+        let capture = dropped > 0;
+        out.push(Finding {
+            code: if capture { "capture_loss" } else { "unseen_psns" },
+            severity: Severity::Warning,
+            title: if capture {
+                format!("The recorder dropped {dropped} frames: {} flow(s) have PSNs the capture never saw", unfilled.len())
+            } else {
+                format!("{} flow(s) have PSNs that never appeared, with no recorder drops", unfilled.len())
+            },
+            detail: if capture {
+                "Gaps that no retransmission filled, in a file whose statistics record drops: these packets \
+                 were most likely lost by the capture, not by the network."
+                    .into()
+            } else {
+                "Gaps that no retransmission filled although the capture recorded no drops: lost before the \
+                 capture point, or the capture started or ended inside these messages."
+                    .into()
+            },
+            evidence: unfilled,
+        });
+    }
+    if !filled.is_empty() {
+        out.push(Finding {
+            code: "network_loss",
+            severity: Severity::Warning,
+            title: format!("{} flow(s) had gaps later filled by retransmissions", filled.len()),
+            detail: "PSNs missing at first and resent later: the network lost them (a capture loss is never \
+                     filled)."
+                .into(),
+            evidence: filled,
+        });
+    }
+}
+
+fn cnp_priorities(stats: &StatsReport, p: &PauseReport, out: &mut Vec<Finding>) {
+    if p.paused_priorities.is_empty() {
+        return;
+    }
+    let evidence: Vec<String> = stats
+        .cnps
+        .iter()
+        .filter(|c| c.pcp.is_some_and(|pcp| !p.paused_priorities.contains(&pcp)))
+        .map(|c| {
+            format!(
+                "{} → {} QP 0x{:06x}: {} CNPs on priority {} (lossless: {:?})",
+                c.src,
+                c.dst,
+                c.dest_qp,
+                c.count,
+                c.pcp.unwrap_or(0),
+                p.paused_priorities
+            )
+        })
+        .collect();
+    if !evidence.is_empty() {
+        out.push(Finding {
+            code: "cnps_on_lossy_priority",
+            severity: Severity::Warning,
+            title: "CNPs travel on a priority that PFC never protected".into(),
+            detail: "A CNP dropped on a lossy priority is a rate cut that never happens; carry CNPs on a lossless \
+                     priority (cnp_802p_prio)."
+                .into(),
+            evidence,
+        });
+    }
+}
+
+fn priority_checks(p: &PauseReport, out: &mut Vec<Finding>) {
+    if !p.roce_on_unpaused_priorities.is_empty() {
+        out.push(Finding {
+            code: "roce_on_unpaused_priority",
+            severity: Severity::Info,
+            title: format!(
+                "RoCE data on priority {:?}, which no PFC frame paused in this capture",
+                p.roce_on_unpaused_priorities
+            ),
+            detail: "PFC is in use on priorities {:?} but these carry RoCE too; if they are lossy by design, loss \
+                     there is recovered only by go-back-N."
+                .replace("{:?}", &format!("{:?}", p.paused_priorities)),
+            evidence: Vec::new(),
+        });
+    }
+    if !p.paused_without_roce.is_empty() {
+        out.push(Finding {
+            code: "pause_without_roce",
+            severity: Severity::Warning,
+            title: format!("PFC paused priority {:?}, which carried no RoCE data", p.paused_without_roce),
+            detail: "Pauses on a priority without RoCE traffic stop other traffic for nothing, or the RoCE traffic \
+                     is mapped to another priority than PFC protects."
+                .into(),
+            evidence: Vec::new(),
+        });
+    }
+}

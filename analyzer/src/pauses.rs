@@ -1,0 +1,184 @@
+//! Where PFC stopped traffic: pause intervals (from the PFC pass, which owns the rules of wire.md), storms,
+//! the flows that went quiet while their priority was paused, and priority checks.
+
+use serde::Serialize;
+
+use crate::passes::flows::{FlowKey, FlowRow};
+use crate::passes::rates::FlowSeries;
+
+pub use crate::passes::pfc::PauseInterval;
+
+/// A pause a PFC watchdog would act on: one source kept a priority paused without a break for longer than the
+/// threshold.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Storm {
+    pub src_mac: String,
+    pub priority: Option<u8>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// A flow that sent before a pause and nothing while it lasted.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct StalledFlow {
+    pub src: std::net::IpAddr,
+    pub dst: std::net::IpAddr,
+    pub dest_qp: u32,
+    pub priority: Option<u8>,
+}
+
+/// The flows that stalled during one pause interval.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Stall {
+    pub src_mac: String,
+    /// The host that sent the pause, when `src_mac` belongs to one (not to a switch port).
+    pub pauser_ip: Option<std::net::IpAddr>,
+    pub priority: Option<u8>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub flows: Vec<StalledFlow>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PauseReport {
+    pub intervals: Vec<PauseInterval>,
+    pub storms: Vec<Storm>,
+    pub stalls: Vec<Stall>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub storm_threshold_ns: u64,
+    /// Priorities that PFC frames paused at some point: the ones the fabric treats as lossless.
+    pub paused_priorities: Vec<u8>,
+    /// Priorities carrying RoCE data that no PFC frame ever named, when PFC is in use at all.
+    pub roce_on_unpaused_priorities: Vec<u8>,
+    /// Priorities paused although no RoCE flow was seen on them.
+    pub paused_without_roce: Vec<u8>,
+}
+
+/// Default storm threshold. Switch watchdogs act after hundreds of ms on a production fabric; the default here
+/// suits captures of a few ms (the teaching samples). Set it to the watchdog's detection time for long captures.
+pub const DEFAULT_STORM_THRESHOLD_NS: u64 = 500_000;
+
+/// The inputs of the analysis: what the streaming passes produced.
+#[derive(Debug)]
+pub struct PauseInputs<'a> {
+    pub intervals: Vec<PauseInterval>,
+    pub flows: &'a [FlowRow],
+    pub series: &'a [FlowSeries],
+    pub bins_start_ns: u64,
+    pub bin_ns: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub storm_threshold_ns: u64,
+    /// MAC → IP of hosts, learned from their RoCE frames.
+    pub hosts: &'a [(String, std::net::IpAddr)],
+}
+
+pub fn analyse(inp: PauseInputs<'_>) -> PauseReport {
+    let storms = inp
+        .intervals
+        .iter()
+        .filter(|i| i.end_ns - i.start_ns >= inp.storm_threshold_ns)
+        .map(|i| Storm {
+            src_mac: i.src_mac.clone(),
+            priority: i.priority,
+            start_ns: i.start_ns,
+            end_ns: i.end_ns,
+        })
+        .collect();
+    let stalls = inp
+        .intervals
+        .iter()
+        .filter_map(|i| {
+            let flows = stalled_flows(i, &inp);
+            (!flows.is_empty()).then(|| Stall {
+                src_mac: i.src_mac.clone(),
+                pauser_ip: inp
+                    .hosts
+                    .iter()
+                    .find(|(m, _)| *m == i.src_mac)
+                    .map(|(_, ip)| *ip),
+                priority: i.priority,
+                start_ns: i.start_ns,
+                end_ns: i.end_ns,
+                flows,
+            })
+        })
+        .collect();
+    let mut paused: Vec<u8> = inp.intervals.iter().filter_map(|i| i.priority).collect();
+    paused.sort_unstable();
+    paused.dedup();
+    let mut roce: Vec<u8> = inp.flows.iter().filter_map(|f| f.pcp).collect();
+    roce.sort_unstable();
+    roce.dedup();
+    let roce_on_unpaused = if paused.is_empty() {
+        Vec::new()
+    } else {
+        roce.iter()
+            .copied()
+            .filter(|p| !paused.contains(p))
+            .collect()
+    };
+    let paused_without_roce = paused
+        .iter()
+        .copied()
+        .filter(|p| !roce.contains(p))
+        .collect();
+    PauseReport {
+        intervals: inp.intervals.clone(),
+        storms,
+        stalls,
+        start_ns: inp.start_ns,
+        end_ns: inp.end_ns,
+        storm_threshold_ns: inp.storm_threshold_ns,
+        paused_priorities: paused,
+        roce_on_unpaused_priorities: roce_on_unpaused,
+        paused_without_roce,
+    }
+}
+
+/// Data flows on the paused priority (any priority for 802.3x PAUSE) that, at some tap, sent in the bin before
+/// the pause and in none of the bins wholly inside it. Pauses shorter than a bin cannot be judged and are
+/// skipped; ACK-only streams are left out (they stop because the data they acknowledge stopped).
+fn stalled_flows(i: &PauseInterval, inp: &PauseInputs<'_>) -> Vec<StalledFlow> {
+    let w = inp.bin_ns.max(1);
+    let first_full = (i.start_ns.saturating_sub(inp.bins_start_ns)).div_ceil(w) as usize;
+    let end_full = (i.end_ns.saturating_sub(inp.bins_start_ns) / w) as usize;
+    if end_full <= first_full || first_full == 0 {
+        return Vec::new();
+    }
+    let mut out: Vec<StalledFlow> = Vec::new();
+    for s in inp.series {
+        let Some(row) = flow_row(inp.flows, &s.key) else {
+            continue;
+        };
+        let pcp = row.pcp;
+        let data = row.opcodes.keys().any(|op| !op.contains("ACKNOWLEDGE"));
+        if !data || (i.priority.is_some() && pcp != i.priority) {
+            continue;
+        }
+        if out
+            .iter()
+            .any(|f| f.src == s.key.src && f.dst == s.key.dst && f.dest_qp == s.key.dest_qp)
+        {
+            continue;
+        }
+        let before = s.bins.get(first_full - 1).is_some_and(|b| b.packets > 0);
+        let during = (first_full..end_full).any(|k| s.bins.get(k).is_some_and(|b| b.packets > 0));
+        if before && !during {
+            out.push(StalledFlow {
+                src: s.key.src,
+                dst: s.key.dst,
+                dest_qp: s.key.dest_qp,
+                priority: pcp,
+            });
+        }
+    }
+    out
+}
+
+fn flow_row<'a>(flows: &'a [FlowRow], key: &FlowKey) -> Option<&'a FlowRow> {
+    flows
+        .iter()
+        .find(|f| f.src == key.src && f.dst == key.dst && f.dest_qp == key.dest_qp)
+}

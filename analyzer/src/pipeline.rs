@@ -1,0 +1,97 @@
+//! Everything the report needs from one read of a capture: each frame is decoded once and handed to the
+//! statistics and DCQCN passes; the PFC and findings analyses then run on their tables.
+
+use serde::Serialize;
+
+use crate::dcqcn::DcqcnError;
+use crate::dcqcn::analysis::{DcqcnPass, DcqcnReport, Options};
+use crate::decode::Decoder;
+use crate::findings::{self, Finding, Rules};
+use crate::passes::hosts::HostsPass;
+use crate::passes::{Stats, StatsReport};
+use crate::pauses::{self, PauseInputs, PauseReport};
+use crate::source::{CaptureReader, SourceError};
+
+/// How the whole analysis runs.
+#[derive(Debug, Clone)]
+pub struct PipelineOptions {
+    pub decoder: Decoder,
+    pub link_bps: u64,
+    pub dcqcn: Options,
+    pub storm_threshold_ns: u64,
+    pub rules: Rules,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions {
+            decoder: Decoder::default(),
+            link_bps: 100_000_000_000,
+            dcqcn: Options::default(),
+            storm_threshold_ns: pauses::DEFAULT_STORM_THRESHOLD_NS,
+            rules: Rules::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Analysis {
+    pub stats: StatsReport,
+    pub dcqcn: DcqcnReport,
+    pub pauses: PauseReport,
+    pub findings: Vec<Finding>,
+}
+
+/// Runs every analysis over `reader`. A damaged file still yields the analysis of everything before the
+/// damage, with the error beside it (and in `stats.capture.error`).
+pub fn run(
+    reader: &mut CaptureReader,
+    opts: &PipelineOptions,
+    mut progress: impl FnMut(u64),
+) -> Result<(Analysis, Option<SourceError>), DcqcnError> {
+    let mut stats = Stats::new(opts.link_bps);
+    let mut dcqcn = DcqcnPass::new(opts.dcqcn.bin_ns);
+    let mut hosts = HostsPass::default();
+    let mut number = 0u64;
+    let damage = loop {
+        match reader.next_record() {
+            Ok(Some(rec)) => {
+                number += 1;
+                let f = opts.decoder.decode(number, &rec);
+                stats.frame(&f);
+                dcqcn.frame(&f);
+                hosts.frame(&f);
+                if number.is_multiple_of(65_536) {
+                    progress(reader.bytes_read());
+                }
+            }
+            Ok(None) => break None,
+            Err(e) => break Some(e),
+        }
+    };
+    let (stats, intervals) =
+        stats.finish_with_intervals(reader, damage.as_ref().map(ToString::to_string));
+    let (dcqcn, series, bins_start_ns, bin_ns) = dcqcn.finish_with_series(&opts.dcqcn)?;
+    let hosts = hosts.finish();
+    let pauses = pauses::analyse(PauseInputs {
+        hosts: &hosts,
+        intervals,
+        flows: &stats.flows,
+        series: &series,
+        bins_start_ns,
+        bin_ns,
+        start_ns: stats.capture.first_ns.unwrap_or(0),
+        end_ns: stats.capture.last_ns.unwrap_or(0),
+        storm_threshold_ns: opts.storm_threshold_ns,
+    });
+    let findings = findings::diagnose(&stats, &dcqcn, &pauses, &opts.rules);
+    Ok((
+        Analysis {
+            stats,
+            dcqcn,
+            pauses,
+            findings,
+        },
+        damage,
+    ))
+}

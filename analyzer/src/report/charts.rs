@@ -1,0 +1,480 @@
+//! Chart descriptions and their drawing with plotters, once into an SVG string (inlined in the page) and once
+//! into a PNG file (for slides and tickets).
+//!
+//! A chart is first described as plain data ([`LineChart`], [`Timeline`]) so that what the report shows can be
+//! decided and tested apart from how plotters draws it; one generic function per kind then draws the
+//! description on any backend.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+
+use super::ReportError;
+
+pub const WIDTH: u32 = 1200;
+pub const HEIGHT: u32 = 380;
+/// Points kept per line after decimation: about two per horizontal pixel, more would not show.
+const MAX_POINTS: usize = 2 * WIDTH as usize;
+
+/// Colours that stay apart for the usual forms of colour blindness (Okabe–Ito), then a few more.
+pub const PALETTE: [RGBColor; 10] = [
+    RGBColor(0, 114, 178),
+    RGBColor(230, 159, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(86, 180, 233),
+    RGBColor(213, 94, 0),
+    RGBColor(240, 228, 66),
+    RGBColor(0, 0, 0),
+    RGBColor(120, 120, 120),
+    RGBColor(150, 80, 30),
+];
+
+/// One polyline. Steps (a rate limiter's value between events) are expanded into points by the caller.
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub label: String,
+    pub color: RGBColor,
+    pub points: Vec<(f64, f64)>,
+    pub dashed: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkShape {
+    Dot,
+    /// A short vertical tick: many events close together still read as a band, not a blot.
+    Tick,
+}
+
+/// Isolated events drawn as marks.
+#[derive(Debug, Clone)]
+pub struct Marks {
+    pub label: String,
+    pub color: RGBColor,
+    pub shape: MarkShape,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A second y axis on the right (CE fraction beside throughput).
+#[derive(Debug, Clone)]
+pub struct SecondAxis {
+    pub label: String,
+    pub max: f64,
+    pub lines: Vec<Line>,
+}
+
+#[derive(Debug, Clone)]
+pub struct LineChart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub x_range: (f64, f64),
+    pub y_max: f64,
+    pub lines: Vec<Line>,
+    pub marks: Vec<Marks>,
+    pub y2: Option<SecondAxis>,
+}
+
+/// One row of a timeline: a name and its busy intervals.
+#[derive(Debug, Clone)]
+pub struct Lane {
+    pub label: String,
+    pub spans: Vec<(f64, f64)>,
+    /// Spans drawn on top in the alarm colour (PFC storms).
+    pub alarms: Vec<(f64, f64)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Timeline {
+    pub title: String,
+    pub x_label: String,
+    pub x_range: (f64, f64),
+    pub lanes: Vec<Lane>,
+    pub span_label: String,
+    pub alarm_label: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum Chart {
+    Line(LineChart),
+    Timeline(Timeline),
+}
+
+impl Chart {
+    pub fn height(&self) -> u32 {
+        match self {
+            Chart::Line(_) => HEIGHT,
+            // Room for every lane at a readable height.
+            Chart::Timeline(t) => (120 + 28 * t.lanes.len() as u32).max(200),
+        }
+    }
+}
+
+const FONT_CANDIDATES: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+];
+
+/// Where the chart font comes from: `ROCETRACE_FONT` if set, else the first Debian/Arch/Fedora DejaVu path.
+/// DejaVu Sans (see assets/fonts/README.md), used when the system has no font.
+const BUNDLED_FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+
+fn font_paths() -> Vec<String> {
+    match std::env::var("ROCETRACE_FONT") {
+        Ok(p) if !p.is_empty() => vec![p],
+        _ => FONT_CANDIDATES.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// Loads and registers the font plotters measures and rasterizes text with. ab_glyph keeps the bytes for the
+/// life of the process, so they are leaked once; the outcome is cached so a missing font is reported the same
+/// way on every call instead of being retried.
+pub fn ensure_font() -> Result<(), ReportError> {
+    static LOADED: OnceLock<Result<(), String>> = OnceLock::new();
+    let res = LOADED.get_or_init(|| {
+        let tried = font_paths();
+        let explicit = std::env::var("ROCETRACE_FONT").is_ok_and(|p| !p.is_empty());
+        let found = tried
+            .iter()
+            .find_map(|p| std::fs::read(p).ok().map(|b| (p.clone(), b)));
+        let (path, bytes): (String, &'static [u8]) = match found {
+            Some((path, bytes)) => (path, Box::leak(bytes.into_boxed_slice())),
+            // No system font: the bundled copy, so a report can always be drawn. A font the user named
+            // explicitly and that cannot be read is an error, not something to paper over.
+            None if !explicit => ("the bundled DejaVu Sans".to_string(), BUNDLED_FONT),
+            None => {
+                return Err(format!(
+                    "no font found for the charts (tried {}); install Debian's fonts-dejavu-core or set \
+                     ROCETRACE_FONT to a .ttf file",
+                    tried.join(", ")
+                ));
+            }
+        };
+        for style in [FontStyle::Normal, FontStyle::Bold] {
+            plotters::style::register_font("sans-serif", style, bytes)
+                .map_err(|_| format!("{path} is not a usable TrueType font"))?;
+        }
+        Ok(())
+    });
+    res.clone().map_err(ReportError::Font)
+}
+
+fn chart_err(title: &str) -> impl Fn(String) -> ReportError + '_ {
+    move |message| ReportError::Chart {
+        chart: title.to_string(),
+        message,
+    }
+}
+
+/// Draws a chart as an SVG document (no XML prolog, so it can be inlined in HTML).
+pub fn to_svg(chart: &Chart) -> Result<String, ReportError> {
+    ensure_font()?;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (WIDTH, chart.height())).into_drawing_area();
+        draw(&root, chart).map_err(chart_err(title(chart)))?;
+        root.present()
+            .map_err(|e| chart_err(title(chart))(e.to_string()))?;
+    }
+    Ok(out)
+}
+
+/// Draws a chart into a PNG file.
+pub fn to_png(chart: &Chart, path: &Path) -> Result<(), ReportError> {
+    ensure_font()?;
+    let (w, h) = (WIDTH, chart.height());
+    let mut rgb = vec![0u8; w as usize * h as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
+        draw(&root, chart).map_err(chart_err(title(chart)))?;
+        root.present()
+            .map_err(|e| chart_err(title(chart))(e.to_string()))?;
+    }
+    let io = |source| ReportError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::create(path).map_err(io)?;
+    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    let png_err = |e: png::EncodingError| chart_err(title(chart))(format!("PNG: {e}"));
+    let mut writer = enc.write_header().map_err(png_err)?;
+    writer.write_image_data(&rgb).map_err(png_err)?;
+    writer.finish().map_err(png_err)?;
+    Ok(())
+}
+
+fn title(chart: &Chart) -> &str {
+    match chart {
+        Chart::Line(c) => &c.title,
+        Chart::Timeline(t) => &t.title,
+    }
+}
+
+fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Result<(), String> {
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    match chart {
+        Chart::Line(c) => draw_line_chart(root, c),
+        Chart::Timeline(t) => draw_timeline(root, t),
+    }
+}
+
+/// A range plotters accepts: finite, and not empty.
+fn sane_range(lo: f64, hi: f64) -> (f64, f64) {
+    let lo = if lo.is_finite() { lo } else { 0.0 };
+    let hi = if hi.is_finite() { hi } else { lo + 1.0 };
+    if hi > lo { (lo, hi) } else { (lo, lo + 1.0) }
+}
+
+/// Keeps the first, lowest, highest and last point of each horizontal bucket, in order: the line looks the
+/// same at chart resolution, and the SVG stays small for long captures.
+pub fn decimate(points: &[(f64, f64)], x_range: (f64, f64), max_points: usize) -> Vec<(f64, f64)> {
+    if points.len() <= max_points {
+        return points.to_vec();
+    }
+    let buckets = (max_points / 4).max(1);
+    let (lo, hi) = sane_range(x_range.0, x_range.1);
+    let bucket_of = |x: f64| (((x - lo) / (hi - lo)) * buckets as f64).floor() as i64;
+    let mut out = Vec::with_capacity(max_points);
+    let mut i = 0;
+    while i < points.len() {
+        let b = bucket_of(points[i].0);
+        let mut j = i;
+        while j < points.len() && bucket_of(points[j].0) == b {
+            j += 1;
+        }
+        let group = &points[i..j];
+        let mut keep = vec![0, group.len() - 1];
+        if let Some((k, _)) = group
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.1.total_cmp(&b.1.1))
+        {
+            keep.push(k);
+        }
+        if let Some((k, _)) = group
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.1.total_cmp(&b.1.1))
+        {
+            keep.push(k);
+        }
+        keep.sort_unstable();
+        keep.dedup();
+        out.extend(keep.into_iter().filter_map(|k| group.get(k).copied()));
+        i = j;
+    }
+    out
+}
+
+fn draw_line_chart<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    c: &LineChart,
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let (x0, x1) = sane_range(c.x_range.0, c.x_range.1);
+    let (_, y_max) = sane_range(0.0, c.y_max);
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .caption(&c.title, ("sans-serif", 24))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(70)
+        .right_y_label_area_size(if c.y2.is_some() { 70 } else { 10 });
+    let mut chart = builder
+        .build_cartesian_2d(x0..x1, 0.0..y_max)
+        .map_err(e)?
+        .set_secondary_coord(
+            x0..x1,
+            0.0..c.y2.as_ref().map_or(1.0, |a| sane_range(0.0, a.max).1),
+        );
+    chart
+        .configure_mesh()
+        .x_desc(&c.x_label)
+        .y_desc(&c.y_label)
+        .axis_desc_style(("sans-serif", 17))
+        .label_style(("sans-serif", 15))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(e)?;
+    if let Some(a) = &c.y2 {
+        chart
+            .configure_secondary_axes()
+            .y_desc(&a.label)
+            .axis_desc_style(("sans-serif", 17))
+            .label_style(("sans-serif", 15))
+            .draw()
+            .map_err(e)?;
+    }
+    for l in &c.lines {
+        let pts = decimate(&l.points, (x0, x1), MAX_POINTS);
+        let color = l.color;
+        let style = color.stroke_width(2);
+        let anno = if l.dashed {
+            chart
+                .draw_series(DashedLineSeries::new(pts, 8, 5, style))
+                .map_err(e)?
+        } else {
+            chart.draw_series(LineSeries::new(pts, style)).map_err(e)?
+        };
+        anno.label(l.label.clone()).legend(move |(x, y)| {
+            PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+        });
+    }
+    if let Some(a) = &c.y2 {
+        for l in &a.lines {
+            let pts = decimate(&l.points, (x0, x1), MAX_POINTS);
+            let color = l.color;
+            chart
+                .draw_secondary_series(LineSeries::new(pts, color.stroke_width(1)))
+                .map_err(e)?
+                .label(l.label.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(1))
+                });
+        }
+    }
+    for m in &c.marks {
+        let color = m.color;
+        let pts = decimate(&m.points, (x0, x1), MAX_POINTS);
+        let anno = match m.shape {
+            MarkShape::Dot => chart
+                .draw_series(
+                    pts.into_iter()
+                        .map(|p| Circle::new(p, 3, color.mix(0.8).filled())),
+                )
+                .map_err(e)?,
+            MarkShape::Tick => chart
+                .draw_series(pts.into_iter().map(|p| {
+                    EmptyElement::at(p)
+                        + PathElement::new(vec![(0, 0), (0, -12)], color.stroke_width(1))
+                }))
+                .map_err(e)?,
+        };
+        anno.label(m.label.clone()).legend(move |(x, y)| {
+            Rectangle::new([(x + 6, y - 4), (x + 14, y + 4)], color.filled())
+        });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(160, 160, 160))
+        .label_font(("sans-serif", 15))
+        .draw()
+        .map_err(e)?;
+    Ok(())
+}
+
+fn draw_timeline<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    t: &Timeline,
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let (x0, x1) = sane_range(t.x_range.0, t.x_range.1);
+    let n = t.lanes.len().max(1);
+    let longest = t
+        .lanes
+        .iter()
+        .map(|l| l.label.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut chart = ChartBuilder::on(root)
+        .caption(&t.title, ("sans-serif", 24))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size((longest as u32 * 8 + 16).clamp(60, 320))
+        .build_cartesian_2d(x0..x1, (0..n).into_segmented())
+        .map_err(e)?;
+    let labels: Vec<&str> = t.lanes.iter().map(|l| l.label.as_str()).collect();
+    let fmt = |v: &SegmentValue<usize>| match v {
+        SegmentValue::CenterOf(i) => labels.get(*i).copied().unwrap_or("").to_string(),
+        _ => String::new(),
+    };
+    chart
+        .configure_mesh()
+        .x_desc(&t.x_label)
+        .axis_desc_style(("sans-serif", 17))
+        .label_style(("sans-serif", 15))
+        .y_labels(n)
+        .y_label_formatter(&fmt)
+        .disable_y_mesh()
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(e)?;
+    let lane = |i: usize| (SegmentValue::Exact(i), SegmentValue::Exact(i + 1));
+    let span_color = PALETTE[0];
+    let alarm_color = RGBColor(200, 30, 30);
+    let clip = |a: f64, b: f64| (a.max(x0), b.min(x1).max(a.max(x0)));
+    let mut spans = Vec::new();
+    let mut alarms = Vec::new();
+    for (i, l) in t.lanes.iter().enumerate() {
+        let (lo, hi) = lane(i);
+        for &(a, b) in &l.spans {
+            let (a, b) = clip(a, b);
+            spans.push(Rectangle::new(
+                [(a, lo.clone()), (b, hi.clone())],
+                span_color.mix(0.75).filled(),
+            ));
+        }
+        for &(a, b) in &l.alarms {
+            let (a, b) = clip(a, b);
+            alarms.push(Rectangle::new(
+                [(a, lo.clone()), (b, hi.clone())],
+                alarm_color.stroke_width(3),
+            ));
+        }
+    }
+    chart
+        .draw_series(spans)
+        .map_err(e)?
+        .label(t.span_label.clone())
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], span_color.filled()));
+    chart
+        .draw_series(alarms)
+        .map_err(e)?
+        .label(t.alarm_label.clone())
+        .legend(move |(x, y)| {
+            Rectangle::new([(x, y - 5), (x + 18, y + 5)], alarm_color.stroke_width(3))
+        });
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(160, 160, 160))
+        .label_font(("sans-serif", 15))
+        .draw()
+        .map_err(e)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimate_keeps_extremes_and_order() {
+        let pts: Vec<(f64, f64)> = (0..10_000)
+            .map(|i| (i as f64, if i == 5_000 { 99.0 } else { (i % 7) as f64 }))
+            .collect();
+        let d = decimate(&pts, (0.0, 10_000.0), 400);
+        assert!(d.len() <= 400 + 4, "{}", d.len());
+        assert!(d.iter().any(|p| p.1 == 99.0));
+        assert!(d.windows(2).all(|w| w[0].0 <= w[1].0));
+        assert_eq!(d.first(), pts.first());
+        assert_eq!(d.last(), pts.last());
+    }
+
+    #[test]
+    fn ranges_are_made_drawable() {
+        assert_eq!(sane_range(5.0, 5.0), (5.0, 6.0));
+        assert_eq!(sane_range(f64::NAN, f64::INFINITY), (0.0, 1.0));
+    }
+}

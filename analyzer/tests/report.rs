@@ -1,0 +1,335 @@
+//! `report`: the directory it writes, the page's self-containment and escaping, one chart against a
+//! snapshot, and the page as a real browser shows it (headless Chromium).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use analyzer::dcqcn::analysis::Options;
+use analyzer::findings::{Finding, Severity};
+use analyzer::pipeline::{self, Analysis, PipelineOptions};
+use analyzer::report::charts::{self, Chart};
+use analyzer::report::{ReportInput, TimeAxis, write_report};
+use analyzer::source::CaptureReader;
+use common::workspace;
+
+fn sample(name: &str) -> PathBuf {
+    workspace()
+        .join("samples/captures")
+        .join(format!("{name}.pcapng"))
+}
+
+/// Runs every analysis over a bundled sample, as the CLI does, with the sample's link speed.
+fn inputs(name: &str, link_gbps: u64) -> Analysis {
+    let mut r = CaptureReader::open(&sample(name)).unwrap();
+    let opts = PipelineOptions {
+        link_bps: link_gbps * 1_000_000_000,
+        dcqcn: Options {
+            line_mbps: link_gbps as f64 * 1000.0,
+            fit: false,
+            ..Options::default()
+        },
+        ..PipelineOptions::default()
+    };
+    let (analysis, damage) = pipeline::run(&mut r, &opts, |_| {}).unwrap();
+    assert!(damage.is_none());
+    analysis
+}
+
+fn hostile_findings() -> Vec<Finding> {
+    vec![
+        Finding {
+            code: "pfc_storm",
+            severity: Severity::Problem,
+            title: "PFC storm <script>alert(1)</script>".into(),
+            detail: "Priority 3 was paused for a long time & \"nothing\" moved.".into(),
+            evidence: vec!["<img src=x onerror=alert(2)>".into(), "QP 0x11".into()],
+        },
+        Finding {
+            code: "ce_without_cnp",
+            severity: Severity::Warning,
+            title: "CE marks without CNPs".into(),
+            detail: "The notification point may be off.".into(),
+            evidence: vec![],
+        },
+    ]
+}
+
+fn report(name: &str, link_gbps: u64, findings: &[Finding]) -> (tempfile::TempDir, Analysis) {
+    let inputs = inputs(name, link_gbps);
+    let dir = tempfile::tempdir().unwrap();
+    let input = ReportInput {
+        stats: &inputs.stats,
+        dcqcn: &inputs.dcqcn,
+        pauses: &inputs.pauses,
+        findings,
+    };
+    write_report(dir.path(), &input).unwrap();
+    (dir, inputs)
+}
+
+#[test]
+fn writes_every_file_self_contained_and_escaped() {
+    let findings = hostile_findings();
+    let (dir, inputs) = report("incast_dcqcn", 25, &findings);
+    let d = dir.path();
+    assert!(
+        !inputs.dcqcn.flows.is_empty(),
+        "the sample has congested flows"
+    );
+    let mut expected: Vec<String> = vec![
+        "index.html".into(),
+        "summary.json".into(),
+        "aggregate.png".into(),
+        "cnp_rate.png".into(),
+        "alpha.png".into(),
+    ];
+    let charted = inputs
+        .dcqcn
+        .flows
+        .len()
+        .min(analyzer::report::MAX_FLOW_CHARTS);
+    expected.extend((1..=charted).map(|i| format!("flow_{i:02}.png")));
+    for t in ["flows", "cnps", "dcqcn_flows", "cuts", "findings", "model"] {
+        expected.push(format!("{t}.csv"));
+        expected.push(format!("{t}.parquet"));
+    }
+    for f in &expected {
+        let p = d.join(f);
+        assert!(
+            p.is_file() && std::fs::metadata(&p).unwrap().len() > 0,
+            "{f} missing or empty"
+        );
+    }
+    for png in std::fs::read_dir(d).unwrap() {
+        let p = png.unwrap().path();
+        if p.extension().is_some_and(|e| e == "png") {
+            assert_eq!(&std::fs::read(&p).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
+        }
+    }
+
+    let html = std::fs::read_to_string(d.join("index.html")).unwrap();
+    let lower = html.to_ascii_lowercase();
+    assert!(
+        !lower.contains("http://"),
+        "external reference in index.html"
+    );
+    assert!(
+        !lower.contains("https://"),
+        "external reference in index.html"
+    );
+    assert!(!lower.contains("<script"), "a script element got through");
+    assert!(!lower.contains("<img"), "an img element got through");
+    assert!(html.contains("PFC storm &lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(html.contains("&lt;img src=x onerror=alert(2)&gt;"));
+    assert!(html.contains("&amp; &quot;nothing&quot;"));
+    // Findings come first, the worst severity leading.
+    let f = html.find("id=\"findings\"").unwrap();
+    let flows = html.find("id=\"flows\"").unwrap();
+    let table = html.find("id=\"table\"").unwrap();
+    assert!(f < flows && flows < table);
+    assert!(html.find("PFC storm").unwrap() < html.find("CE marks without CNPs").unwrap());
+    // One inline SVG per chart.
+    assert_eq!(html.matches("<svg").count(), charted + 3);
+
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        summary["dcqcn"]["flows"].as_array().unwrap().len(),
+        inputs.dcqcn.flows.len()
+    );
+    let first = &summary["dcqcn"]["flows"][0];
+    assert_eq!(first["cnps"].as_u64().unwrap(), inputs.dcqcn.flows[0].cnps);
+    assert!(first.get("cnp_ts_ns").is_none() && first.get("observed").is_none());
+    assert_eq!(summary["findings"][0]["severity"], "problem");
+    assert_eq!(
+        summary["stats"]["capture"]["frames"].as_u64().unwrap(),
+        inputs.stats.capture.frames
+    );
+    let csv = std::fs::read_to_string(d.join("cuts.csv")).unwrap();
+    let cuts: usize = inputs.dcqcn.flows.iter().map(|f| f.cuts.len()).sum();
+    assert_eq!(csv.lines().count(), cuts + 1);
+}
+
+#[test]
+fn output_is_deterministic() {
+    let (a, _) = report("pfc_storm_hol", 25, &[]);
+    let (b, _) = report("pfc_storm_hol", 25, &[]);
+    for f in ["index.html", "summary.json", "pfc_timeline.png"] {
+        assert_eq!(
+            std::fs::read(a.path().join(f)).unwrap(),
+            std::fs::read(b.path().join(f)).unwrap(),
+            "{f} differs between two runs"
+        );
+    }
+}
+
+#[test]
+fn many_flows_chart_the_worst_and_table_the_rest() {
+    // Sixty copies of the busiest flow with distinct QPs and falling CNP counts: only the top eight are drawn.
+    let mut inputs = inputs("incast_dcqcn", 25);
+    let base = inputs.dcqcn.flows[0].clone();
+    let base_row = inputs
+        .stats
+        .flows
+        .iter()
+        .find(|r| r.dest_qp == base.receiver_qp && r.src == base.sender)
+        .unwrap()
+        .clone();
+    inputs.dcqcn.flows.clear();
+    for i in 0..60u32 {
+        let mut f = base.clone();
+        f.receiver_qp = 0x1000 + i;
+        f.cnps = 100 + u64::from(i);
+        inputs.dcqcn.flows.push(f);
+        let mut r = base_row.clone();
+        r.dest_qp = 0x1000 + i;
+        inputs.stats.flows.push(r);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let input = ReportInput {
+        stats: &inputs.stats,
+        dcqcn: &inputs.dcqcn,
+        pauses: &inputs.pauses,
+        findings: &[],
+    };
+    let files = write_report(dir.path(), &input).unwrap();
+    let flow_charts = files
+        .charts
+        .iter()
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("flow_")
+        })
+        .count();
+    assert_eq!(flow_charts, analyzer::report::MAX_FLOW_CHARTS);
+    let html = std::fs::read_to_string(&files.index).unwrap();
+    // The worst flow (most CNPs: QP 0x103b) leads; the least bad is left to the table.
+    assert!(html.contains("Flow 1: "));
+    let first = html.find("Flow 1: ").unwrap();
+    assert!(html[first..first + 200].contains("QP 0x103b"));
+    assert!(!html.contains("<figcaption>Flow 9"));
+    assert!(html.contains("more flows"), "the table summarizes the rest");
+}
+
+/// The CNP-rate chart of incast_dcqcn, as SVG. Nothing in it depends on time or paths, so nothing needs
+/// redacting; a change here is a change in what the chart shows.
+#[test]
+fn cnp_rate_chart_snapshot() {
+    let inputs = inputs("incast_dcqcn", 25);
+    let cap = &inputs.stats.capture;
+    let axis = TimeAxis::new(cap.first_ns.unwrap(), cap.duration_ns);
+    let shown: Vec<_> = inputs.dcqcn.flows.iter().take(8).collect();
+    let chart = analyzer::report::cnp_rate_chart(&inputs.dcqcn, &shown, &axis).unwrap();
+    let svg = charts::to_svg(&chart).unwrap();
+    assert!(svg.starts_with("<svg"));
+    insta::assert_snapshot!("cnp_rate_incast_dcqcn", svg);
+}
+
+#[test]
+fn pause_timeline_snapshot() {
+    let inputs = inputs("pfc_storm_hol", 25);
+    let cap = &inputs.stats.capture;
+    let axis = TimeAxis::new(cap.first_ns.unwrap(), cap.duration_ns);
+    let (chart, _) = analyzer::report::pause_timeline(&inputs.pauses, &axis);
+    let chart = chart.expect("the sample pauses");
+    assert!(matches!(chart, Chart::Timeline(_)));
+    insta::assert_snapshot!(
+        "pfc_timeline_pfc_storm_hol",
+        charts::to_svg(&chart).unwrap()
+    );
+}
+
+fn require_chromium() -> PathBuf {
+    for name in ["chromium", "chromium-browser"] {
+        if let Ok(out) = Command::new("which").arg(name).output()
+            && out.status.success()
+        {
+            return PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        }
+    }
+    panic!("chromium is not installed: run `cargo xtask test`, which installs chromium");
+}
+
+/// Opens the page in headless Chromium with networking cut off and logging on, and takes a screenshot.
+fn screenshot(index: &Path, out: &Path) -> String {
+    let chromium = require_chromium();
+    let profile = tempfile::tempdir().unwrap();
+    let output = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1400,3000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", out.display()))
+        .arg(format!("file://{}", index.display()))
+        .output()
+        .expect("chromium starts");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "chromium failed: {}\n{stderr}",
+        output.status
+    );
+    stderr
+}
+
+#[test]
+fn opens_in_headless_chromium_with_rendered_charts() {
+    let findings = hostile_findings();
+    for (name, gbps) in [("incast_dcqcn", 25), ("pfc_storm_hol", 25)] {
+        let (dir, _) = report(name, gbps, &findings);
+        let shot = dir.path().join("screenshot.png");
+        let log = screenshot(&dir.path().join("index.html"), &shot);
+        let console: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
+            .collect();
+        assert!(console.is_empty(), "{name}: console output: {console:#?}");
+
+        let decoder = png::Decoder::new(std::io::BufReader::new(
+            std::fs::File::open(&shot).expect("chromium wrote the screenshot"),
+        ));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        assert_eq!((info.width, info.height), (1400, 3000));
+        let px = info.color_type.samples();
+        let pixels: Vec<&[u8]> = buf[..info.buffer_size()].chunks(px).collect();
+        let non_white = pixels.iter().filter(|p| p[..3] != [255, 255, 255]).count();
+        let mut colours: Vec<[u8; 3]> = pixels.iter().map(|p| [p[0], p[1], p[2]]).collect();
+        colours.sort_unstable();
+        colours.dedup();
+        // Text alone is grey on white; charts bring the palette's colours and a lot more ink.
+        assert!(
+            non_white > pixels.len() / 50,
+            "{name}: only {non_white} non-white pixels"
+        );
+        assert!(
+            colours.len() > 50,
+            "{name}: only {} colours: charts not rendered",
+            colours.len()
+        );
+        let has = |c: [u8; 3]| colours.binary_search(&c).is_ok();
+        assert!(
+            has([0, 114, 178]),
+            "{name}: the chart colour of the first series is not on screen"
+        );
+        if std::env::var_os("REPORT_KEEP_SCREENSHOT").is_some() {
+            std::fs::copy(&shot, format!("/tmp/report_{name}.png")).unwrap();
+        }
+    }
+}
