@@ -39,9 +39,20 @@ pub struct Stall {
     pub flows: Vec<StalledFlow>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+/// The share of one bin during which a priority was paused by at least one source.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PausedBin {
+    /// None for 802.3x PAUSE (the whole link).
+    pub priority: Option<u8>,
+    pub t_ns: u64,
+    pub fraction: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct PauseReport {
     pub intervals: Vec<PauseInterval>,
+    /// Per paused priority, on the rate bins' grid: how much of each bin it was paused.
+    pub paused_fraction: Vec<PausedBin>,
     pub storms: Vec<Storm>,
     pub stalls: Vec<Stall>,
     pub start_ns: u64,
@@ -124,8 +135,10 @@ pub fn analyse(inp: PauseInputs<'_>) -> PauseReport {
         .copied()
         .filter(|p| !roce.contains(p))
         .collect();
+    let paused_fraction = paused_fraction(&inp);
     PauseReport {
         intervals: inp.intervals.clone(),
+        paused_fraction,
         storms,
         stalls,
         start_ns: inp.start_ns,
@@ -173,6 +186,53 @@ fn stalled_flows(i: &PauseInterval, inp: &PauseInputs<'_>) -> Vec<StalledFlow> {
                 priority: pcp,
             });
         }
+    }
+    out
+}
+
+/// Coverage of each bin by the union of the pauses of each priority (overlapping pauses from several sources
+/// count once).
+fn paused_fraction(inp: &PauseInputs<'_>) -> Vec<PausedBin> {
+    let w = inp.bin_ns.max(1);
+    let mut prios: Vec<Option<u8>> = inp.intervals.iter().map(|i| i.priority).collect();
+    prios.sort_unstable();
+    prios.dedup();
+    let bins = (inp.end_ns.saturating_sub(inp.bins_start_ns) / w + 1) as usize;
+    let mut out = Vec::new();
+    for prio in prios {
+        // Merge this priority's intervals into disjoint spans.
+        let mut spans: Vec<(u64, u64)> = inp
+            .intervals
+            .iter()
+            .filter(|i| i.priority == prio)
+            .map(|i| (i.start_ns, i.end_ns))
+            .collect();
+        spans.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for (a, b) in spans {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        let mut covered = vec![0u64; bins];
+        for (a, b) in merged {
+            let mut t = a.max(inp.bins_start_ns);
+            while t < b {
+                let k = ((t - inp.bins_start_ns) / w) as usize;
+                let bin_end = inp.bins_start_ns + (k as u64 + 1) * w;
+                let upto = b.min(bin_end);
+                if let Some(c) = covered.get_mut(k) {
+                    *c += upto - t;
+                }
+                t = upto;
+            }
+        }
+        out.extend(covered.iter().enumerate().map(|(k, &c)| PausedBin {
+            priority: prio,
+            t_ns: inp.bins_start_ns + k as u64 * w,
+            fraction: c as f64 / w as f64,
+        }));
     }
     out
 }

@@ -141,6 +141,7 @@ fn model_follows_a_sender_paced_by_it() {
     // The observed rate tracks the model within 5 % in at least 95 % of the bins after the first CNP
     // (excluding the bin holding a cut, where the rate changes mid-bin).
     let mut ok = 0;
+    let mut pacing_ok = 0;
     let mut total = 0;
     for o in f
         .observed
@@ -164,7 +165,18 @@ fn model_follows_a_sender_paced_by_it() {
         if (o.gbps - rc).abs() <= 0.05 * rc {
             ok += 1;
         }
+        // The pacing-gap rate shows the limiter too: frame bits over the gaps between frames.
+        let pacing = o
+            .pacing_gbps
+            .expect("consecutive packets in every busy bin");
+        if (pacing - rc).abs() <= 0.05 * rc {
+            pacing_ok += 1;
+        }
     }
+    assert!(
+        pacing_ok as f64 >= 0.95 * total as f64,
+        "pacing: {pacing_ok} of {total} bins within 5 %"
+    );
     assert!(
         total > 50 && ok as f64 >= 0.95 * total as f64,
         "{ok} of {total} bins within 5 %"

@@ -264,3 +264,44 @@ fn pfc_storm_paused_time_matches_truth() {
 fn pfc_only_paused_time_matches_truth() {
     check_pauses("pfc_only");
 }
+
+#[test]
+fn pfc_storm_paused_fraction_over_time() {
+    // The storm pauses priority 3 from 400 µs to 1400 µs (the scenario), and the switches propagate it until
+    // about 1429 µs; nothing else pauses. Bins wholly inside are paused throughout, bins well outside not at all.
+    let path = workspace().join("samples/captures/pfc_storm_hol.pcapng");
+    let mut reader = CaptureReader::open(&path).unwrap();
+    let opts = analyzer::pipeline::PipelineOptions {
+        link_bps: 25_000_000_000,
+        ..Default::default()
+    };
+    let (a, _) = analyzer::pipeline::run(&mut reader, &opts, |_| {}).unwrap();
+    let bins: Vec<_> = a
+        .pauses
+        .paused_fraction
+        .iter()
+        .filter(|b| b.priority == Some(3))
+        .collect();
+    assert!(!bins.is_empty());
+    assert!(
+        a.pauses
+            .paused_fraction
+            .iter()
+            .all(|b| b.priority == Some(3))
+    );
+    let first = a.stats.capture.first_ns.unwrap();
+    let w = a.dcqcn.bin_ns;
+    for b in &bins {
+        let t = b.t_ns - first;
+        if t >= 410_000 && t + w <= 1_390_000 {
+            assert!(
+                (b.fraction - 1.0).abs() < 1e-9,
+                "bin at {t} ns: {}",
+                b.fraction
+            );
+        }
+        if t + w <= 390_000 || t >= 1_440_000 {
+            assert_eq!(b.fraction, 0.0, "bin at {t} ns");
+        }
+    }
+}

@@ -77,6 +77,9 @@ pub struct Observed {
     pub t_ns: u64,
     pub gbps: f64,
     pub ce_fraction: f64,
+    /// The rate implied by the gaps between the flow's packets in this bin (bytes over gap time), which shows
+    /// the sender's rate limiter even when the flow was idle part of the bin; null without consecutive packets.
+    pub pacing_gbps: Option<f64>,
 }
 
 /// The rate change seen after a burst of CNPs.
@@ -334,6 +337,7 @@ fn analyse_flow(
             } else {
                 0.0
             },
+            pacing_gbps: (b.gap_ns > 0).then(|| gbps(b.paced_bytes, b.gap_ns)),
         })
         .collect();
     let observed_cuts = observed_cuts(&model_times, &observed, width, opts);

@@ -19,11 +19,19 @@ pub struct Bin {
     pub bytes: u64,
     pub packets: u64,
     pub ce: u64,
+    /// Bytes of packets that followed the flow's previous packet within [`PACING_GAP_MAX_NS`], and the sum of
+    /// those gaps: their ratio is the rate the sender paced at while it was sending, idle time left out.
+    pub paced_bytes: u64,
+    pub gap_ns: u64,
 }
+
+/// Gaps longer than this are idle time, not pacing (a 9 KB frame at 1 Gb/s takes 72 µs).
+pub const PACING_GAP_MAX_NS: u64 = 100_000;
 
 #[derive(Debug, Clone, Default)]
 struct Series {
     bins: Vec<Bin>,
+    last_ns: Option<u64>,
 }
 
 /// One flow's series at the final bin width, as seen on one capture interface (tap).
@@ -79,10 +87,17 @@ impl RatesPass {
         if s.bins.len() <= idx {
             s.bins.resize(idx + 1, Bin::default());
         }
+        let gap = s.last_ns.map(|t| f.ts_ns.saturating_sub(t));
+        s.last_ns = Some(f.ts_ns);
         let b = &mut s.bins[idx];
         b.bytes += u64::from(f.len);
         b.packets += 1;
         b.ce += u64::from(ip.ecn == ECN_CE);
+        // A packet's gap to its predecessor is the time the sender's limiter spent on it.
+        if let Some(g) = gap.filter(|&g| g > 0 && g <= PACING_GAP_MAX_NS) {
+            b.paced_bytes += u64::from(f.len);
+            b.gap_ns += g;
+        }
     }
 
     /// Doubles the bin width, merging neighbours, so the grid covers twice the time in the same memory.
@@ -97,6 +112,8 @@ impl RatesPass {
                         bytes: a.bytes + b.bytes,
                         packets: a.packets + b.packets,
                         ce: a.ce + b.ce,
+                        paced_bytes: a.paced_bytes + b.paced_bytes,
+                        gap_ns: a.gap_ns + b.gap_ns,
                     })
                 })
                 .collect();
