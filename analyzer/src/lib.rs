@@ -4,6 +4,7 @@
 //! into a [`decode::Frame`] (one decoder for every consumer, the live tracer included), and the streaming
 //! [`passes`] fold frames into tables whose size depends on flows and time, never on the packet count.
 //! [`tables`] is the only module that speaks polars.
+pub mod blocks;
 pub mod dcqcn;
 pub mod decode;
 pub mod filter;

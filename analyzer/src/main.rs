@@ -294,6 +294,8 @@ fn model_options(m: &ModelArgs) -> Result<Options> {
         cnp_delay_ns: m.cnp_delay,
         bin_ns: m.bin,
         fit: !m.no_fit,
+        // Knobs the user gave win over the ones recorded in the capture.
+        recorded_knobs: m.knobs.is_none() && m.set.is_empty(),
         ..Options::default()
     })
 }
@@ -359,6 +361,8 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
             Err(e) => break Some(e),
         }
     };
+    let mut opts = opts;
+    opts.apply_recorded_knobs(reader.custom_blocks());
     let report = pass.finish(&opts)?;
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {

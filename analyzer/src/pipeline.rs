@@ -71,7 +71,9 @@ pub fn run(
     };
     let (stats, intervals) =
         stats.finish_with_intervals(reader, damage.as_ref().map(ToString::to_string));
-    let (dcqcn, series, bins_start_ns, bin_ns) = dcqcn.finish_with_series(&opts.dcqcn)?;
+    let mut dcqcn_opts = opts.dcqcn.clone();
+    dcqcn_opts.apply_recorded_knobs(reader.custom_blocks());
+    let (dcqcn, series, bins_start_ns, bin_ns) = dcqcn.finish_with_series(&dcqcn_opts)?;
     let hosts = hosts.finish();
     let pauses = pauses::analyse(PauseInputs {
         hosts: &hosts,

@@ -43,6 +43,19 @@ const INITIAL_BUFFER: usize = 64 << 10;
 ///
 /// Other block types are skipped by length however long they are, so they need no limit.
 const MAX_PARSED_BLOCK: u32 = 1 << 20;
+/// pcapng Custom Block types (copyable, not to be copied).
+const CUSTOM_COPY: u32 = 0x0000_0BAD;
+const CUSTOM_NOCOPY: u32 = 0x4000_0BAD;
+/// Custom block data kept per file; beyond this they are skipped (one tracer counter sample per second stays
+/// far below it).
+const MAX_CUSTOM_BYTES: usize = 64 << 20;
+
+/// A pcapng Custom Block: the Private Enterprise Number that defines it and its data (padding included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomBlock {
+    pub pen: u32,
+    pub data: Vec<u8>,
+}
 
 const BOM_LE: u32 = 0x1A2B_3C4D;
 const BOM_BE: u32 = 0x4D3C_2B1A;
@@ -135,6 +148,9 @@ pub struct CaptureReader {
     skip: Option<(u64, u64, u32)>,
     io_error: Arc<Mutex<Option<io::Error>>>,
     done: bool,
+    /// Custom blocks read so far, and their total size (bounded by [`MAX_CUSTOM_BYTES`]).
+    custom: Vec<CustomBlock>,
+    custom_bytes: usize,
 }
 
 impl std::fmt::Debug for CaptureReader {
@@ -313,6 +329,8 @@ impl CaptureReader {
             pending: 0,
             skip: None,
             io_error,
+            custom: Vec::new(),
+            custom_bytes: 0,
             done: false,
         };
         if pcap_magic {
@@ -454,6 +472,11 @@ impl CaptureReader {
     }
 
     /// Bytes of the file consumed so far, including the last record returned.
+    /// The pcapng Custom Blocks read so far (the tracer's knobs and counter samples travel in them).
+    pub fn custom_blocks(&self) -> &[CustomBlock] {
+        &self.custom
+    }
+
     pub fn bytes_read(&self) -> u64 {
         self.pos + self.pending as u64
     }
@@ -610,7 +633,12 @@ impl CaptureReader {
                 EPB_MAGIC => 32,
                 _ => 12,
             };
-            let parsed = min_len > 12;
+            // Custom blocks up to the parsed size are read whole (the tracer's knobs and counters travel in
+            // them); larger ones, and every other block we do not use, are skipped by length.
+            let custom = matches!(block_type, CUSTOM_COPY | CUSTOM_NOCOPY)
+                && (16..=MAX_PARSED_BLOCK).contains(&len)
+                && len.is_multiple_of(4);
+            let parsed = min_len > 12 || custom;
             if len < min_len || !len.is_multiple_of(4) || (parsed && len > MAX_PARSED_BLOCK) {
                 return Err((
                     self.pos,
@@ -673,6 +701,20 @@ impl CaptureReader {
                     len: field(24),
                 };
                 return self.enhanced_packet(epb, len).map(Some);
+            }
+            if custom {
+                let pen = u32_at(data, 8, big_endian);
+                if let Some(body) = data.get(12..len_usize - 4)
+                    && self.custom_bytes + body.len() <= MAX_CUSTOM_BYTES
+                {
+                    self.custom_bytes += body.len();
+                    self.custom.push(CustomBlock {
+                        pen,
+                        data: body.to_vec(),
+                    });
+                }
+                self.consume(len_usize);
+                continue;
             }
             if let Some(found) = self.parse_block(block_type, big_endian, len)? {
                 return Ok(Some(found));

@@ -1,11 +1,12 @@
 //! The DCQCN analysis on a capture whose sender really was paced by the model: the analysis must find the
 //! pairing, follow the rate, and fit back the knobs the sender used.
 
+use analyzer::blocks;
 use analyzer::dcqcn::analysis::{DcqcnPass, DcqcnReport, Options};
 use analyzer::dcqcn::{Knobs, Profile, Rp};
 use analyzer::decode::Decoder;
 use analyzer::passes::pairing::Method;
-use analyzer::sink::PcapWriter;
+use analyzer::sink::{PcapWriter, PcapngWriter, SectionInfo};
 use analyzer::source::{CaptureReader, LinkType};
 use roce_wire::ext::AethRepr;
 use roce_wire::{BthRepr, ExtHeaders, IpSpec, Opcode, RoceFrame};
@@ -57,8 +58,17 @@ fn bth(opcode: Opcode, dest_qp: u32, psn: u32) -> BthRepr {
 
 /// 3 ms of a backlogged sender paced at the model's Rc, CNPs at `cnps_us`, an ACK every 16 packets.
 fn paced_capture(knobs: &Knobs, cnps_us: &[u64]) -> Vec<u8> {
-    let mut rp = Rp::new(Profile::ConnectX, knobs, LINE_MBPS).unwrap();
     let mut out = PcapWriter::new(Vec::new(), LinkType::ETHERNET, 65535).unwrap();
+    for (ts, frame) in paced_frames(knobs, cnps_us) {
+        out.write_packet(ts, &frame, frame.len() as u32).unwrap();
+    }
+    out.into_inner().unwrap()
+}
+
+/// The frames of [`paced_capture`] with their timestamps, in order.
+fn paced_frames(knobs: &Knobs, cnps_us: &[u64]) -> Vec<(u64, Vec<u8>)> {
+    let mut rp = Rp::new(Profile::ConnectX, knobs, LINE_MBPS).unwrap();
+    let mut out = Vec::new();
     let t0 = 1_000_000_000u64;
     let payload = vec![0u8; PAYLOAD];
     let mut t = 0u64;
@@ -76,7 +86,7 @@ fn paced_capture(knobs: &Knobs, cnps_us: &[u64]) -> Vec<u8> {
                 ExtHeaders::default(),
                 &[0; 16],
             );
-            out.write_packet(t0 + tc, &cnp, cnp.len() as u32).unwrap();
+            out.push((t0 + tc, cnp));
             next_cnp += 1;
         }
         rp.advance(t, &mut sink);
@@ -87,7 +97,8 @@ fn paced_capture(knobs: &Knobs, cnps_us: &[u64]) -> Vec<u8> {
             ExtHeaders::default(),
             &payload,
         );
-        out.write_packet(t0 + t, &data, data.len() as u32).unwrap();
+        let bits = data.len() as f64 * 8.0;
+        out.push((t0 + t, data));
         if psn.is_multiple_of(16) {
             let ack = ExtHeaders {
                 aeth: Some(AethRepr {
@@ -97,13 +108,14 @@ fn paced_capture(knobs: &Knobs, cnps_us: &[u64]) -> Vec<u8> {
                 ..ExtHeaders::default()
             };
             let a = frame(2, 1, bth(Opcode::RC_ACKNOWLEDGE, SENDER_QP, psn), ack, &[]);
-            out.write_packet(t0 + t + 500, &a, a.len() as u32).unwrap();
+            out.push((t0 + t + 500, a));
         }
         psn += 1;
         // Pacing gap: the frame's bits at Rc (Mb/s = bits per µs).
-        t += ((data.len() as f64 * 8.0) / rp.rc_mbps() * 1000.0).ceil() as u64;
+        t += (bits / rp.rc_mbps() * 1000.0).ceil() as u64;
     }
-    out.into_inner().unwrap()
+    out.sort_by_key(|(ts, _)| *ts);
+    out
 }
 
 fn analyse(bytes: Vec<u8>, opts: &Options) -> DcqcnReport {
@@ -201,4 +213,51 @@ fn fit_recovers_a_different_cut_factor() {
     let fit = report.flows[0].fit.expect("fitted");
     assert_eq!(fit.rpg_gd, 10, "{fit:?}");
     assert!(fit.error_gbps < fit.given_error_gbps / 2.0, "{fit:?}");
+}
+
+#[test]
+fn knobs_recorded_in_the_capture_are_the_default() {
+    // The tracer records the sender's knobs in a pcapng custom block; the analysis must use them when the user
+    // gives none. The sender used rpg_gd = 10.
+    let mut knobs = Knobs::default();
+    knobs.set("rpg_gd", "10").unwrap();
+    let mut w = PcapngWriter::new(Vec::new(), &SectionInfo::default()).unwrap();
+    w.add_interface(LinkType::ETHERNET, 65535, Some("eth0"), None)
+        .unwrap();
+    let block = blocks::encode(
+        blocks::KNOBS,
+        &serde_json::json!({"ts_ns": 0, "knobs": {"eth0/roce_rp/rpg_gd": "10", "eth0/roce_np/cnp_dscp": "48"}}),
+    )
+    .unwrap();
+    w.write_custom(blocks::PEN, &block, true).unwrap();
+    for (ts, f) in paced_frames(&knobs, &CNPS_US) {
+        w.write_packet(0, ts, &f, f.len() as u32).unwrap();
+    }
+    let bytes = w.into_inner().unwrap();
+    let mut r =
+        CaptureReader::from_reader("recorded", Box::new(std::io::Cursor::new(bytes))).unwrap();
+    let dec = Decoder::default();
+    let mut opts = Options {
+        bin_ns: Some(20_000),
+        ..Options::default()
+    };
+    let mut pass = DcqcnPass::new(opts.bin_ns);
+    let mut n = 0;
+    while let Some(rec) = r.next_record().unwrap() {
+        n += 1;
+        pass.frame(&dec.decode(n, &rec));
+    }
+    assert_eq!(r.custom_blocks().len(), 1);
+    opts.apply_recorded_knobs(r.custom_blocks());
+    assert_eq!(opts.knobs.rpg_gd, 10);
+    let report = pass.finish(&opts).unwrap();
+    assert!(
+        report.knob_source.contains("eth0"),
+        "{}",
+        report.knob_source
+    );
+    let fit = report.flows[0].fit.expect("fitted");
+    // With the recorded knobs the model already explains the rate: the fit finds nothing better.
+    assert_eq!(fit.rpg_gd, 10, "{fit:?}");
+    assert!(fit.given_error_gbps <= fit.error_gbps + 1e-9, "{fit:?}");
 }

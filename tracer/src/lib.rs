@@ -5,7 +5,8 @@
 //! [`output`] (a file that is valid whenever the capture stops), feeds the analyzer's passes for the
 //! console line ([`live`]) and stores counter samples and knobs in custom blocks ([`counters`],
 //! [`blocks`]). Decoding is never done twice: the analyzer's decoder is the only one.
-pub mod blocks;
+/// The custom-block format lives with its reader, the analyzer; the tracer writes it.
+pub use analyzer::blocks;
 pub mod capture;
 pub mod counters;
 pub mod engine;

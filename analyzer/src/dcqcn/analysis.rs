@@ -36,6 +36,35 @@ pub struct Options {
     pub reaction_window_ns: u64,
     /// Fit the alpha gain and the cut factor.
     pub fit: bool,
+    /// Use the knobs the tracer recorded in the capture, when it did (set false when the user gave knobs).
+    pub recorded_knobs: bool,
+}
+
+impl Options {
+    /// Takes the knobs recorded in the capture's custom blocks, when allowed and present. A recorded value the
+    /// model rejects leaves the knobs as they were and says so in `knob_source`.
+    pub fn apply_recorded_knobs(&mut self, blocks: &[crate::source::CustomBlock]) {
+        if !self.recorded_knobs {
+            return;
+        }
+        let Some((iface, text)) = crate::blocks::recorded_rp_knobs(blocks) else {
+            return;
+        };
+        let mut knobs = self.knobs.clone();
+        match knobs.apply_kv_text(&text) {
+            Ok(()) => {
+                self.knobs = knobs;
+                self.knob_source =
+                    format!("the capture ({iface}/roce_rp, recorded by roce-tracer)");
+            }
+            Err(e) => {
+                self.knob_source = format!(
+                    "{} (the capture's recorded knobs were refused: {e})",
+                    self.knob_source
+                );
+            }
+        }
+    }
 }
 
 impl Default for Options {
@@ -50,6 +79,7 @@ impl Default for Options {
             burst_gap_ns: 100_000,
             reaction_window_ns: 200_000,
             fit: true,
+            recorded_knobs: true,
         }
     }
 }

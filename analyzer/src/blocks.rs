@@ -1,5 +1,6 @@
 //! What the tracer stores in pcapng custom blocks, so that counter samples, knobs and probe statistics
-//! travel inside the capture file.
+//! travel inside the capture file, and how the analyzer reads them back. The format lives here, with its
+//! reader; the tracer re-exports this module to write it.
 //!
 //! Each block is a pcapng Custom Block (type 0x00000BAD, copyable) with the Private Enterprise Number
 //! [`PEN`], whose data is a 4-byte ASCII record type followed by one UTF-8 JSON object:
@@ -14,6 +15,8 @@
 //! scripts and a human with `tshark -V` can all read it without a schema version dance.
 
 use serde::Serialize;
+
+use crate::source::CustomBlock;
 
 /// IANA's Private Enterprise Number for documentation use (RFC 5612): the project has none of its own, and
 /// this one is guaranteed to mean nothing else.
@@ -43,6 +46,36 @@ pub fn decode(data: &[u8]) -> Option<([u8; 4], serde_json::Value)> {
     Some((kind, value))
 }
 
+/// The sender-side DCQCN knobs recorded in the capture's first `KNOB` block, as `name=value` text for
+/// [`crate::dcqcn::Knobs::apply_kv_text`], with the interface they came from. Only `roce_rp` knobs of one
+/// interface (the first in name order) are taken: the model is of the reaction point, and several NICs may
+/// have been configured differently. Knobs the model does not use (`enable/N`, ...) are left out.
+pub fn recorded_rp_knobs(blocks: &[CustomBlock]) -> Option<(String, String)> {
+    let value = blocks
+        .iter()
+        .filter(|b| b.pen == PEN)
+        .filter_map(|b| decode(&b.data))
+        .find(|(kind, _)| *kind == KNOBS)?
+        .1;
+    let knobs = value.get("knobs")?.as_object()?;
+    let mut entries: Vec<(&str, &str, &str)> = knobs
+        .iter()
+        .filter_map(|(path, v)| {
+            let mut parts = path.splitn(3, '/');
+            let (iface, group, name) = (parts.next()?, parts.next()?, parts.next()?);
+            (group == "roce_rp" && !name.contains('/')).then_some((iface, name, v.as_str()?))
+        })
+        .collect();
+    entries.sort();
+    let iface = entries.first()?.0;
+    let text = entries
+        .iter()
+        .filter(|(i, name, _)| *i == iface && crate::dcqcn::Knobs::NAMES.contains(name))
+        .map(|(_, name, v)| format!("{name}={}\n", v.trim()))
+        .collect();
+    Some((iface.to_string(), text))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +93,30 @@ mod tests {
         assert_eq!(value["counters"]["a"], 1);
         assert!(decode(b"KNO").is_none());
         assert!(decode(b"KNOBnot json").is_none());
+    }
+
+    #[test]
+    fn recorded_knobs_of_the_first_interface() {
+        let knob = |k: &serde_json::Value| CustomBlock {
+            pen: PEN,
+            data: encode(KNOBS, k).unwrap(),
+        };
+        let block = knob(&serde_json::json!({"ts_ns": 1, "knobs": {
+            "eth1/roce_rp/rpg_gd": "9",
+            "eth0/roce_rp/rpg_gd": "10\n",
+            "eth0/roce_rp/clamp_tgt_rate": "1",
+            "eth0/roce_rp/enable/3": "1",
+            "eth0/roce_np/min_time_between_cnps": "4",
+        }}));
+        let (iface, text) = recorded_rp_knobs(&[block]).unwrap();
+        assert_eq!(iface, "eth0");
+        let mut k = crate::dcqcn::Knobs::default();
+        k.apply_kv_text(&text).unwrap();
+        assert_eq!((k.rpg_gd, k.clamp_tgt_rate), (10, true));
+        let other = CustomBlock {
+            pen: 1,
+            data: b"KNOB{}".to_vec(),
+        };
+        assert!(recorded_rp_knobs(&[other]).is_none());
     }
 }
