@@ -41,19 +41,7 @@ fn frame(src: u8, dst: u8, bth: BthRepr, ext: ExtHeaders, payload: &[u8]) -> Vec
 }
 
 fn bth(opcode: Opcode, dest_qp: u32, psn: u32) -> BthRepr {
-    BthRepr {
-        opcode,
-        se: false,
-        migreq: false,
-        pad_count: 0,
-        tver: 0,
-        pkey: 0xffff,
-        fecn: false,
-        becn: false,
-        dest_qp,
-        ack_req: false,
-        psn,
-    }
+    BthRepr::new(opcode, dest_qp, psn)
 }
 
 /// 3 ms of a backlogged sender paced at the model's Rc, CNPs at `cnps_us`, an ACK every 16 packets.

@@ -84,19 +84,7 @@ fn frame(src: u8, dst: u8, ecn: u8, bth: BthRepr, payload: &[u8]) -> Vec<u8> {
 }
 
 fn send(qp: u32, psn: u32) -> BthRepr {
-    BthRepr {
-        opcode: Opcode::UC_SEND_ONLY,
-        se: false,
-        migreq: false,
-        pad_count: 0,
-        tver: 0,
-        pkey: 0xffff,
-        fecn: false,
-        becn: false,
-        dest_qp: qp,
-        ack_req: false,
-        psn,
-    }
+    BthRepr::new(Opcode::UC_SEND_ONLY, qp, psn)
 }
 
 #[test]

@@ -275,21 +275,31 @@ impl BthRepr {
         Ok(())
     }
 
-    /// The BTH of a RoCEv2 CNP sent to the data sender's `dest_qp`: opcode 0x81, P_Key 0xFFFF, BECN set, every
-    /// other field zero (RoCEv2 annex A17.9).
-    pub fn cnp(dest_qp: u32) -> Self {
+    /// A BTH as a sender usually fills it: the default partition (P_Key 0xFFFF), TVer 0, every flag clear;
+    /// the pad count is what the payload needs, which frame builders set when they emit. Callers change the
+    /// flags they need with struct update syntax.
+    pub const fn new(opcode: Opcode, dest_qp: u32, psn: u32) -> Self {
         BthRepr {
-            opcode: Opcode::CNP,
+            opcode,
             se: false,
             migreq: false,
             pad_count: 0,
             tver: 0,
             pkey: 0xffff,
             fecn: false,
-            becn: true,
+            becn: false,
             dest_qp: dest_qp & 0x00ff_ffff,
             ack_req: false,
-            psn: 0,
+            psn: psn & 0x00ff_ffff,
+        }
+    }
+
+    /// The BTH of a RoCEv2 CNP sent to the data sender's `dest_qp`: opcode 0x81, P_Key 0xFFFF, BECN set, every
+    /// other field zero (RoCEv2 annex A17.9).
+    pub const fn cnp(dest_qp: u32) -> Self {
+        BthRepr {
+            becn: true,
+            ..BthRepr::new(Opcode::CNP, dest_qp, 0)
         }
     }
 }

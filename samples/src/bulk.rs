@@ -184,19 +184,12 @@ impl<W: Write> Gen<W> {
     }
 }
 
+/// Hardware senders set MigReq on RC traffic; the bulk capture does too.
 fn bth(opcode: Opcode, dest_qp: u32, psn: u32, ack_req: bool) -> BthRepr {
     BthRepr {
-        opcode,
-        se: false,
         migreq: true,
-        pad_count: 0,
-        tver: 0,
-        pkey: 0xffff,
-        fecn: false,
-        becn: false,
-        dest_qp,
         ack_req,
-        psn,
+        ..BthRepr::new(opcode, dest_qp, psn)
     }
 }
 

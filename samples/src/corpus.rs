@@ -254,17 +254,8 @@ fn items() -> Vec<Item> {
         ip: ip_spec(false, 1, 2, 26, 2, &mut r),
         sport: 50000,
         bth: BthRepr {
-            opcode: Opcode::RC_SEND_ONLY,
-            se: false,
-            migreq: false,
-            pad_count: 0,
-            tver: 0,
-            pkey: 0xffff,
-            fecn: false,
-            becn: false,
-            dest_qp: 0x42,
             ack_req: true,
-            psn: 7,
+            ..BthRepr::new(Opcode::RC_SEND_ONLY, 0x42, 7)
         },
         ext: ExtHeaders::default(),
         payload: &payload,
@@ -286,19 +277,7 @@ fn items() -> Vec<Item> {
         }),
         ip: ip_spec(false, 3, 4, 26, 3, &mut r),
         sport: 51000,
-        bth: BthRepr {
-            opcode: Opcode::RC_RDMA_WRITE_MIDDLE,
-            se: false,
-            migreq: false,
-            pad_count: 0,
-            tver: 0,
-            pkey: 0xffff,
-            fecn: false,
-            becn: false,
-            dest_qp: 0x77,
-            ack_req: false,
-            psn: 1000,
-        },
+        bth: BthRepr::new(Opcode::RC_RDMA_WRITE_MIDDLE, 0x77, 1000),
         ext: ExtHeaders::default(),
         payload: &[1, 2, 3, 4, 5, 6, 7, 8],
     });
@@ -331,19 +310,7 @@ fn roce_v1_items() -> Vec<Item> {
             });
         }
         let payload: &[u8] = if k == 0 { &[9; 12] } else { &[] };
-        let bth = BthRepr {
-            opcode: op,
-            se: false,
-            migreq: false,
-            pad_count: 0,
-            tver: 0,
-            pkey: 0xffff,
-            fecn: false,
-            becn: false,
-            dest_qp: 0x300 + k as u32,
-            ack_req: false,
-            psn: 55,
-        };
+        let bth = BthRepr::new(op, 0x300 + k as u32, 55);
         let ext_len = if ext.aeth.is_some() { 4 } else { 0 };
         let ib_len = BthRepr::LEN + ext_len + payload.len() + 4;
         let mut sgid = [0u8; 16];

@@ -1108,17 +1108,8 @@ impl<'s, W: Write> World<'s, W> {
             BthRepr::cnp(dest_qp)
         } else {
             BthRepr {
-                opcode: op,
-                se: false,
-                migreq: false,
-                pad_count: 0,
-                tver: 0,
-                pkey: 0xffff,
-                fecn: false,
-                becn: false,
-                dest_qp,
                 ack_req,
-                psn,
+                ..BthRepr::new(op, dest_qp, psn)
             }
         };
         let src = usize::from(pkt.src);
