@@ -10,6 +10,7 @@
 //! | `KNOB` | once, at start | `{"ts_ns", "knobs": {"<iface>/<roce_np or roce_rp>/<name>": "<value>"}}` |
 //! | `CTRS` | every `--interval` | `{"ts_ns", "counters": {"<path>": <u64>}}`, paths relative to the sysfs root |
 //! | `PROB` | once, at the end (eBPF) | `{"ts_ns", "seen", "matched", "emitted", "ring_full", "qps": [...], "prios": [...]}` |
+//! | `DROP` | at the end of each file (`--kernel-events`) | `{"ts_ns", "drops": [{"protocol": "ipv4", "reason": "NO_SOCKET", "count": N}]}` |
 //!
 //! JSON rather than a binary layout because the blocks are rare (one per second at most) and the analyzer,
 //! scripts and a human with `tshark -V` can all read it without a schema version dance.
@@ -28,6 +29,10 @@ pub const KNOBS: [u8; 4] = *b"KNOB";
 pub const COUNTERS: [u8; 4] = *b"CTRS";
 /// Record type of the probe's own statistics.
 pub const PROBE: [u8; 4] = *b"PROB";
+/// Record type of the kernel's packet drops (`skb:kfree_skb`) while the file was open, per protocol
+/// (`ipv4`, `ipv6`, `roce_v1`, `mac_control`) and drop reason. IPv4/IPv6 drops are of any IP packet: the
+/// tracepoint gives the ethertype, not the UDP port, so they are an upper bound on RoCEv2's.
+pub const DROPS: [u8; 4] = *b"DROP";
 
 /// Encodes one record: the type, then the value as JSON.
 pub fn encode<T: Serialize>(kind: [u8; 4], value: &T) -> serde_json::Result<Vec<u8>> {

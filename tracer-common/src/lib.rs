@@ -27,7 +27,55 @@ pub mod maps {
     pub const QP_STATS: &str = "QP_STATS";
     /// `PerCpuArray<PrioCounters>`: priorities 0–7, then [`super::UNTAGGED`].
     pub const PRIO_STATS: &str = "PRIO_STATS";
+    /// `Array<DropConfig>` with one element: where the `skb:kfree_skb` fields are on this kernel.
+    pub const DROP_CONFIG: &str = "DROP_CONFIG";
+    /// `PerCpuHashMap<DropKey, u64>`: kernel drops per protocol and reason.
+    pub const DROPS: &str = "DROPS";
 }
+
+/// Name of the `skb:kfree_skb` tracepoint program in the eBPF object.
+pub const KFREE_SKB_PROGRAM: &str = "tracer_kfree_skb";
+
+/// Size of the drop map: the four protocols below times every drop reason a kernel has (about 120 in 6.x),
+/// with room for the reasons later kernels add.
+pub const MAX_DROP_KEYS: u32 = 1024;
+
+/// Ethertypes whose drops are counted. IPv4 and IPv6 carry RoCEv2, but the tracepoint only gives the
+/// ethertype, so their drops include every other IP packet the host drops too.
+pub const DROP_PROTOCOLS: [u16; 4] = [
+    ETHERTYPE_IPV4,
+    ETHERTYPE_IPV6,
+    ETHERTYPE_ROCE_V1,
+    ETHERTYPE_MAC_CONTROL,
+];
+
+/// Where the tracepoint's fields are, read by userspace from the event's `format` file: the record layout
+/// changes between kernels (`rx_sk` appeared in 6.8 and moved `protocol`), so it is never compiled in.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DropConfig {
+    /// Offset of the `protocol` field (2 bytes, host order).
+    pub protocol_offset: u32,
+    /// Offset of the `reason` field (4 bytes), or [`NO_REASON`] on kernels without drop reasons.
+    pub reason_offset: u32,
+}
+const _: () = assert!(core::mem::size_of::<DropConfig>() == 8);
+
+/// [`DropConfig::reason_offset`] of a kernel whose tracepoint has no `reason` field: drops are then all
+/// counted under reason 0.
+pub const NO_REASON: u32 = u32::MAX;
+
+/// Key of the drop map.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DropKey {
+    /// Ethertype, host order.
+    pub protocol: u16,
+    pub _pad: u16,
+    /// The kernel's `enum skb_drop_reason` value.
+    pub reason: u32,
+}
+const _: () = assert!(core::mem::size_of::<DropKey>() == 8);
 
 /// Entries of the global `COUNTERS` map.
 pub mod counter {
@@ -152,6 +200,10 @@ mod user {
     unsafe impl aya::Pod for super::QpCounters {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::PrioCounters {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::DropConfig {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::DropKey {}
 }
 
 /// Read access to a frame's bytes, a fixed-size chunk at a time, each read checked: the probe implements it

@@ -21,7 +21,7 @@ use crate::counters::Sampler;
 use crate::engine::{self, Engine, EngineConfig, Event, IfaceStats, Plumbing};
 use crate::live::{self, LiveView};
 use crate::metrics::Metrics;
-use crate::output::{OutInterface, Output, Rotation};
+use crate::output::{ClosingBlock, OutInterface, Output, Rotation};
 use crate::sys::{self, Cap};
 
 /// Which capture engine to run.
@@ -72,6 +72,8 @@ pub struct CaptureOptions {
     pub metrics: Option<std::net::SocketAddr>,
     /// No console line per second.
     pub quiet: bool,
+    /// Count the kernel's drops (`skb:kfree_skb`) into `DROP` blocks, and list the RDMA tracepoints.
+    pub kernel_events: bool,
     /// `-- CMD ARGS`: run it once the probes are attached, stop when it exits.
     pub command: Vec<String>,
     /// The command line, for the section comment.
@@ -113,6 +115,8 @@ pub enum CaptureError {
     Pcap(#[from] engine::pcap::PcapStartError),
     #[error(transparent)]
     Ebpf(#[from] engine::ebpf::EbpfStartError),
+    #[error("--kernel-events")]
+    KernelEvents(#[from] crate::kevents::KernelEventsError),
     #[error("cannot create {path}")]
     Create {
         path: PathBuf,
@@ -151,13 +155,22 @@ pub enum CaptureError {
     Signals(std::io::Error),
 }
 
-fn check_privileges(engine: EngineKind) -> Result<(), CaptureError> {
-    let missing = sys::missing_caps(sys::effective_caps(), engine.needed_caps());
+fn check_privileges(engine: EngineKind, kernel_events: bool) -> Result<(), CaptureError> {
+    let mut needed = engine.needed_caps().to_vec();
+    // A tracepoint program needs CAP_BPF and CAP_PERFMON whatever the engine.
+    if kernel_events {
+        for cap in [Cap::Bpf, Cap::Perfmon] {
+            if !needed.contains(&cap) {
+                needed.push(cap);
+            }
+        }
+    }
+    let missing = sys::missing_caps(sys::effective_caps(), &needed);
     if missing.is_empty() {
         return Ok(());
     }
     let names: Vec<&str> = missing.iter().map(|c| c.name()).collect();
-    let all: Vec<&str> = engine.needed_caps().iter().map(|c| c.name()).collect();
+    let all: Vec<&str> = needed.iter().map(|c| c.name()).collect();
     Err(CaptureError::Privileges {
         engine: engine.name(),
         missing: names.join(", "),
@@ -185,7 +198,7 @@ fn section_info(opts: &CaptureOptions) -> SectionInfo {
 
 /// Runs one capture to its end.
 pub fn run(opts: &CaptureOptions) -> Result<Outcome, CaptureError> {
-    check_privileges(opts.engine)?;
+    check_privileges(opts.engine, opts.kernel_events)?;
     if opts.interfaces.is_empty() {
         return Err(CaptureError::NoInterface);
     }
@@ -207,6 +220,14 @@ pub fn run(opts: &CaptureOptions) -> Result<Outcome, CaptureError> {
 }
 
 fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcome, CaptureError> {
+    // Before the engine, so that a failure here leaves nothing to detach.
+    let kernel_events = if opts.kernel_events {
+        let k = crate::kevents::KernelEvents::start()?;
+        eprintln!("{}", k.description);
+        Some(k)
+    } else {
+        None
+    };
     let (tx, rx) = sync_channel::<Event>(1 << 16);
     let stop = Arc::new(AtomicBool::new(false));
     let plumbing = Plumbing {
@@ -256,6 +277,9 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
             });
         }
     };
+    if let Some(mut k) = kernel_events {
+        file.set_closing_block(ClosingBlock(Box::new(move || k.take_block())));
+    }
     let mut sampler = opts
         .counters
         .then(|| Sampler::new(&opts.sysfs_root, &opts.interfaces));

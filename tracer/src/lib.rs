@@ -10,6 +10,7 @@ pub use analyzer::blocks;
 pub mod capture;
 pub mod counters;
 pub mod engine;
+pub mod kevents;
 pub mod live;
 pub mod metrics;
 pub mod output;

@@ -85,6 +85,10 @@ struct CaptureArgs {
     /// Serve Prometheus metrics (per QP, per priority, capture drops) at this address, e.g. 127.0.0.1:9464.
     #[arg(long)]
     metrics: Option<std::net::SocketAddr>,
+    /// Count the kernel's drops of IP, RoCEv1 and MAC Control packets per drop reason (eBPF tracepoint
+    /// skb:kfree_skb, either engine) into the capture, and list the RDMA tracepoints this kernel has.
+    #[arg(long)]
+    kernel_events: bool,
     /// No line per second on stderr.
     #[arg(short, long)]
     quiet: bool,
@@ -187,6 +191,7 @@ fn run() -> Result<()> {
                 link_bps,
                 metrics: a.metrics,
                 quiet: a.quiet,
+                kernel_events: a.kernel_events,
                 command: a.command,
                 argv: std::env::args().collect(),
             };

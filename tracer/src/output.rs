@@ -266,6 +266,17 @@ pub struct Output {
     opened: Instant,
     frames_in_file: Vec<u64>,
     dropped_at_open: u64,
+    closing: Option<ClosingBlock>,
+}
+
+/// Produces a custom block about the file that is closing (what happened while it was open), written just
+/// before its statistics blocks.
+pub struct ClosingBlock(pub Box<dyn FnMut() -> Option<Vec<u8>>>);
+
+impl std::fmt::Debug for ClosingBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClosingBlock")
+    }
 }
 
 impl Output {
@@ -293,7 +304,20 @@ impl Output {
             index: 0,
             opened: Instant::now(),
             dropped_at_open: 0,
+            closing: None,
         })
+    }
+
+    /// Sets what each file gets as its last custom block (the kernel drops `--kernel-events` counted).
+    pub fn set_closing_block(&mut self, closing: ClosingBlock) {
+        self.closing = Some(closing);
+    }
+
+    fn write_closing_block(&mut self) -> io::Result<()> {
+        if let Some(block) = self.closing.as_mut().and_then(|c| (c.0)()) {
+            self.file.write_custom(&block)?;
+        }
+        Ok(())
     }
 
     /// The file being written.
@@ -352,6 +376,7 @@ impl Output {
         let index = self.index.saturating_add(1);
         let path = rotated_path(&self.base, index);
         let mut next = CaptureFile::create(&path, &self.section, &self.ifaces)?;
+        self.write_closing_block()?;
         for block in &self.header_blocks {
             next.write_custom(block)?;
         }
@@ -378,7 +403,9 @@ impl Output {
 
     /// Closes the last file. `totals` are the engine's counters for the whole capture; when rotating, the
     /// last file gets what is left of them after the earlier files.
-    pub fn finish(self, totals: &[(Option<u64>, Option<u64>)]) -> io::Result<()> {
+    pub fn finish(mut self, totals: &[(Option<u64>, Option<u64>)]) -> io::Result<()> {
+        // Still close the file (and write its statistics) when the closing block cannot be written.
+        let closing = self.write_closing_block();
         let stats: Vec<(Option<u64>, Option<u64>)> = if self.index == 0 {
             totals.to_vec()
         } else {
@@ -398,7 +425,8 @@ impl Output {
                 })
                 .collect()
         };
-        self.file.finish(crate::sys::now_ns(), &stats)
+        self.file.finish(crate::sys::now_ns(), &stats)?;
+        closing
     }
 }
 
@@ -425,5 +453,48 @@ mod tests {
         assert!(f.failed());
         assert_eq!(f.committed(), 0);
         assert!(f.write_all(&[2; 8]).is_err(), "later blocks are refused");
+    }
+
+    #[test]
+    fn every_rotated_file_gets_its_closing_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("run.pcapng");
+        let ifaces = vec![OutInterface {
+            name: "x".into(),
+            link: LinkType::ETHERNET,
+            snaplen: 256,
+            description: String::new(),
+        }];
+        // Any file that holds a frame is full: each frame after the first starts a new file.
+        let rotation = Rotation {
+            size: Some(1),
+            every: None,
+        };
+        let mut out = Output::create(&base, SectionInfo::default(), ifaces, rotation).unwrap();
+        let mut calls = 0u32;
+        out.set_closing_block(ClosingBlock(Box::new(move || {
+            calls += 1;
+            Some(format!("DROP{{\"n\":{calls}}}").into_bytes())
+        })));
+        for i in 0..3u64 {
+            out.write_frame(0, i, &[0u8; 60], 60, 0).unwrap();
+        }
+        out.finish(&[(Some(3), Some(0))]).unwrap();
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        assert!(files.len() >= 3, "{files:?}");
+        // File k holds the k-th call's block, once: what happened while that file was open.
+        for (k, path) in files.iter().enumerate() {
+            let bytes = std::fs::read(path).unwrap();
+            let want = format!("DROP{{\"n\":{}}}", k + 1).into_bytes();
+            let hits = bytes
+                .windows(want.len())
+                .filter(|w| *w == want.as_slice())
+                .count();
+            assert_eq!(hits, 1, "{}", path.display());
+        }
     }
 }

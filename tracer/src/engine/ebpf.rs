@@ -81,17 +81,23 @@ fn prog_err(name: &'static str) -> impl Fn(aya::programs::ProgramError) -> EbpfS
     move |source| EbpfStartError::Program { name, source }
 }
 
-/// Loads the probe, writes its configuration and loads (verifies) both programs, without attaching them:
-/// the capture attaches them, the tests run them through `BPF_PROG_TEST_RUN`.
-pub fn load_probe(config: Config, ring_bytes: Option<u32>) -> Result<Ebpf, EbpfStartError> {
+/// The embedded eBPF object, or why there is none.
+pub fn probe_object() -> Result<&'static [u8], EbpfStartError> {
     if PROBE.is_empty() {
         return Err(EbpfStartError::NotBuilt);
     }
+    Ok(PROBE)
+}
+
+/// Loads the probe, writes its configuration and loads (verifies) both programs, without attaching them:
+/// the capture attaches them, the tests run them through `BPF_PROG_TEST_RUN`.
+pub fn load_probe(config: Config, ring_bytes: Option<u32>) -> Result<Ebpf, EbpfStartError> {
+    let object = probe_object()?;
     let mut loader = aya::EbpfLoader::new();
     if let Some(bytes) = ring_bytes {
         loader.map_max_entries(maps::EVENTS, bytes);
     }
-    let mut ebpf = loader.load(PROBE)?;
+    let mut ebpf = loader.load(object)?;
     {
         let map = ebpf
             .map_mut(maps::CONFIG)
