@@ -81,6 +81,112 @@ pub fn recorded_rp_knobs(blocks: &[CustomBlock]) -> Option<(String, String)> {
     Some((iface.to_string(), text))
 }
 
+/// How much one NIC counter moved while the capture ran: the first and last samples the tracer recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CounterDelta {
+    /// The counter's path under the sysfs root, e.g. `class/infiniband/mlx5_0/ports/1/hw_counters/np_cnp_sent`.
+    pub name: String,
+    pub first: u64,
+    pub last: u64,
+    /// last − first; 0 when the counter went backwards (a reset), with `reset` set.
+    pub delta: u64,
+    pub reset: bool,
+    pub samples: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
+/// The deltas of every counter sampled in the capture's `CTRS` blocks, by name.
+pub fn counter_deltas(blocks: &[CustomBlock]) -> Vec<CounterDelta> {
+    let mut out: std::collections::BTreeMap<String, CounterDelta> =
+        std::collections::BTreeMap::new();
+    for (_, v) in records(blocks, COUNTERS) {
+        let ts = v
+            .get("ts_ns")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
+        let Some(counters) = v.get("counters").and_then(serde_json::Value::as_object) else {
+            continue;
+        };
+        for (name, value) in counters {
+            let Some(value) = value.as_u64() else {
+                continue;
+            };
+            let e = out.entry(name.clone()).or_insert(CounterDelta {
+                name: name.clone(),
+                first: value,
+                last: value,
+                delta: 0,
+                reset: false,
+                samples: 0,
+                first_ns: ts,
+                last_ns: ts,
+            });
+            e.reset |= value < e.last;
+            e.last = value;
+            e.last_ns = ts;
+            e.samples += 1;
+        }
+    }
+    out.into_values()
+        .map(|mut d| {
+            d.delta = if d.reset { 0 } else { d.last - d.first };
+            d
+        })
+        .collect()
+}
+
+/// Kernel drops recorded by `roce-tracer --kernel-events`, summed over the capture's `DROP` blocks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KernelDrop {
+    pub protocol: String,
+    pub reason: String,
+    pub count: u64,
+}
+
+pub fn kernel_drops(blocks: &[CustomBlock]) -> Vec<KernelDrop> {
+    let mut sums: std::collections::BTreeMap<(String, String), u64> =
+        std::collections::BTreeMap::new();
+    for (_, v) in records(blocks, DROPS) {
+        let Some(rows) = v.get("drops").and_then(serde_json::Value::as_array) else {
+            continue;
+        };
+        for r in rows {
+            let text = |k: &str| {
+                r.get(k)
+                    .map(|x| x.as_str().map_or(x.to_string(), str::to_string))
+            };
+            let (Some(protocol), Some(reason), Some(count)) = (
+                text("protocol"),
+                text("reason"),
+                r.get("count").and_then(serde_json::Value::as_u64),
+            ) else {
+                continue;
+            };
+            *sums.entry((protocol, reason)).or_insert(0) += count;
+        }
+    }
+    sums.into_iter()
+        .map(|((protocol, reason), count)| KernelDrop {
+            protocol,
+            reason,
+            count,
+        })
+        .collect()
+}
+
+/// Our records of one type, in file order.
+fn records(
+    blocks: &[CustomBlock],
+    kind: [u8; 4],
+) -> impl Iterator<Item = ([u8; 4], serde_json::Value)> + '_ {
+    blocks
+        .iter()
+        .filter(|b| b.pen == PEN)
+        .filter_map(|b| decode(&b.data))
+        .filter(move |(k, _)| *k == kind)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +204,42 @@ mod tests {
         assert_eq!(value["counters"]["a"], 1);
         assert!(decode(b"KNO").is_none());
         assert!(decode(b"KNOBnot json").is_none());
+    }
+
+    #[test]
+    fn counter_deltas_and_drops() {
+        let block = |kind, v: serde_json::Value| CustomBlock {
+            pen: PEN,
+            data: encode(kind, &v).unwrap(),
+        };
+        let blocks = [
+            block(
+                COUNTERS,
+                serde_json::json!({"ts_ns": 10, "counters": {"a/np_cnp_sent": 100, "b/x": 9}}),
+            ),
+            block(
+                COUNTERS,
+                serde_json::json!({"ts_ns": 20, "counters": {"a/np_cnp_sent": 130, "b/x": 2}}),
+            ),
+            block(
+                DROPS,
+                serde_json::json!({"ts_ns": 20, "drops": [{"protocol": "ipv4", "reason": "NO_SOCKET", "count": 3}]}),
+            ),
+            block(
+                DROPS,
+                serde_json::json!({"ts_ns": 30, "drops": [{"protocol": "ipv4", "reason": "NO_SOCKET", "count": 4}]}),
+            ),
+        ];
+        let d = counter_deltas(&blocks);
+        assert_eq!(d.len(), 2);
+        assert_eq!(
+            (d[0].name.as_str(), d[0].delta, d[0].samples, d[0].reset),
+            ("a/np_cnp_sent", 30, 2, false)
+        );
+        assert_eq!((d[1].delta, d[1].reset), (0, true));
+        let k = kernel_drops(&blocks);
+        assert_eq!(k.len(), 1);
+        assert_eq!(k[0].count, 7);
     }
 
     #[test]

@@ -85,6 +85,7 @@ pub fn diagnose(
     loss_kinds(stats, &mut out);
     cnp_priorities(stats, pauses, &mut out);
     priority_checks(pauses, &mut out);
+    cnp_counters(stats, &mut out);
     out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.code.cmp(b.code)));
     out
 }
@@ -430,4 +431,35 @@ fn priority_checks(p: &PauseReport, out: &mut Vec<Finding>) {
             evidence: Vec::new(),
         });
     }
+}
+
+/// dcqcn.md: cross-check the captured CNPs with the NICs' own count when counters were sampled. Fewer CNPs in
+/// the capture than the NICs sent means the capture point missed some (or did not see every receiver).
+fn cnp_counters(stats: &StatsReport, out: &mut Vec<Finding>) {
+    let sent: Vec<&crate::blocks::CounterDelta> = stats
+        .counters
+        .iter()
+        .filter(|d| d.name.ends_with("np_cnp_sent") && !d.reset)
+        .collect();
+    if sent.is_empty() {
+        return;
+    }
+    let nic: u64 = sent.iter().map(|d| d.delta).sum();
+    let captured: u64 = stats.cnps.iter().map(|c| c.count).sum();
+    let (lo, hi) = (nic.min(captured), nic.max(captured));
+    if hi == 0 || (hi - lo) as f64 <= 0.1 * hi as f64 {
+        return;
+    }
+    out.push(Finding {
+        code: "cnp_count_mismatch",
+        severity: Severity::Warning,
+        title: format!("The NICs report {nic} CNPs sent; the capture holds {captured}"),
+        detail: "np_cnp_sent moved by a different amount than the CNPs captured: the capture point does not see \
+                 every CNP (another path, a tap on one side only), or the recorder lost frames."
+            .into(),
+        evidence: sent
+            .iter()
+            .map(|d| format!("{}: +{} over {} samples", d.name, d.delta, d.samples))
+            .collect(),
+    });
 }

@@ -464,6 +464,8 @@ fn write_tables(dir: &Path, r: &StatsReport, format: TableFormat) -> Result<()> 
     tables::write(dir, "flows", &r.flows, format).with_context(ctx)?;
     tables::write(dir, "cnps", &r.cnps, format).with_context(ctx)?;
     tables::write(dir, "pfc", &r.pfc, format).with_context(ctx)?;
+    tables::write(dir, "counters", &r.counters, format).with_context(ctx)?;
+    tables::write(dir, "kernel_drops", &r.kernel_drops, format).with_context(ctx)?;
     Ok(())
 }
 
@@ -621,6 +623,50 @@ fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
         ],
         &rows,
     )?;
+    let moved: Vec<&analyzer::blocks::CounterDelta> = r
+        .counters
+        .iter()
+        .filter(|d| d.delta > 0 || d.reset)
+        .collect();
+    if !r.counters.is_empty() {
+        writeln!(
+            out,
+            "\nNIC counters sampled by roce-tracer ({} counters, {} moved)",
+            r.counters.len(),
+            moved.len()
+        )?;
+        let rows: Vec<Vec<String>> = moved
+            .iter()
+            .map(|d| {
+                vec![
+                    d.name.clone(),
+                    if d.reset {
+                        "reset".into()
+                    } else {
+                        d.delta.to_string()
+                    },
+                    d.samples.to_string(),
+                ]
+            })
+            .collect();
+        table(out, &["counter", "delta", "samples"], &rows)?;
+    }
+    if !r.kernel_drops.is_empty() {
+        writeln!(out, "\nKernel drops (roce-tracer --kernel-events)")?;
+        let rows: Vec<Vec<String>> = r
+            .kernel_drops
+            .iter()
+            .map(|k| {
+                vec![
+                    k.protocol.clone(),
+                    k.reason.clone(),
+                    String::new(),
+                    k.count.to_string(),
+                ]
+            })
+            .collect();
+        table(out, &["protocol", "reason", "", "count"], &rows)?;
+    }
     if let Some(e) = &c.error {
         writeln!(out, "\nIncomplete: {e}")?;
     }

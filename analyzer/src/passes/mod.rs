@@ -22,6 +22,10 @@ pub struct StatsReport {
     pub flows: Vec<flows::FlowRow>,
     pub cnps: Vec<cnp::CnpRow>,
     pub pfc: Vec<pfc::PfcRow>,
+    /// NIC counters the tracer sampled (`--counters`): how much each moved during the capture.
+    pub counters: Vec<crate::blocks::CounterDelta>,
+    /// Kernel drops the tracer counted (`--kernel-events`).
+    pub kernel_drops: Vec<crate::blocks::KernelDrop>,
 }
 
 /// The passes behind `stats`, run together over one decode of each frame.
@@ -69,6 +73,8 @@ impl Stats {
             flows: self.flows.finish(),
             cnps: self.cnps.finish(),
             pfc,
+            counters: crate::blocks::counter_deltas(reader.custom_blocks()),
+            kernel_drops: crate::blocks::kernel_drops(reader.custom_blocks()),
         };
         (report, intervals)
     }

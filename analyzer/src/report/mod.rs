@@ -1071,5 +1071,12 @@ fn write_tables(dir: &Path, input: &ReportInput<'_>) -> Result<Vec<PathBuf>, Rep
     both(&|fmt| tables::write(dir, "pause_intervals", &input.pauses.intervals, fmt))?;
     both(&|fmt| tables::write(dir, "storms", &input.pauses.storms, fmt))?;
     both(&|fmt| tables::write(dir, "findings", input.findings, fmt))?;
+    // Only captures made with `roce-tracer --counters` / `--kernel-events` carry these.
+    if !input.stats.counters.is_empty() {
+        both(&|fmt| tables::write(dir, "counters", &input.stats.counters, fmt))?;
+    }
+    if !input.stats.kernel_drops.is_empty() {
+        both(&|fmt| tables::write(dir, "kernel_drops", &input.stats.kernel_drops, fmt))?;
+    }
     Ok(out)
 }
