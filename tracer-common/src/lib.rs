@@ -411,17 +411,9 @@ mod tests {
 
     fn bth_repr(opcode: Opcode, qp: u32, psn: u32) -> BthRepr {
         BthRepr {
-            opcode,
-            se: false,
             migreq: true,
-            pad_count: 0,
-            tver: 0,
-            pkey: 0xffff,
-            fecn: false,
             becn: opcode == Opcode::CNP,
-            dest_qp: qp,
-            ack_req: false,
-            psn,
+            ..BthRepr::new(opcode, qp, psn)
         }
     }
 

@@ -25,13 +25,8 @@ fn capture_corpus(
     let mut args = vec!["-i", "vb", "-w", out.to_str().unwrap(), "--engine", engine];
     args.extend_from_slice(extra);
     let child = ns.start_tracer(dir, &args);
-    ns.replay(&replay, 1);
-    // Let the last frames reach the capture before asking it to stop.
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    signal(&child, "INT");
-    let result = wait(child, 20);
+    let result = ns.replay_and_stop(child, &replay, 1, 20);
     let stderr = String::from_utf8_lossy(&result.stderr).into_owned();
-    assert!(result.status.success(), "roce-tracer failed: {stderr}");
     (replay, out, stderr, sent)
 }
 
@@ -360,15 +355,7 @@ fn rotation_by_size_splits_into_complete_files() {
             "16k",
         ],
     );
-    ns.replay(&replay, 1);
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    signal(&child, "INT");
-    let result = wait(child, 20);
-    assert!(
-        result.status.success(),
-        "{}",
-        String::from_utf8_lossy(&result.stderr)
-    );
+    ns.replay_and_stop(child, &replay, 1, 20);
     assert!(!base.exists(), "with rotation, -w names the sequence");
     let mut all = Vec::new();
     let mut files = 0;

@@ -20,7 +20,7 @@ fn cpu_ticks(pid: u32) -> Option<u64> {
 }
 
 #[test]
-#[ignore]
+#[ignore = "benchmark, minutes long: run with --ignored to refresh BENCHMARKS.md"]
 fn capture_rate_per_engine() {
     if !require_netns("capture_rate_per_engine") {
         return;

@@ -56,17 +56,9 @@ fn roce(
         ip,
         sport: 49999,
         bth: BthRepr {
-            opcode,
-            se: false,
             migreq: true,
-            pad_count: 0,
-            tver: 0,
-            pkey: 0xffff,
-            fecn: false,
             becn: opcode == Opcode::CNP,
-            dest_qp: qp,
-            ack_req: false,
-            psn,
+            ..BthRepr::new(opcode, qp, psn)
         },
         ext,
         payload: if opcode == Opcode::CNP {
@@ -439,15 +431,7 @@ fn ebpf_engine_captures_the_corpus_and_leaves_nothing_behind() {
             "2048",
         ],
     );
-    ns.replay(&replay, 1);
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    signal(&child, "INT");
-    let result = wait(child, 20);
-    assert!(
-        result.status.success(),
-        "{}",
-        String::from_utf8_lossy(&result.stderr)
-    );
+    ns.replay_and_stop(child, &replay, 1, 20);
     let (want, _) = frames(&replay);
     let (got, reader) = frames(&out);
     assert_eq!(got.len(), sent);
@@ -507,15 +491,7 @@ fn ring_overflow_is_counted_frame_for_frame() {
             "16384",
         ],
     );
-    ns.replay(&replay, passes);
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    signal(&child, "INT");
-    let result = wait(child, 20);
-    assert!(
-        result.status.success(),
-        "{}",
-        String::from_utf8_lossy(&result.stderr)
-    );
+    ns.replay_and_stop(child, &replay, passes, 20);
     let (got, reader) = frames(&out);
     let st = reader.if_stats().first().copied().unwrap_or_default();
     let dropped = st.dropped_iface.unwrap_or(0) + st.dropped_os.unwrap_or(0);
@@ -536,7 +512,7 @@ fn ring_overflow_is_counted_frame_for_frame() {
 /// target is 150 ns). A measurement, not a check: run it with `cargo test -p tracer --test ebpf_probe --
 /// --ignored --nocapture` on an idle machine.
 #[test]
-#[ignore]
+#[ignore = "benchmark (needs kernel.bpf_stats_enabled): run with --ignored to refresh BENCHMARKS.md"]
 fn probe_cost_per_frame() {
     // Snap length 0 counts only; 256 also copies the headers to the ring.
     for snaplen in [0u32, 256] {

@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use analyzer::sink::PcapWriter;
 use analyzer::source::LinkType;
 use common::*;
@@ -109,12 +107,8 @@ fn drops_with(engine: &str) {
             "--kernel-events",
         ],
     );
-    ns.replay(&frames_path, 1);
-    std::thread::sleep(Duration::from_millis(500));
-    signal(&child, "INT");
-    let result = wait(child, 15);
+    let result = ns.replay_and_stop(child, &frames_path, 1, 15);
     let stderr = String::from_utf8_lossy(&result.stderr);
-    assert!(result.status.success(), "{stderr}");
 
     // Every requested tracepoint is listed, and those this kernel lacks are named as unavailable.
     let line = stderr

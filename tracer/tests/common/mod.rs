@@ -140,6 +140,27 @@ impl Netns {
     }
 
     /// Replays a pcap into `va` as fast as possible, `loops` times.
+    /// Replays `pcap` `loops` times into a tracer already capturing on `vb`, lets the last frames reach the
+    /// capture, stops the tracer with SIGINT and returns its output once it has exited cleanly.
+    pub fn replay_and_stop(
+        &self,
+        child: Child,
+        pcap: &Path,
+        loops: u32,
+        timeout_secs: u64,
+    ) -> Output {
+        self.replay(pcap, loops);
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        signal(&child, "INT");
+        let result = wait(child, timeout_secs);
+        assert!(
+            result.status.success(),
+            "roce-tracer failed: {}",
+            String::from_utf8_lossy(&result.stderr)
+        );
+        result
+    }
+
     pub fn replay(&self, pcap: &Path, loops: u32) {
         let out = self
             .cmd("tcpreplay")
