@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use analyzer::dcqcn::analysis::{DcqcnPass, DcqcnReport, Options};
 use analyzer::dcqcn::{Knobs, Profile};
-use analyzer::decode::Decoder;
+use analyzer::decode::{Decoder, Frame};
 use analyzer::filter::Filter;
 use analyzer::findings::Severity;
 use analyzer::passes::{Stats, StatsReport};
@@ -238,7 +238,9 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
         match reader.next_record() {
             Ok(Some(rec)) => {
                 number += 1;
-                stats.frame(&dec.decode(number, &rec));
+                let mut f = Frame::empty(number, &rec);
+                dec.decode_into(&mut f, rec.link);
+                stats.frame(&f);
             }
             Ok(None) => break None,
             Err(e) => break Some(e),

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::dcqcn::DcqcnError;
 use crate::dcqcn::analysis::{DcqcnPass, DcqcnReport, Options};
-use crate::decode::Decoder;
+use crate::decode::{Decoder, Frame};
 use crate::findings::{self, Finding, Rules};
 use crate::passes::hosts::HostsPass;
 use crate::passes::{Stats, StatsReport};
@@ -57,7 +57,8 @@ pub fn run(
         match reader.next_record() {
             Ok(Some(rec)) => {
                 number += 1;
-                let f = opts.decoder.decode(number, &rec);
+                let mut f = Frame::empty(number, &rec);
+                opts.decoder.decode_into(&mut f, rec.link);
                 stats.frame(&f);
                 dcqcn.frame(&f);
                 hosts.frame(&f);

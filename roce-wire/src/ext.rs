@@ -716,6 +716,7 @@ impl ExtHeaders {
     }
 
     /// Like [`ExtHeaders::parse`], but keeps the headers that fit when a later one does not.
+    #[inline]
     pub fn parse_partial(layout: &ExtLayout, bytes: &[u8]) -> PartialExt {
         let mut out = PartialExt {
             ext: ExtHeaders::default(),

@@ -415,6 +415,11 @@ impl Opcode {
     /// The extension headers that follow the BTH, or `None` when the opcode is not defined (then nothing after
     /// the BTH can be located).
     pub const fn layout(self) -> Option<ExtLayout> {
+        // Every frame asks this, so the answers are worked out at compile time; indexing by a u8 is in range.
+        LAYOUTS[self.0 as usize]
+    }
+
+    const fn compute_layout(self) -> Option<ExtLayout> {
         if !self.is_defined() {
             return None;
         }
@@ -494,6 +499,17 @@ impl core::fmt::Display for Opcode {
         write!(f, "{} (0x{:02x})", self.name(), self.0)
     }
 }
+
+/// [`Opcode::layout`] for each of the 256 opcodes.
+const LAYOUTS: [Option<ExtLayout>; 256] = {
+    let mut table = [None; 256];
+    let mut i = 0;
+    while i < 256 {
+        table[i] = Opcode(i as u8).compute_layout();
+        i += 1;
+    }
+    table
+};
 
 #[cfg(test)]
 mod test {

@@ -151,6 +151,7 @@ impl<'a> RocePacket<'a> {
     /// `bytes` were captured. Never fails: it returns the layers it read and, in `stop`, what stopped it. Bytes
     /// beyond `wire_len` (Ethernet padding) are ignored. An undefined opcode gives the BTH only and a `Malformed`
     /// stop; TVer is not checked (it is in `bth` for the caller to judge).
+    #[inline]
     pub fn parse_lax(bytes: &'a [u8], wire_len: usize) -> LaxRocePacket<'a> {
         let bytes = bytes.get(..wire_len).unwrap_or(bytes);
         let mut out = LaxRocePacket {
