@@ -277,8 +277,12 @@ mod test {
         let v4 = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
         let v4b = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
         // The IPv6 address whose 128-bit value equals the IPv4 one's 32 bits.
-        let v6 = IpAddr::V6(Ipv6Addr::from_bits(u128::from(Ipv4Addr::new(10, 0, 0, 1).to_bits())));
-        let v6b = IpAddr::V6(Ipv6Addr::from_bits(u128::from(Ipv4Addr::new(10, 0, 0, 2).to_bits())));
+        let v6 = IpAddr::V6(Ipv6Addr::from_bits(u128::from(
+            Ipv4Addr::new(10, 0, 0, 1).to_bits(),
+        )));
+        let v6b = IpAddr::V6(Ipv6Addr::from_bits(u128::from(
+            Ipv4Addr::new(10, 0, 0, 2).to_bits(),
+        )));
         let keys = [
             PackedKey::new(0, &key(v4, v4b, 7)),
             PackedKey::new(0, &key(v6, v6b, 7)),
