@@ -11,12 +11,34 @@
 //! | `CTRS` | every `--interval` | `{"ts_ns", "counters": {"<path>": <u64>}}`, paths relative to the sysfs root |
 //! | `PROB` | once, at the end (eBPF) | `{"ts_ns", "seen", "matched", "emitted", "ring_full", "qps": [...], "prios": [...]}` |
 //! | `DROP` | at the end of each file (`--kernel-events`) | `{"ts_ns", "drops": [{"protocol": "ipv4", "reason": "NO_SOCKET", "count": N}]}` |
+//! | `EVNT` | every `--interval` and at the end of each file (`--kernel-events`) | `{"ts_ns", "from_ns", "to_ns", "tracepoints"?, "events": [...], "drops": [...], "counts": [...], "lost"}` |
+//!
+//! An `EVNT` block covers `[from_ns, to_ns)` of the packets' clock (wall-clock ns):
+//! - `tracepoints` (each file's first block): `{"attached": [...], "unavailable": [...], "incomplete":
+//!   {"<tracepoint>": ["<field> (why)"]}}`, what the tracer could record on that host.
+//! - `events`: `{"ts_ns", "tracepoint": "rdma_cma:cm_qp_create", "pid", "tid", "comm", "fields": {...}}`,
+//!   one per event, with the process and thread the tracepoint fired in. `fields` holds the copied fields by
+//!   their kernel names: numbers, `<field>_name` where the kernel names the value (`qp_type_name: "RC"`,
+//!   `event_name: "ESTABLISHED"`), socket addresses as `"ip:port"`, text as text. Fields a kernel lacks are
+//!   absent.
+//! - `drops`: the `skb:kfree_skb` drops during the interval, rows as in `DROP`.
+//! - `counts`: tracepoints counted in the kernel (`rdma_core:cq_poll`): `{"tracepoint", "key": {"cq_id":
+//!   N}, "events", "sum": {"rc": completions}}`.
+//! - `lost`: events the tracer could not keep during the interval.
+//!
+//! A busy interval is split over several `EVNT` blocks with the same `from_ns`/`to_ns` so that none passes
+//! the reader's 1 MiB block limit; only the first carries `drops` and `counts`.
 //!
 //! JSON rather than a binary layout because the blocks are rare (one per second at most) and the analyzer,
 //! scripts and a human with `tshark -V` can all read it without a schema version dance.
 
-use serde::Serialize;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::passes::flows::FlowRow;
 use crate::source::CustomBlock;
 
 /// IANA's Private Enterprise Number for documentation use (RFC 5612): the project has none of its own, and
@@ -33,6 +55,8 @@ pub const PROBE: [u8; 4] = *b"PROB";
 /// (`ipv4`, `ipv6`, `roce_v1`, `mac_control`) and drop reason. IPv4/IPv6 drops are of any IP packet: the
 /// tracepoint gives the ethertype, not the UDP port, so they are an upper bound on RoCEv2's.
 pub const DROPS: [u8; 4] = *b"DROP";
+/// Record type of the kernel events of one interval (tracepoints, drops per interval).
+pub const EVENTS: [u8; 4] = *b"EVNT";
 
 /// Encodes one record: the type, then the value as JSON.
 pub fn encode<T: Serialize>(kind: [u8; 4], value: &T) -> serde_json::Result<Vec<u8>> {
@@ -171,6 +195,565 @@ pub fn kernel_drops(blocks: &[CustomBlock]) -> Vec<KernelDrop> {
             protocol,
             reason,
             count,
+        })
+        .collect()
+}
+
+/// What `roce-tracer --kernel-events` could record on the traced host.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TracepointStatus {
+    pub attached: Vec<String>,
+    pub unavailable: Vec<String>,
+    /// Attached tracepoints whose record lacked some of the fields asked for.
+    pub incomplete: BTreeMap<String, Vec<String>>,
+}
+
+/// One event of an `EVNT` block.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelEvent {
+    /// The packets' clock.
+    pub ts_ns: u64,
+    /// `system:event`.
+    pub tracepoint: String,
+    /// The process and thread the tracepoint fired in, and the thread's name.
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub fields: serde_json::Map<String, Value>,
+}
+
+impl KernelEvent {
+    pub fn number(&self, field: &str) -> Option<u64> {
+        self.fields.get(field)?.as_u64()
+    }
+
+    pub fn signed(&self, field: &str) -> Option<i64> {
+        self.fields.get(field)?.as_i64()
+    }
+
+    pub fn text(&self, field: &str) -> Option<&str> {
+        self.fields.get(field)?.as_str()
+    }
+
+    /// The IP address of a socket-address field (`srcaddr`, `dstaddr`).
+    pub fn ip(&self, field: &str) -> Option<IpAddr> {
+        let text = self.text(field)?;
+        text.parse::<SocketAddr>()
+            .map(|a| a.ip())
+            .or_else(|_| text.parse::<IpAddr>())
+            .ok()
+    }
+
+    /// The kernel's name for a field's value (`event_name`), or the number.
+    pub fn named(&self, field: &str) -> Option<String> {
+        self.text(&format!("{field}_name"))
+            .map(str::to_string)
+            .or_else(|| self.fields.get(field).map(|v| v.to_string()))
+    }
+
+    /// The process as `comm[pid]`.
+    pub fn process(&self) -> String {
+        format!("{}[{}]", self.comm, self.pid)
+    }
+
+    /// One line saying what happened: the QP, the CM event, the MAD.
+    pub fn summary(&self) -> String {
+        let (_, event) = self
+            .tracepoint
+            .split_once(':')
+            .unwrap_or(("", &self.tracepoint));
+        let mut parts = vec![event.to_string()];
+        if let Some(q) = self.number("qp_num") {
+            parts.push(format!("QP {q:#08x}"));
+        }
+        if let Some(t) = self.text("qp_type_name") {
+            parts.push(t.to_string());
+        }
+        if self.fields.contains_key("event") {
+            parts.push(self.named("event").unwrap_or_default());
+        }
+        if let Some(s) = self.signed("status").filter(|&s| s != 0) {
+            parts.push(format!("status {s}"));
+        }
+        if let Some(c) = self.number("mgmt_class") {
+            parts.push(format!(
+                "class {c:#04x} method {:#04x}",
+                self.number("method").unwrap_or(0)
+            ));
+            if let Some(a) = self.number("attr_id") {
+                parts.push(format!("attr {a:#06x}"));
+            }
+        }
+        if let (Some(s), Some(d)) = (self.text("srcaddr"), self.text("dstaddr")) {
+            parts.push(format!("{s} → {d}"));
+        }
+        parts.retain(|p| !p.is_empty());
+        parts.join(" ")
+    }
+}
+
+/// The `skb:kfree_skb` drops of one interval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DropInterval {
+    pub from_ns: u64,
+    pub to_ns: u64,
+    /// All protocols and reasons.
+    pub count: u64,
+    pub drops: Vec<KernelDrop>,
+}
+
+/// A counted tracepoint's total over the capture, per key (`rdma_core:cq_poll` per CQ).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EventCount {
+    pub tracepoint: String,
+    /// `cq_id=5`.
+    pub key: String,
+    pub events: u64,
+    /// The summed field (`rc`: completions polled) and its total.
+    pub sum_field: Option<String>,
+    pub sum: u64,
+}
+
+/// Everything the capture's `EVNT` blocks hold, merged over the blocks (and the files, for a rotated capture
+/// read as one).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct KernelEvents {
+    pub tracepoints: TracepointStatus,
+    /// `EVNT` blocks read.
+    pub blocks: u64,
+    /// In time order.
+    pub events: Vec<KernelEvent>,
+    /// In time order; one per interval the tracer reported, quiet ones included.
+    pub drop_intervals: Vec<DropInterval>,
+    pub counts: Vec<EventCount>,
+    pub lost: u64,
+}
+
+impl KernelEvents {
+    /// No `EVNT` block at all: the capture was not made with `--kernel-events`.
+    pub fn is_empty(&self) -> bool {
+        self.blocks == 0
+    }
+
+    /// Events per tracepoint.
+    pub fn per_tracepoint(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for e in &self.events {
+            *out.entry(e.tracepoint.clone()).or_insert(0) += 1;
+        }
+        out
+    }
+}
+
+fn drop_row(r: &Value) -> Option<KernelDrop> {
+    let text = |k: &str| {
+        r.get(k)
+            .map(|x| x.as_str().map_or(x.to_string(), str::to_string))
+    };
+    Some(KernelDrop {
+        protocol: text("protocol")?,
+        reason: text("reason")?,
+        count: r.get("count")?.as_u64()?,
+    })
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn push_unique(into: &mut Vec<String>, items: Vec<String>) {
+    for i in items {
+        if !into.contains(&i) {
+            into.push(i);
+        }
+    }
+}
+
+/// Reads the capture's `EVNT` blocks. Malformed parts are skipped, never fatal.
+pub fn kernel_events(blocks: &[CustomBlock]) -> KernelEvents {
+    let mut out = KernelEvents::default();
+    let mut drops: BTreeMap<(u64, u64), DropInterval> = BTreeMap::new();
+    let mut counts: BTreeMap<(String, String, Option<String>), (u64, u64)> = BTreeMap::new();
+    for (_, v) in records(blocks, EVENTS) {
+        out.blocks += 1;
+        let num = |k: &str| v.get(k).and_then(Value::as_u64);
+        let (from, to) = (num("from_ns").unwrap_or(0), num("to_ns").unwrap_or(0));
+        out.lost += num("lost").unwrap_or(0);
+        if let Some(t) = v.get("tracepoints") {
+            push_unique(&mut out.tracepoints.attached, strings(t.get("attached")));
+            push_unique(
+                &mut out.tracepoints.unavailable,
+                strings(t.get("unavailable")),
+            );
+            if let Some(inc) = t.get("incomplete").and_then(Value::as_object) {
+                for (name, fields) in inc {
+                    out.tracepoints
+                        .incomplete
+                        .entry(name.clone())
+                        .or_insert_with(|| strings(Some(fields)));
+                }
+            }
+        }
+        for e in v
+            .get("events")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let n = |k: &str| e.get(k).and_then(Value::as_u64);
+            let (Some(ts_ns), Some(tracepoint)) =
+                (n("ts_ns"), e.get("tracepoint").and_then(Value::as_str))
+            else {
+                continue;
+            };
+            out.events.push(KernelEvent {
+                ts_ns,
+                tracepoint: tracepoint.to_string(),
+                pid: n("pid").and_then(|p| u32::try_from(p).ok()).unwrap_or(0),
+                tid: n("tid").and_then(|p| u32::try_from(p).ok()).unwrap_or(0),
+                comm: e
+                    .get("comm")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                fields: e
+                    .get("fields")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default(),
+            });
+        }
+        // Continuation blocks of a busy interval carry no drops: an interval counts once either way.
+        let interval = drops.entry((from, to)).or_insert(DropInterval {
+            from_ns: from,
+            to_ns: to,
+            count: 0,
+            drops: Vec::new(),
+        });
+        for d in v
+            .get("drops")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(drop_row)
+        {
+            interval.count += d.count;
+            match interval
+                .drops
+                .iter_mut()
+                .find(|x| x.protocol == d.protocol && x.reason == d.reason)
+            {
+                Some(x) => x.count += d.count,
+                None => interval.drops.push(d),
+            }
+        }
+        for c in v
+            .get("counts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(tracepoint) = c.get("tracepoint").and_then(Value::as_str) else {
+                continue;
+            };
+            let key = c
+                .get("key")
+                .and_then(Value::as_object)
+                .map(|k| {
+                    k.iter()
+                        .map(|(n, v)| format!("{n}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default();
+            let sum = c
+                .get("sum")
+                .and_then(Value::as_object)
+                .and_then(|s| s.iter().next());
+            let e = counts
+                .entry((
+                    tracepoint.to_string(),
+                    key,
+                    sum.map(|(name, _)| name.clone()),
+                ))
+                .or_insert((0, 0));
+            e.0 += c.get("events").and_then(Value::as_u64).unwrap_or(0);
+            e.1 += sum.and_then(|(_, v)| v.as_u64()).unwrap_or(0);
+        }
+    }
+    out.events.sort_by_key(|e| e.ts_ns);
+    out.drop_intervals = drops.into_values().collect();
+    out.counts = counts
+        .into_iter()
+        .map(|((tracepoint, key, sum_field), (events, sum))| EventCount {
+            tracepoint,
+            key,
+            events,
+            sum_field,
+            sum,
+        })
+        .collect();
+    out
+}
+
+/// Tracepoints whose events name a QP the process they fire in owns: the kernel creating a QP for a
+/// kernel consumer (`cm_qp_create`), and a process connecting (`cm_send_req`) or accepting
+/// (`cm_send_rep`) through the RDMA connection manager with its QP.
+pub const QP_TRACEPOINTS: [&str; 3] = [
+    "rdma_cma:cm_qp_create",
+    "rdma_cma:cm_send_req",
+    "rdma_cma:cm_send_rep",
+];
+
+/// A QP and the process that owns it, from the kernel events.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QpProcess {
+    pub qp_num: u32,
+    pub pid: u32,
+    pub comm: String,
+    /// When the QP was first seen (created, or connected for a QP created before the capture).
+    pub seen_ns: u64,
+    /// Which tracepoint saw it first.
+    pub tracepoint: String,
+    pub qp_type: Option<String>,
+    /// The host the QP is on, and its peer, from the connection's addresses when the kernel gave them.
+    pub local: Option<IpAddr>,
+    pub remote: Option<IpAddr>,
+}
+
+impl QpProcess {
+    pub fn process(&self) -> String {
+        format!("{}[{}]", self.comm, self.pid)
+    }
+}
+
+/// Every QP the kernel events tie to a process, in the order they were first seen. A QP number seen again
+/// with another process (numbers are reused after a QP is destroyed) is a new row.
+pub fn qp_processes(events: &KernelEvents) -> Vec<QpProcess> {
+    let mut out: Vec<QpProcess> = Vec::new();
+    for e in &events.events {
+        if !QP_TRACEPOINTS.contains(&e.tracepoint.as_str()) {
+            continue;
+        }
+        // A failed creation reports QP 0.
+        let Some(qp) = e.number("qp_num").and_then(|q| u32::try_from(q).ok()) else {
+            continue;
+        };
+        if qp == 0 || e.signed("rc").is_some_and(|rc| rc != 0) {
+            continue;
+        }
+        let local = e.ip("srcaddr").filter(|ip| !ip.is_unspecified());
+        let known = out
+            .iter_mut()
+            .rev()
+            .find(|q| q.qp_num == qp && (q.local == local || q.local.is_none() || local.is_none()));
+        match known {
+            Some(q) if q.pid == e.pid => {
+                // The same QP seen again: fill in what the first event lacked.
+                q.local = q.local.or(local);
+                q.remote = q.remote.or(e.ip("dstaddr"));
+                q.qp_type = q
+                    .qp_type
+                    .take()
+                    .or(e.text("qp_type_name").map(str::to_string));
+            }
+            _ => out.push(QpProcess {
+                qp_num: qp,
+                pid: e.pid,
+                comm: e.comm.clone(),
+                seen_ns: e.ts_ns,
+                tracepoint: e.tracepoint.clone(),
+                qp_type: e.text("qp_type_name").map(str::to_string),
+                local,
+                remote: e.ip("dstaddr").filter(|ip| !ip.is_unspecified()),
+            }),
+        }
+    }
+    out
+}
+
+/// The owner of a QP at one end of a flow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QpOwner {
+    pub qp_num: u32,
+    pub pid: u32,
+    pub comm: String,
+    /// For the sender: how its QP was found (`cm_mad`, `reverse_traffic`, ... from the DCQCN pairing, or
+    /// `reverse_flow`: the only flow the other way between the two hosts).
+    pub pairing: Option<String>,
+}
+
+/// A data flow labelled with the processes at its ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FlowProcess {
+    pub iface: u32,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub dest_qp: u32,
+    /// The process owning the destination QP, on the receiving host.
+    pub receiver: Option<QpOwner>,
+    /// The process owning the sender's QP (the flow's pair), on the sending host.
+    pub sender: Option<QpOwner>,
+}
+
+/// The sender's QP of `f` when it is certain from the flows alone: the one flow going the other way between
+/// the same hosts on the same tap (an RC sender's ACKs and read responses come back to its own QP).
+pub fn reverse_flow_qp(flows: &[FlowRow], f: &FlowRow) -> Option<u32> {
+    let mut back = flows
+        .iter()
+        .filter(|r| r.iface == f.iface && r.src == f.dst && r.dst == f.src);
+    let first = back.next()?;
+    back.next().is_none().then_some(first.dest_qp)
+}
+
+/// The QP `qp` on `host` while a flow ending at `until_ns` ran: the latest one seen before then. A QP
+/// whose host is unknown matches any host.
+fn owner_of(qps: &[QpProcess], qp: u32, host: IpAddr, until_ns: u64) -> Option<&QpProcess> {
+    qps.iter()
+        .filter(|q| q.qp_num == qp && q.local.is_none_or(|l| l == host) && q.seen_ns <= until_ns)
+        .max_by_key(|q| q.seen_ns)
+}
+
+/// Labels each flow whose destination QP, or whose sender's QP, is in `qps`. `sender_qp` gives the
+/// sender's QP of a flow and how it was found (the DCQCN pairing in the report, [`reverse_flow_qp`] in
+/// `stats`). Flows with neither end known are left out.
+pub fn label_flows(
+    flows: &[FlowRow],
+    sender_qp: &dyn Fn(&FlowRow) -> Option<(u32, String)>,
+    qps: &[QpProcess],
+) -> Vec<FlowProcess> {
+    if qps.is_empty() {
+        return Vec::new();
+    }
+    flows
+        .iter()
+        .filter_map(|f| {
+            let receiver = owner_of(qps, f.dest_qp, f.dst, f.last_ns).map(|q| QpOwner {
+                qp_num: q.qp_num,
+                pid: q.pid,
+                comm: q.comm.clone(),
+                pairing: None,
+            });
+            let sender = sender_qp(f).and_then(|(qp, how)| {
+                owner_of(qps, qp, f.src, f.last_ns).map(|q| QpOwner {
+                    qp_num: q.qp_num,
+                    pid: q.pid,
+                    comm: q.comm.clone(),
+                    pairing: Some(how),
+                })
+            });
+            (receiver.is_some() || sender.is_some()).then_some(FlowProcess {
+                iface: f.iface,
+                src: f.src,
+                dst: f.dst,
+                dest_qp: f.dest_qp,
+                receiver,
+                sender,
+            })
+        })
+        .collect()
+}
+
+/// What `stats` and the report say about the kernel events: everything but the events themselves.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct KernelSummary {
+    pub tracepoints: TracepointStatus,
+    /// `EVNT` blocks read.
+    pub blocks: u64,
+    pub events_per_tracepoint: BTreeMap<String, u64>,
+    pub lost: u64,
+    pub qp_processes: Vec<QpProcess>,
+    pub flow_processes: Vec<FlowProcess>,
+    /// Every interval the tracer reported, quiet ones included.
+    pub drop_intervals: Vec<DropInterval>,
+    pub counts: Vec<EventCount>,
+}
+
+impl KernelSummary {
+    /// Summarizes `k`, labelling `flows` (see [`label_flows`] for `sender_qp`).
+    pub fn of(
+        k: &KernelEvents,
+        flows: &[FlowRow],
+        sender_qp: &dyn Fn(&FlowRow) -> Option<(u32, String)>,
+    ) -> Self {
+        let qps = qp_processes(k);
+        KernelSummary {
+            tracepoints: k.tracepoints.clone(),
+            blocks: k.blocks,
+            events_per_tracepoint: k.per_tracepoint(),
+            lost: k.lost,
+            flow_processes: label_flows(flows, sender_qp, &qps),
+            qp_processes: qps,
+            drop_intervals: k.drop_intervals.clone(),
+            counts: k.counts.clone(),
+        }
+    }
+}
+
+/// A kernel event as a table row: the fields as JSON text, since every tracepoint has its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KernelEventRow {
+    pub ts_ns: u64,
+    pub tracepoint: String,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub qp_num: Option<u64>,
+    pub summary: String,
+    pub fields: String,
+}
+
+pub fn kernel_event_rows(events: &[KernelEvent]) -> Vec<KernelEventRow> {
+    events
+        .iter()
+        .map(|e| KernelEventRow {
+            ts_ns: e.ts_ns,
+            tracepoint: e.tracepoint.clone(),
+            pid: e.pid,
+            tid: e.tid,
+            comm: e.comm.clone(),
+            qp_num: e.number("qp_num"),
+            summary: e.summary(),
+            fields: Value::Object(e.fields.clone()).to_string(),
+        })
+        .collect()
+}
+
+/// A labelled flow as a table row (no nested columns).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FlowProcessRow {
+    pub iface: u32,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub dest_qp: u32,
+    pub sender_qp: Option<u32>,
+    pub sender_pid: Option<u32>,
+    pub sender_comm: Option<String>,
+    pub sender_pairing: Option<String>,
+    pub receiver_pid: Option<u32>,
+    pub receiver_comm: Option<String>,
+}
+
+pub fn flow_process_rows(flows: &[FlowProcess]) -> Vec<FlowProcessRow> {
+    flows
+        .iter()
+        .map(|f| FlowProcessRow {
+            iface: f.iface,
+            src: f.src,
+            dst: f.dst,
+            dest_qp: f.dest_qp,
+            sender_qp: f.sender.as_ref().map(|o| o.qp_num),
+            sender_pid: f.sender.as_ref().map(|o| o.pid),
+            sender_comm: f.sender.as_ref().map(|o| o.comm.clone()),
+            sender_pairing: f.sender.as_ref().and_then(|o| o.pairing.clone()),
+            receiver_pid: f.receiver.as_ref().map(|o| o.pid),
+            receiver_comm: f.receiver.as_ref().map(|o| o.comm.clone()),
         })
         .collect()
 }

@@ -14,10 +14,10 @@ use analyzer::filter::Filter;
 use analyzer::findings::Severity;
 use analyzer::passes::{Stats, StatsReport};
 use analyzer::pipeline::{self, PipelineOptions};
-use analyzer::report::{Progress, ReportInput, write_report};
+use analyzer::report::{Progress, ReportInput, write_report_with};
 use analyzer::source::{CaptureReader, SourceError};
 use analyzer::tables::{self, TableFormat};
-use analyzer::{print, units};
+use analyzer::{blocks, print, units};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
@@ -247,12 +247,32 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
         }
     };
     let report = stats.finish(&reader, damage.as_ref().map(ToString::to_string));
+    // Kernel events (`roce-tracer --kernel-events`): flows are paired with their reverse flow here, since
+    // `stats` runs no pairing pass.
+    let kernel = blocks::kernel_events(reader.custom_blocks());
+    let kernel_summary = (!kernel.is_empty()).then(|| {
+        blocks::KernelSummary::of(&kernel, &report.flows, &|f| {
+            blocks::reverse_flow_qp(&report.flows, f).map(|q| (q, "reverse_flow".to_string()))
+        })
+    });
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
+        serde_json::to_writer_pretty(
+            &mut out,
+            &StatsJson {
+                report: &report,
+                kernel_events: kernel_summary.as_ref().map(|summary| KernelJson {
+                    summary,
+                    events: &kernel.events,
+                }),
+            },
+        )?;
         writeln!(out)?;
     } else {
         print_stats(&mut out, &report)?;
+        if let Some(k) = &kernel_summary {
+            print_kernel_events(&mut out, k, &kernel.events)?;
+        }
     }
     out.flush()?;
     for (dir, format) in [
@@ -261,12 +281,32 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
     ] {
         if let Some(dir) = dir {
             write_tables(dir, &report, format)?;
+            if let Some(k) = &kernel_summary {
+                write_kernel_tables(dir, k, &kernel.events, format)?;
+            }
         }
     }
     Ok(match damage {
         Some(e) => damage_warning(&e),
         None => ExitCode::SUCCESS,
     })
+}
+
+/// `stats --json`: the report's keys, then `kernel_events` for a capture made with
+/// `roce-tracer --kernel-events`.
+#[derive(serde::Serialize)]
+struct StatsJson<'a> {
+    #[serde(flatten)]
+    report: &'a StatsReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_events: Option<KernelJson<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct KernelJson<'a> {
+    #[serde(flatten)]
+    summary: &'a blocks::KernelSummary,
+    events: &'a [blocks::KernelEvent],
 }
 
 fn model_options(m: &ModelArgs) -> Result<Options> {
@@ -315,7 +355,8 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
     let progress = Progress::new(total, "analysing");
     let (analysis, damage) = pipeline::run(&mut reader, &opts, |pos| progress.set_position(pos))?;
     progress.finish();
-    let files = write_report(
+    let kernel = blocks::kernel_events(reader.custom_blocks());
+    let files = write_report_with(
         &a.out,
         &ReportInput {
             stats: &analysis.stats,
@@ -323,6 +364,7 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
             pauses: &analysis.pauses,
             findings: &analysis.findings,
         },
+        &kernel,
     )
     .with_context(|| format!("writing the report into {}", a.out.display()))?;
     let problems = analysis
@@ -500,6 +542,177 @@ fn table(out: &mut impl Write, header: &[&str], rows: &[Vec<String>]) -> io::Res
     line(out, &head)?;
     for r in rows {
         line(out, r)?;
+    }
+    Ok(())
+}
+
+fn write_kernel_tables(
+    dir: &Path,
+    k: &blocks::KernelSummary,
+    events: &[blocks::KernelEvent],
+    format: TableFormat,
+) -> Result<()> {
+    let ctx = || format!("writing tables into {}", dir.display());
+    let events = blocks::kernel_event_rows(events);
+    let flows = blocks::flow_process_rows(&k.flow_processes);
+    tables::write(dir, "kernel_events", &events, format).with_context(ctx)?;
+    tables::write(dir, "kernel_drop_intervals", &k.drop_intervals, format).with_context(ctx)?;
+    tables::write(dir, "qp_processes", &k.qp_processes, format).with_context(ctx)?;
+    tables::write(dir, "flow_processes", &flows, format).with_context(ctx)?;
+    Ok(())
+}
+
+/// Kernel events shown in full before the list is cut: the QP and connection events matter, and a busy
+/// fabric's MADs would bury them.
+const MAX_PRINTED_EVENTS: usize = 50;
+
+fn owner(o: &Option<blocks::QpOwner>) -> String {
+    o.as_ref().map_or("-".into(), |o| {
+        format!("{}[{}] QP 0x{:06x}", o.comm, o.pid, o.qp_num)
+    })
+}
+
+fn print_kernel_events(
+    out: &mut impl Write,
+    k: &blocks::KernelSummary,
+    events: &[blocks::KernelEvent],
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "\nKernel events (roce-tracer --kernel-events): {} events in {} intervals, {} lost",
+        events.len(),
+        k.blocks,
+        k.lost
+    )?;
+    let t = &k.tracepoints;
+    if !t.attached.is_empty() {
+        writeln!(out, "  attached: {}", t.attached.join(", "))?;
+    }
+    if !t.unavailable.is_empty() {
+        writeln!(
+            out,
+            "  unavailable on the traced host: {}",
+            t.unavailable.join(", ")
+        )?;
+    }
+    for (name, n) in &k.events_per_tracepoint {
+        writeln!(out, "  {name}: {n}")?;
+    }
+    if !k.qp_processes.is_empty() {
+        writeln!(out, "\nQPs and their processes ({})", k.qp_processes.len())?;
+        let rows: Vec<Vec<String>> = k
+            .qp_processes
+            .iter()
+            .map(|q| {
+                vec![
+                    format!("0x{:06x}", q.qp_num),
+                    q.process(),
+                    q.local.map_or("-".into(), |a| a.to_string()),
+                    q.remote.map_or("-".into(), |a| a.to_string()),
+                    q.qp_type.clone().unwrap_or_else(|| "-".into()),
+                    q.tracepoint.clone(),
+                    ns_to_s(q.seen_ns),
+                ]
+            })
+            .collect();
+        table(
+            out,
+            &["qp", "process", "host", "peer", "type", "seen by", "at"],
+            &rows,
+        )?;
+    }
+    if !k.flow_processes.is_empty() {
+        writeln!(
+            out,
+            "\nFlows with their processes ({})",
+            k.flow_processes.len()
+        )?;
+        let rows: Vec<Vec<String>> = k
+            .flow_processes
+            .iter()
+            .map(|f| {
+                vec![
+                    f.src.to_string(),
+                    f.dst.to_string(),
+                    format!("0x{:06x}", f.dest_qp),
+                    owner(&f.sender),
+                    owner(&f.receiver),
+                ]
+            })
+            .collect();
+        table(
+            out,
+            &[
+                "src",
+                "dst",
+                "dest_qp",
+                "sender process",
+                "receiver process",
+            ],
+            &rows,
+        )?;
+    }
+    if !events.is_empty() {
+        writeln!(
+            out,
+            "\nEvents{}",
+            if events.len() > MAX_PRINTED_EVENTS {
+                format!(
+                    " (first {MAX_PRINTED_EVENTS} of {}; --json has them all)",
+                    events.len()
+                )
+            } else {
+                String::new()
+            }
+        )?;
+        let rows: Vec<Vec<String>> = events
+            .iter()
+            .take(MAX_PRINTED_EVENTS)
+            .map(|e| vec![ns_to_s(e.ts_ns), e.process(), e.summary()])
+            .collect();
+        table(out, &["at", "process", "event"], &rows)?;
+    }
+    let busy: Vec<&blocks::DropInterval> =
+        k.drop_intervals.iter().filter(|d| d.count > 0).collect();
+    if !busy.is_empty() {
+        writeln!(out, "\nKernel drops per interval")?;
+        let rows: Vec<Vec<String>> = busy
+            .iter()
+            .map(|d| {
+                vec![
+                    ns_to_s(d.from_ns),
+                    ns_to_s(d.to_ns),
+                    d.drops
+                        .iter()
+                        .map(|x| format!("{}/{} {}", x.protocol, x.reason, x.count))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    d.count.to_string(),
+                ]
+            })
+            .collect();
+        table(out, &["from", "to", "reasons", "drops"], &rows)?;
+    }
+    if !k.counts.is_empty() {
+        writeln!(out, "\nCounted in the kernel")?;
+        let rows: Vec<Vec<String>> = k
+            .counts
+            .iter()
+            .map(|c| {
+                vec![
+                    c.tracepoint.clone(),
+                    c.key.clone(),
+                    c.sum_field.clone().unwrap_or_default(),
+                    c.events.to_string(),
+                    c.sum.to_string(),
+                ]
+            })
+            .collect();
+        table(
+            out,
+            &["tracepoint", "key", "summed", "events", "sum"],
+            &rows,
+        )?;
     }
     Ok(())
 }

@@ -1,10 +1,15 @@
-//! What `roce-tracer` records beside the frames (counter samples, kernel drops) shows up in `stats` and in the
-//! findings.
+//! What `roce-tracer` records beside the frames (counter samples, kernel drops, kernel events) shows up in
+//! `stats`, the findings and the report.
 
 mod common;
 
-use analyzer::blocks::{self, COUNTERS, DROPS, PEN};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use analyzer::blocks::{self, COUNTERS, DROPS, EVENTS, PEN};
 use analyzer::pipeline::{self, PipelineOptions};
+use analyzer::report::TimeAxis;
+use analyzer::report::charts::Chart;
 use analyzer::sink::{PcapngWriter, SectionInfo};
 use analyzer::source::{CaptureReader, LinkType};
 use common::{analyzer, run};
@@ -104,4 +109,330 @@ fn fewer_cnps_captured_than_sent_is_a_finding() {
         "{}",
         f.title
     );
+}
+
+/// The sample `incast_dcqcn` (senders 10.0.0.1–4 to 10.0.0.5) with the `EVNT` blocks a tracer on the hosts
+/// would have written: processes connecting three of the flows' QPs, two decoys that must label nothing (a
+/// QP number of the capture on another host, a failed creation), a connection event, a MAD, drops in two of
+/// three intervals and CQ polls counted in the kernel. Returns the file and the first frame's time.
+fn traced_incast(dir: &Path) -> (PathBuf, u64) {
+    let sample = common::workspace().join("samples/captures/incast_dcqcn.pcapng");
+    let mut reader = CaptureReader::open(&sample).unwrap();
+    // The simulator's clock starts at 0; a tracer's is the wall clock.
+    const WALL: u64 = 1_700_000_000_000_000_000;
+    let mut frames = Vec::new();
+    while let Some(r) = reader.next_record().unwrap() {
+        frames.push((r.iface, WALL + r.ts_ns, r.data.to_vec(), r.len));
+    }
+    let first = frames[0].1;
+    let at = |us: u64| first + us * 1_000;
+    let ev = |t: u64, tp: &str, pid: u32, comm: &str, fields: Value| json!({"ts_ns": t, "tracepoint": tp, "pid": pid, "tid": pid + 1, "comm": comm, "fields": fields});
+    let qp_event = |t, tp, pid, comm, qp: u32, src: &str, dst: &str| {
+        ev(
+            t,
+            tp,
+            pid,
+            comm,
+            json!({"qp_num": qp, "cm_id": 1, "tos": 106, "srcaddr": src, "dstaddr": dst}),
+        )
+    };
+    let interval_a = json!({
+        "ts_ns": at(1000), "from_ns": first - 1_000_000, "to_ns": at(1000),
+        "tracepoints": {"attached": ["skb:kfree_skb", "rdma_cma:cm_send_req", "rdma_cma:cm_send_rep",
+            "rdma_cma:cm_qp_create", "rdma_cma:cm_event_handler", "ib_mad:ib_mad_recv_done_handler",
+            "rdma_core:cq_poll"], "unavailable": ["ib_mad:ib_mad_error_handler"], "incomplete": {}},
+        "events": [
+            ev(at(90), "ib_mad:ib_mad_recv_done_handler", 0, "kworker/u8:2",
+                json!({"mgmt_class": 7, "method": 3, "attr_id": 0x10, "status": 0, "src_qp": 1, "wc_status": 0})),
+            qp_event(at(100), "rdma_cma:cm_send_rep", 5005, "ib_write_bw", 0x01bab0, "10.0.0.5:4791", "10.0.0.1:4791"),
+            qp_event(at(150), "rdma_cma:cm_send_req", 1001, "nccl-test", 0x037d80, "10.0.0.1:4791", "10.0.0.5:4791"),
+            qp_event(at(200), "rdma_cma:cm_send_rep", 5005, "ib_write_bw", 0x0164f3, "10.0.0.5:4791", "10.0.0.4:4791"),
+        ],
+        "drops": [{"protocol": "ipv4", "reason": "NO_SOCKET", "count": 10}],
+        "counts": [{"tracepoint": "rdma_core:cq_poll", "key": {"cq_id": 3}, "events": 1000, "sum": {"rc": 800}}],
+        "lost": 0,
+    });
+    // The same interval's second block (a busy interval is split): events only.
+    let interval_a_more = json!({
+        "ts_ns": at(1000), "from_ns": first - 1_000_000, "to_ns": at(1000),
+        "events": [
+            ev(at(250), "rdma_cma:cm_qp_create", 77, "kworker/3:1",
+                json!({"qp_num": 0x026c7d, "qp_type": 2, "qp_type_name": "RC", "rc": 0,
+                       "srcaddr": "10.0.0.9:0", "dstaddr": "10.0.0.5:0"})),
+            ev(at(260), "rdma_cma:cm_qp_create", 88, "nvme",
+                json!({"qp_num": 0x023d4a, "rc": -12, "srcaddr": "10.0.0.5:0", "dstaddr": "10.0.0.3:0"})),
+            ev(at(300), "rdma_cma:cm_event_handler", 5005, "ib_write_bw",
+                json!({"event": 9, "event_name": "ESTABLISHED", "status": 0})),
+        ],
+        "drops": [], "counts": [], "lost": 0,
+    });
+    let interval_b = json!({
+        "ts_ns": at(2000), "from_ns": at(1000), "to_ns": at(2000),
+        "events": [], "drops": [], "counts": [], "lost": 0,
+    });
+    let interval_c = json!({
+        "ts_ns": at(3500), "from_ns": at(2000), "to_ns": at(3500),
+        "events": [], "drops": [{"protocol": "mac_control", "reason": "NOT_SPECIFIED", "count": 3}],
+        "counts": [{"tracepoint": "rdma_core:cq_poll", "key": {"cq_id": 3}, "events": 500, "sum": {"rc": 400}}],
+        "lost": 2,
+    });
+    let mut pending = vec![interval_a, interval_a_more, interval_b, interval_c];
+    pending.reverse();
+    let mut w = PcapngWriter::new(Vec::new(), &SectionInfo::default()).unwrap();
+    for i in reader.interfaces() {
+        w.add_interface(i.link, i.snaplen, i.name.as_deref(), None)
+            .unwrap();
+    }
+    let mut write_due = |w: &mut PcapngWriter<Vec<u8>>, before: u64| {
+        while pending
+            .last()
+            .is_some_and(|b| b["to_ns"].as_u64().unwrap() <= before)
+        {
+            let b = pending.pop().unwrap();
+            w.write_custom(PEN, &blocks::encode(EVENTS, &b).unwrap(), true)
+                .unwrap();
+        }
+    };
+    // Each block goes in when its interval is over, as the tracer writes them.
+    for (iface, ts, data, len) in &frames {
+        write_due(&mut w, *ts);
+        w.write_packet(*iface, *ts, data, *len).unwrap();
+    }
+    write_due(&mut w, u64::MAX);
+    let path = dir.join("traced_incast.pcapng");
+    std::fs::write(&path, w.into_inner().unwrap()).unwrap();
+    (path, first)
+}
+
+/// (src, dst, dest QP) → (sender pid, receiver pid) of the labelled flows.
+type Labels = BTreeMap<(String, String, u64), (Option<u64>, Option<u64>)>;
+
+fn labelled(v: &Value) -> Labels {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                (
+                    f["src"].as_str().unwrap().to_string(),
+                    f["dst"].as_str().unwrap().to_string(),
+                    f["dest_qp"].as_u64().unwrap(),
+                ),
+                (f["sender"]["pid"].as_u64(), f["receiver"]["pid"].as_u64()),
+            )
+        })
+        .collect()
+}
+
+fn expected_labels() -> Labels {
+    let k = |s: &str, d: &str, q: u64| (s.to_string(), d.to_string(), q);
+    BTreeMap::from([
+        // Data 10.0.0.1 → .5: ib_write_bw owns the destination QP, nccl-test the sender's (its pair).
+        (
+            k("10.0.0.1", "10.0.0.5", 0x01bab0),
+            (Some(1001), Some(5005)),
+        ),
+        // ... and the ACKs coming back, the other way round.
+        (
+            k("10.0.0.5", "10.0.0.1", 0x037d80),
+            (Some(5005), Some(1001)),
+        ),
+        // 10.0.0.4's QP is unknown: only the .5 end is labelled, in both directions.
+        (k("10.0.0.4", "10.0.0.5", 0x0164f3), (None, Some(5005))),
+        (k("10.0.0.5", "10.0.0.4", 0x00319b), (Some(5005), None)),
+    ])
+}
+
+#[test]
+fn stats_label_flows_with_their_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, first) = traced_incast(dir.path());
+    let out = run(analyzer().args(["stats", "--json"]).arg(&path));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The keys stats always had are still there, untouched.
+    assert_eq!(v["flows"].as_array().unwrap().len(), 8);
+    let k = &v["kernel_events"];
+    assert_eq!(k["blocks"], 4);
+    assert_eq!(labelled(&k["flow_processes"]), expected_labels());
+    for f in k["flow_processes"].as_array().unwrap() {
+        if !f["sender"].is_null() {
+            assert_eq!(f["sender"]["pairing"], "reverse_flow");
+        }
+    }
+    // The QPs: three connected by processes, one created on another host; the failed one is not a QP.
+    let qps: Vec<(u64, u64)> = k["qp_processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| (q["qp_num"].as_u64().unwrap(), q["pid"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        qps,
+        [
+            (0x01bab0, 5005),
+            (0x037d80, 1001),
+            (0x0164f3, 5005),
+            (0x026c7d, 77)
+        ]
+    );
+    assert_eq!(k["qp_processes"][3]["local"], "10.0.0.9");
+    assert_eq!(k["qp_processes"][3]["qp_type"], "RC");
+    // Every event, in time order and on the capture's clock.
+    let times: Vec<u64> = k["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["ts_ns"].as_u64().unwrap() - first)
+        .collect();
+    assert_eq!(
+        times,
+        [90_000, 100_000, 150_000, 200_000, 250_000, 260_000, 300_000]
+    );
+    assert_eq!(k["events_per_tracepoint"]["rdma_cma:cm_send_rep"], 2);
+    // Drops per interval: the split interval counted once, the quiet one kept.
+    let drops: Vec<u64> = k["drop_intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["count"].as_u64().unwrap())
+        .collect();
+    assert_eq!(drops, [10, 0, 3]);
+    assert_eq!(k["counts"][0]["key"], "cq_id=3");
+    assert_eq!(
+        (
+            k["counts"][0]["events"].as_u64(),
+            k["counts"][0]["sum"].as_u64()
+        ),
+        (Some(1500), Some(1200))
+    );
+    assert_eq!(k["lost"], 2);
+    assert_eq!(
+        k["tracepoints"]["unavailable"][0],
+        "ib_mad:ib_mad_error_handler"
+    );
+
+    let text = run(analyzer().arg("stats").arg(&path));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("Flows with their processes (4)"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("10.0.0.1") && l.contains("0x01bab0") && l.contains("["))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        row.contains("nccl-test[1001] QP 0x037d80")
+            && row.contains("ib_write_bw[5005] QP 0x01bab0"),
+        "{row}"
+    );
+    assert!(text.contains("ESTABLISHED"), "{text}");
+    let qp_table = text
+        .split("QPs and their processes (4)")
+        .nth(1)
+        .and_then(|t| t.split("\n\n").next())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(qp_table.contains("kworker/3:1[77]"), "{qp_table}");
+    assert!(
+        !qp_table.contains("nvme[88]"),
+        "a failed creation owns no QP: {qp_table}"
+    );
+
+    // A capture without EVNT blocks has no kernel_events key at all.
+    let plain = common::workspace().join("samples/captures/incast_dcqcn.pcapng");
+    let out = run(analyzer().args(["stats", "--json"]).arg(&plain));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.get("kernel_events").is_none());
+}
+
+#[test]
+fn report_puts_kernel_events_on_the_timeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, first) = traced_incast(dir.path());
+    let out_dir = dir.path().join("report");
+    let out = run(analyzer().arg("report").arg(&path).arg("-o").arg(&out_dir));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("summary.json")).unwrap()).unwrap();
+    let k = &summary["kernel_events"];
+    assert_eq!(labelled(&k["flow_processes"]), expected_labels());
+    // The report pairs data flows through the DCQCN pairing (ACKs answering the sender's PSNs here).
+    let data = k["flow_processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["dest_qp"] == 0x01bab0)
+        .unwrap();
+    assert_eq!(data["sender"]["pairing"], "reverse_traffic");
+    assert!(
+        summary["charts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == "kernel_events.png")
+    );
+    for table in [
+        "kernel_events.csv",
+        "qp_processes.csv",
+        "flow_processes.csv",
+        "kernel_drop_intervals.csv",
+    ] {
+        assert!(out_dir.join(table).is_file(), "{table}");
+    }
+    let csv = std::fs::read_to_string(out_dir.join("kernel_events.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 7, "{csv}");
+    let html = std::fs::read_to_string(out_dir.join("index.html")).unwrap();
+    assert!(html.contains("id=\"kernel\""), "a kernel events section");
+    assert!(
+        html.contains("nccl-test[1001] → ib_write_bw[5005]"),
+        "flow labelled in the per-QP table"
+    );
+
+    // The chart, as described before drawing: marks at the events' times on the report's axis.
+    let mut reader = CaptureReader::open(&path).unwrap();
+    let mut last = first;
+    while let Some(r) = reader.next_record().unwrap() {
+        last = r.ts_ns;
+    }
+    let kernel = blocks::kernel_events(reader.custom_blocks());
+    let axis = TimeAxis::new(first, last - first);
+    let Some(Chart::Line(chart)) = analyzer::report::kernel_chart(&kernel, &axis) else {
+        panic!("a kernel chart");
+    };
+    let xs = |label: &str| -> Vec<f64> {
+        chart
+            .marks
+            .iter()
+            .find(|m| m.label.starts_with(label))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{label} in {:?}",
+                    chart.marks.iter().map(|m| &m.label).collect::<Vec<_>>()
+                )
+            })
+            .points
+            .iter()
+            .map(|p| p.0)
+            .collect()
+    };
+    let x = |us: u64| axis.x(first + us * 1_000);
+    assert_eq!(
+        xs("QP created or connected"),
+        [x(100), x(150), x(200), x(250), x(260)]
+    );
+    assert_eq!(xs("connection events"), [x(300)]);
+    assert_eq!(xs("MADs"), [x(90)]);
+    // Drops per second, a step per interval, the first one cut at the first frame.
+    let drops = &chart.lines[0].points;
+    assert_eq!(drops[0], (0.0, 10.0 * 1e9 / 2e6));
+    assert_eq!(drops[1], (x(1000), 10.0 * 1e9 / 2e6));
+    assert_eq!((drops[2].1, drops[3].1), (0.0, 0.0));
+    assert_eq!(drops[4], (x(2000), 3.0 * 1e9 / 1.5e6));
+    assert!(chart.title.contains("13 drops"), "{}", chart.title);
 }

@@ -20,10 +20,15 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use thiserror::Error;
 
+use crate::blocks::{
+    FlowProcess, KernelEvent, KernelEvents, KernelSummary, QP_TRACEPOINTS, flow_process_rows,
+    kernel_event_rows, reverse_flow_qp,
+};
 use crate::dcqcn::EventKind;
 use crate::dcqcn::analysis::{DcqcnReport, Fit, FlowDcqcn, UnpairedCnps};
 use crate::findings::{Finding, Severity};
 use crate::passes::StatsReport;
+use crate::passes::flows::FlowRow;
 use crate::passes::pairing::Method;
 use crate::pauses::PauseReport;
 use crate::tables::{self, TableError, TableFormat};
@@ -74,6 +79,17 @@ pub enum ReportError {
 
 /// Writes the report into `dir` (created if needed), replacing files of the same names.
 pub fn write_report(dir: &Path, input: &ReportInput<'_>) -> Result<ReportFiles, ReportError> {
+    write_report_with(dir, input, &KernelEvents::default())
+}
+
+/// [`write_report`] for a capture that carries kernel events (`roce-tracer --kernel-events`, read with
+/// [`crate::blocks::kernel_events`]): they get their own section and chart on the report's time axis, the
+/// flows are labelled with their processes, and `summary.json` carries them under `kernel_events`.
+pub fn write_report_with(
+    dir: &Path,
+    input: &ReportInput<'_>,
+    kernel: &KernelEvents,
+) -> Result<ReportFiles, ReportError> {
     // Fail before writing anything when text cannot be drawn, rather than leave half a report.
     charts::ensure_font()?;
     std::fs::create_dir_all(dir).map_err(|source| ReportError::Io {
@@ -82,6 +98,14 @@ pub fn write_report(dir: &Path, input: &ReportInput<'_>) -> Result<ReportFiles, 
     })?;
     let axis = TimeAxis::of(input);
     let shown = worst_flows(input);
+    let kernel_summary = (!kernel.is_empty()).then(|| {
+        KernelSummary::of(kernel, &input.stats.flows, &|f| {
+            sender_qp_of(input.dcqcn, &input.stats.flows, f)
+        })
+    });
+    let labels: &[FlowProcess] = kernel_summary
+        .as_ref()
+        .map_or(&[], |k| k.flow_processes.as_slice());
     let mut page = html::Page::default();
     let mut chart_files = Vec::new();
     let mut emit = |page: &mut html::Page,
@@ -141,13 +165,30 @@ pub fn write_report(dir: &Path, input: &ReportInput<'_>) -> Result<ReportFiles, 
         );
     }
     for (i, f) in shown.iter().enumerate() {
-        let chart = flow_chart(f, &axis, input.dcqcn, i);
-        emit(
-            &mut page,
-            &format!("flow_{:02}", i + 1),
-            &chart,
-            &format!("Flow {}: {}", i + 1, flow_label(f)),
-        )?;
+        let mut chart = flow_chart(f, &axis, input.dcqcn, i);
+        let processes = label_for(
+            labels,
+            kernel_summary.as_ref(),
+            f.sender,
+            f.receiver,
+            f.receiver_qp,
+        );
+        if let (Some(label), Chart::Line(c)) = (&processes, &mut chart) {
+            c.title.push_str(&format!(" — {}", label.text));
+            if !label.marks.is_empty() {
+                c.marks.push(Marks {
+                    label: "QP seen in the kernel events".into(),
+                    color: PALETTE[7],
+                    shape: MarkShape::Dot,
+                    points: label.marks.iter().map(|&t| (axis.x(t), 0.0)).collect(),
+                });
+            }
+        }
+        let caption = match &processes {
+            Some(l) => format!("Flow {}: {} — {}", i + 1, flow_label(f), l.text),
+            None => format!("Flow {}: {}", i + 1, flow_label(f)),
+        };
+        emit(&mut page, &format!("flow_{:02}", i + 1), &chart, &caption)?;
     }
 
     page.section("aggregate", "Aggregate throughput and CE fraction");
@@ -181,6 +222,22 @@ pub fn write_report(dir: &Path, input: &ReportInput<'_>) -> Result<ReportFiles, 
     }
     if !input.pauses.storms.is_empty() {
         page.raw(&storms_table(input.pauses, &axis));
+    }
+
+    if let Some(k) = &kernel_summary {
+        page.section("kernel", "Kernel events");
+        page.para("note", &kernel_note(k));
+        if let Some(chart) = kernel_chart(kernel, &axis) {
+            emit(
+                &mut page,
+                "kernel_events",
+                &chart,
+                "Kernel drops per second in each interval the tracer reported, and the recorded events as \
+                 marks on the capture's time axis.",
+            )?;
+        }
+        page.raw(&qp_processes_table(k, &axis));
+        page.raw(&kernel_events_table(kernel, &axis));
     }
 
     page.section("cnp", "CNP rate");
@@ -223,9 +280,12 @@ pub fn write_report(dir: &Path, input: &ReportInput<'_>) -> Result<ReportFiles, 
     }
 
     page.section("table", "Per-QP table");
-    page.raw(&qp_table(input));
+    page.raw(&qp_table(input, labels));
 
-    let table_files = write_tables(dir, input)?;
+    let mut table_files = write_tables(dir, input)?;
+    if let Some(k) = &kernel_summary {
+        table_files.extend(write_kernel_tables(dir, k, kernel)?);
+    }
     page.section("files", "Files");
     let mut listed: Vec<String> = vec!["summary.json".into()];
     listed.extend(
@@ -242,7 +302,8 @@ pub fn write_report(dir: &Path, input: &ReportInput<'_>) -> Result<ReportFiles, 
     page.raw(&format!("<p class=\"note\">{}</p>", links.join(" · ")));
 
     let summary_path = dir.join("summary.json");
-    let summary = summary(input, &chart_files, &table_files);
+    let mut summary = summary(input, &chart_files, &table_files);
+    summary.kernel_events = kernel_summary.as_ref();
     write_file(&summary_path, &serde_json::to_vec_pretty(&summary)?)?;
     let index = dir.join("index.html");
     write_file(
@@ -761,8 +822,9 @@ fn method_name(m: Option<Method>) -> &'static str {
     }
 }
 
-/// Every data flow, the congested ones first; past [`MAX_TABLE_ROWS`] the rest are summed in one row.
-fn qp_table(input: &ReportInput<'_>) -> String {
+/// Every data flow, the congested ones first; past [`MAX_TABLE_ROWS`] the rest are summed in one row. With
+/// kernel events, a last column names the processes at the flow's ends.
+fn qp_table(input: &ReportInput<'_>, labels: &[FlowProcess]) -> String {
     let d = input.dcqcn;
     let mut flows: Vec<_> = input
         .stats
@@ -778,7 +840,7 @@ fn qp_table(input: &ReportInput<'_>) -> String {
             .then(b.0.bytes.cmp(&a.0.bytes))
             .then((a.0.src, a.0.dst, a.0.dest_qp).cmp(&(b.0.src, b.0.dst, b.0.dest_qp)))
     });
-    let header = [
+    let mut header = vec![
         "source",
         "destination",
         "dest QP",
@@ -795,11 +857,14 @@ fn qp_table(input: &ReportInput<'_>) -> String {
         "PSN gaps",
         "NAKs",
     ];
+    if !labels.is_empty() {
+        header.push("processes");
+    }
     let rows: Vec<Vec<String>> = flows
         .iter()
         .take(MAX_TABLE_ROWS)
         .map(|(r, f)| {
-            vec![
+            let mut row = vec![
                 r.src.to_string(),
                 r.dst.to_string(),
                 format!("{:#x}", r.dest_qp),
@@ -818,7 +883,21 @@ fn qp_table(input: &ReportInput<'_>) -> String {
                 r.retransmissions.to_string(),
                 r.psn_gaps.to_string(),
                 r.naks.total().to_string(),
-            ]
+            ];
+            if !labels.is_empty() {
+                row.push(
+                    labels
+                        .iter()
+                        .find(|l| {
+                            l.iface == r.iface
+                                && l.src == r.src
+                                && l.dst == r.dst
+                                && l.dest_qp == r.dest_qp
+                        })
+                        .map_or(String::new(), flow_processes_text),
+                );
+            }
+            row
         })
         .collect();
     let rest: Option<Vec<String>> = (flows.len() > MAX_TABLE_ROWS).then(|| {
@@ -853,6 +932,9 @@ fn qp_table(input: &ReportInput<'_>) -> String {
             sum(&|r| r.psn_gaps).to_string(),
             sum(&|r| r.naks.total()).to_string(),
         ]
+        .into_iter()
+        .chain((!labels.is_empty()).then(String::new))
+        .collect()
     });
     if rows.is_empty() {
         return "<p class=\"note\">No RoCE data flow in this capture.</p>".into();
@@ -925,6 +1007,9 @@ struct Summary<'a> {
     /// File names (not paths: the directory may be moved).
     charts: Vec<String>,
     tables: Vec<String>,
+    /// Captures made with `roce-tracer --kernel-events` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_events: Option<&'a KernelSummary>,
 }
 
 fn file_names(paths: &[PathBuf]) -> Vec<String> {
@@ -956,6 +1041,7 @@ fn summary<'a>(input: &ReportInput<'a>, charts: &[PathBuf], tables: &[PathBuf]) 
         findings: input.findings,
         charts: file_names(charts),
         tables: file_names(tables),
+        kernel_events: None,
     }
 }
 
@@ -1077,6 +1163,285 @@ fn write_tables(dir: &Path, input: &ReportInput<'_>) -> Result<Vec<PathBuf>, Rep
     }
     if !input.stats.kernel_drops.is_empty() {
         both(&|fmt| tables::write(dir, "kernel_drops", &input.stats.kernel_drops, fmt))?;
+    }
+    Ok(out)
+}
+
+/// Rows of the kernel events table on the page; `kernel_events.csv` has them all.
+pub const MAX_KERNEL_EVENT_ROWS: usize = 200;
+
+fn method_key(m: Method) -> &'static str {
+    match m {
+        Method::CmMad => "cm_mad",
+        Method::ReverseTraffic => "reverse_traffic",
+        Method::UdDeth => "ud_deth",
+        Method::Timing => "timing",
+    }
+}
+
+/// The sender's QP of a flow and how it is known: the DCQCN pairing (for a data flow, or, for the flow
+/// coming back, the pairing of the data flow it answers), else the only flow the other way.
+pub fn sender_qp_of(d: &DcqcnReport, flows: &[FlowRow], f: &FlowRow) -> Option<(u32, String)> {
+    let paired = d.flows.iter().find_map(|x| {
+        let method = method_key(x.pairing?);
+        if x.sender == f.src && x.receiver == f.dst && x.receiver_qp == f.dest_qp {
+            return Some((x.sender_qp?, method.to_string()));
+        }
+        (x.sender == f.dst && x.receiver == f.src && x.sender_qp == Some(f.dest_qp))
+            .then(|| (x.receiver_qp, method.to_string()))
+    });
+    paired.or_else(|| reverse_flow_qp(flows, f).map(|q| (q, "reverse_flow".to_string())))
+}
+
+/// A flow's processes in words, and when its QPs were seen.
+#[derive(Debug, Clone)]
+struct ProcessLabel {
+    text: String,
+    marks: Vec<u64>,
+}
+
+fn flow_processes_text(l: &FlowProcess) -> String {
+    let end = |o: &Option<crate::blocks::QpOwner>| {
+        o.as_ref()
+            .map_or("?".to_string(), |o| format!("{}[{}]", o.comm, o.pid))
+    };
+    format!("{} → {}", end(&l.sender), end(&l.receiver))
+}
+
+fn label_for(
+    labels: &[FlowProcess],
+    summary: Option<&KernelSummary>,
+    sender: IpAddr,
+    receiver: IpAddr,
+    receiver_qp: u32,
+) -> Option<ProcessLabel> {
+    let l = labels
+        .iter()
+        .find(|l| l.src == sender && l.dst == receiver && l.dest_qp == receiver_qp)?;
+    let marks = summary
+        .map(|k| {
+            k.qp_processes
+                .iter()
+                .filter(|q| {
+                    [&l.sender, &l.receiver]
+                        .into_iter()
+                        .flatten()
+                        .any(|o| o.qp_num == q.qp_num && o.pid == q.pid)
+                })
+                .map(|q| q.seen_ns)
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(ProcessLabel {
+        text: flow_processes_text(l),
+        marks,
+    })
+}
+
+fn kernel_note(k: &KernelSummary) -> String {
+    let t = &k.tracepoints;
+    let mut s = format!(
+        "Recorded by roce-tracer --kernel-events on the traced host: {} interval blocks.",
+        k.blocks
+    );
+    if !t.attached.is_empty() {
+        s.push_str(&format!(" Attached: {}.", t.attached.join(", ")));
+    }
+    if !t.unavailable.is_empty() {
+        s.push_str(&format!(
+            " Not available there: {}.",
+            t.unavailable.join(", ")
+        ));
+    }
+    let per: Vec<String> = k
+        .events_per_tracepoint
+        .iter()
+        .map(|(n, c)| format!("{n} {c}"))
+        .collect();
+    if !per.is_empty() {
+        s.push_str(&format!(" Events: {}.", per.join(", ")));
+    }
+    if k.lost > 0 {
+        s.push_str(&format!(" {} events were lost by the tracer.", k.lost));
+    }
+    s.push_str(&format!(
+        " {} QPs tied to a process, {} flows labelled with theirs.",
+        k.qp_processes.len(),
+        k.flow_processes.len()
+    ));
+    s
+}
+
+/// Which row of marks an event goes on in the kernel chart.
+fn event_group(e: &KernelEvent) -> usize {
+    if QP_TRACEPOINTS.contains(&e.tracepoint.as_str()) {
+        0
+    } else if e.tracepoint.starts_with("rdma_cma:") {
+        1
+    } else if e.tracepoint.starts_with("ib_mad:") {
+        2
+    } else {
+        3
+    }
+}
+
+/// The kernel's drops per second over the intervals the tracer reported, and the events as marks in rows
+/// above them (QP events, connection events, MADs, others), on the report's time axis. `None` when there is
+/// nothing to draw.
+pub fn kernel_chart(k: &KernelEvents, axis: &TimeAxis) -> Option<Chart> {
+    let (x0, x1) = axis.range();
+    let inside = |x: f64| x >= x0 && x <= x1;
+    let mut drops = Vec::new();
+    let mut total = 0u64;
+    for d in &k.drop_intervals {
+        let (a, b) = (axis.x(d.from_ns), axis.x(d.to_ns));
+        if b < x0 || a > x1 || d.to_ns <= d.from_ns {
+            continue;
+        }
+        let rate = d.count as f64 * 1e9 / (d.to_ns - d.from_ns) as f64;
+        total += d.count;
+        drops.push((a.max(x0), rate));
+        drops.push((b.min(x1), rate));
+    }
+    let mut groups: [Vec<f64>; 4] = Default::default();
+    for e in &k.events {
+        let x = axis.x(e.ts_ns);
+        if inside(x) {
+            groups[event_group(e)].push(x);
+        }
+    }
+    if drops.is_empty() && groups.iter().all(Vec::is_empty) {
+        return None;
+    }
+    let y_max = drops.iter().map(|p| p.1).fold(0.0f64, f64::max).max(1.0) * 1.15;
+    let names = [
+        "QP created or connected",
+        "connection events",
+        "MADs",
+        "other events",
+    ];
+    let heights = [0.92, 0.80, 0.68, 0.56];
+    let colors = [PALETTE[2], PALETTE[3], PALETTE[4], PALETTE[8]];
+    let marks = groups
+        .into_iter()
+        .enumerate()
+        .filter(|(_, xs)| !xs.is_empty())
+        .map(|(i, xs)| Marks {
+            label: format!("{} ({})", names[i], xs.len()),
+            color: colors[i],
+            shape: if i == 0 {
+                MarkShape::Dot
+            } else {
+                MarkShape::Tick
+            },
+            points: xs.into_iter().map(|x| (x, y_max * heights[i])).collect(),
+        })
+        .collect();
+    Some(Chart::Line(LineChart {
+        title: format!(
+            "Kernel events: {total} drops, {} events",
+            k.events.iter().filter(|e| inside(axis.x(e.ts_ns))).count()
+        ),
+        x_label: axis.label(),
+        y_label: "kernel drops per second".into(),
+        x_range: (x0, x1),
+        y_max,
+        lines: if drops.is_empty() {
+            Vec::new()
+        } else {
+            vec![Line {
+                label: "drops/s (skb:kfree_skb, IP and MAC Control)".into(),
+                color: PALETTE[5],
+                points: drops,
+                dashed: false,
+            }]
+        },
+        marks,
+        y2: None,
+    }))
+}
+
+fn qp_processes_table(k: &KernelSummary, axis: &TimeAxis) -> String {
+    if k.qp_processes.is_empty() {
+        return "<p class=\"note\">No QP was tied to a process: the QP events (rdma_cma) were not recorded, \
+                or no QP was created or connected while the capture ran.</p>"
+            .into();
+    }
+    let rows: Vec<Vec<String>> = k
+        .qp_processes
+        .iter()
+        .map(|q| {
+            vec![
+                format!("{:#x}", q.qp_num),
+                q.process(),
+                q.local.map_or("-".into(), |a| a.to_string()),
+                q.remote.map_or("-".into(), |a| a.to_string()),
+                q.qp_type.clone().unwrap_or_else(|| "-".into()),
+                q.tracepoint.clone(),
+                format!("{:.3}", axis.x(q.seen_ns)),
+            ]
+        })
+        .collect();
+    let at = format!("seen at ({})", axis.unit);
+    html::table(
+        &["QP", "process", "host", "peer", "type", "seen by", &at],
+        &rows,
+        &[0, 1, 2, 3, 4, 5],
+        None,
+    )
+}
+
+fn kernel_events_table(k: &KernelEvents, axis: &TimeAxis) -> String {
+    if k.events.is_empty() {
+        return "<p class=\"note\">No kernel event was recorded.</p>".into();
+    }
+    let rows: Vec<Vec<String>> = k
+        .events
+        .iter()
+        .take(MAX_KERNEL_EVENT_ROWS)
+        .map(|e| {
+            vec![
+                format!("{:.3}", axis.x(e.ts_ns)),
+                e.tracepoint.clone(),
+                e.process(),
+                e.summary(),
+            ]
+        })
+        .collect();
+    let at = format!("time ({})", axis.unit);
+    let mut s = html::table(
+        &[&at, "tracepoint", "process", "event"],
+        &rows,
+        &[1, 2, 3],
+        None,
+    );
+    if k.events.len() > MAX_KERNEL_EVENT_ROWS {
+        s.push_str(&format!(
+            "<p class=\"note\">The first {MAX_KERNEL_EVENT_ROWS} of {} events; kernel_events.csv has them all.</p>",
+            k.events.len()
+        ));
+    }
+    s
+}
+
+fn write_kernel_tables(
+    dir: &Path,
+    k: &KernelSummary,
+    events: &KernelEvents,
+) -> Result<Vec<PathBuf>, ReportError> {
+    let rows = kernel_event_rows(&events.events);
+    let flows = flow_process_rows(&k.flow_processes);
+    let mut out = Vec::new();
+    for fmt in [TableFormat::Csv, TableFormat::Parquet] {
+        out.push(tables::write(dir, "kernel_events", &rows, fmt)?);
+        out.push(tables::write(
+            dir,
+            "kernel_drop_intervals",
+            &k.drop_intervals,
+            fmt,
+        )?);
+        out.push(tables::write(dir, "qp_processes", &k.qp_processes, fmt)?);
+        out.push(tables::write(dir, "flow_processes", &flows, fmt)?);
     }
     Ok(out)
 }
