@@ -15,6 +15,8 @@ pub const MAX_SNAPLEN: usize = 2048;
 /// then holds about 230 000 frames rather than 32 000.
 pub const SMALL_SNAPLEN: usize = 256;
 
+pub mod kevents;
+
 /// Names of the maps in the eBPF object, so both sides spell them once.
 pub mod maps {
     /// Ring buffer of [`super::PacketEvent`] records.
@@ -27,6 +29,9 @@ pub mod maps {
     pub const QP_STATS: &str = "QP_STATS";
     /// `PerCpuArray<PrioCounters>`: priorities 0–7, then [`super::UNTAGGED`].
     pub const PRIO_STATS: &str = "PRIO_STATS";
+    /// `PerCpuHashMap<u32 ifindex, u64>`: frames lost to a full ring buffer, per interface, so that each
+    /// interface's statistics block gets its own drop count.
+    pub const RING_FULL_BY_IF: &str = "RING_FULL_BY_IF";
     /// `Array<DropConfig>` with one element: where the `skb:kfree_skb` fields are on this kernel.
     pub const DROP_CONFIG: &str = "DROP_CONFIG";
     /// `PerCpuHashMap<DropKey, u64>`: kernel drops per protocol and reason.
@@ -91,6 +96,10 @@ pub mod counter {
     pub const LEN: u32 = 4;
 }
 
+/// Size of the per-interface drop map: the probe is attached to the `-i` interfaces only, so this is room
+/// for far more than a capture uses.
+pub const MAX_IFACES: u32 = 256;
+
 /// Index of the per-priority slot for frames without an 802.1Q tag (and for 802.3x PAUSE, which has no
 /// priority).
 pub const UNTAGGED: u32 = 8;
@@ -116,6 +125,9 @@ pub mod flag {
     pub const VLAN_OFFLOADED: u32 = 1;
     /// Seen on egress rather than ingress.
     pub const EGRESS: u32 = 2;
+    /// `ts_ns` is the receive time the kernel's stack stamped on the frame (`CLOCK_REALTIME`), not the
+    /// probe's own `bpf_ktime_get_ns()` (`CLOCK_MONOTONIC`).
+    pub const TS_REALTIME: u32 = 4;
 }
 
 /// Probe configuration, element 0 of the `CONFIG` array.
@@ -126,14 +138,22 @@ pub struct Config {
     pub snaplen: u32,
     /// Non-zero: send every frame, not just the RoCE/CNP/PFC/PAUSE ones.
     pub all_frames: u32,
+    /// Wake the reader only once this many bytes wait in the ring; below that a record is submitted without
+    /// a wakeup and the reader finds it at its next poll timeout. Waking on every record costs an interrupt
+    /// per frame whenever the reader keeps up. Zero keeps the kernel's default (wake when the reader has
+    /// caught up with the record).
+    pub wakeup_bytes: u32,
+    pub _pad: u32,
 }
+const _: () = assert!(core::mem::size_of::<Config>() == 16);
 
 /// One captured frame as the probe hands it to userspace, in a record of `N` data bytes (the probe uses
 /// [`SMALL_SNAPLEN`] or [`MAX_SNAPLEN`]). Only `data[..caplen]` is meaningful.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct PacketEvent<const N: usize> {
-    /// `bpf_ktime_get_ns()`: CLOCK_MONOTONIC; userspace adds the offset to the wall clock.
+    /// `bpf_ktime_get_ns()`: CLOCK_MONOTONIC, to which userspace adds the offset to the wall clock; or, with
+    /// [`flag::TS_REALTIME`], the stack's receive stamp, already wall-clock time.
     pub ts_ns: u64,
     /// Length of the frame on the wire, without a VLAN tag the kernel removed.
     pub len: u32,

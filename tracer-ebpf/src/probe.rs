@@ -1,19 +1,26 @@
-//! The packet probe. Every frame costs one pass of [`tracer_common::classify`] over `bpf_skb_load_bytes`; a
-//! matching frame also costs two per-CPU map updates and, when a snap length is set, one ring-buffer record.
-//! Nothing here can drop or alter a frame: the probe always lets it continue.
+//! The packet probe. Every frame costs one pass of [`tracer_common::classify`], reading the headers straight
+//! from the packet (`bpf_skb_load_bytes` only for headers outside the linear part); a matching frame also
+//! costs two per-CPU map updates and, when a snap length is set, one ring-buffer record. Nothing here can
+//! drop or alter a frame: the probe always lets it continue.
+//!
+//! Where the time goes, and why the code is shaped this way (BENCHMARKS.md has the numbers): a helper call
+//! per header read cost more than the classification itself, so headers are read directly; reading the
+//! clock costs as much as the rest of a copy on a VM, so on ingress the stack's own receive stamp is used
+//! when it took one; and waking the reader for each record costs an interrupt, so records are submitted
+//! without a wakeup until enough of them wait (the reader also polls with a short timeout).
 
 use core::ptr::addr_of_mut;
 
 use aya_ebpf::{
-    bindings::__sk_buff,
+    bindings::{__sk_buff, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_ktime_get_ns, bpf_skb_load_bytes},
     macros::{classifier, map},
     maps::{Array, PerCpuArray, PerCpuHashMap, RingBuf},
     programs::TcContext,
 };
 use tracer_common::{
-    Bytes, Config, MAX_QPS, MAX_SNAPLEN, PRIO_SLOTS, PacketEvent, PrioCounters, QpCounters,
-    SMALL_SNAPLEN, counter, flag, kind,
+    Bytes, Config, MAX_IFACES, MAX_QPS, MAX_SNAPLEN, PRIO_SLOTS, PacketEvent, PrioCounters,
+    QpCounters, SMALL_SNAPLEN, counter, flag, kind,
 };
 
 /// `TCX_NEXT` (and `TC_ACT_UNSPEC` for a classic tc filter): let the next program, or the stack, decide.
@@ -35,6 +42,9 @@ static QP_STATS: PerCpuHashMap<u32, QpCounters> = PerCpuHashMap::with_max_entrie
 #[map]
 static PRIO_STATS: PerCpuArray<PrioCounters> = PerCpuArray::with_max_entries(PRIO_SLOTS, 0);
 
+#[map]
+static RING_FULL_BY_IF: PerCpuHashMap<u32, u64> = PerCpuHashMap::with_max_entries(MAX_IFACES, 0);
+
 #[classifier]
 pub fn tracer_ingress(ctx: TcContext) -> i32 {
     probe(&ctx, 0);
@@ -47,14 +57,26 @@ pub fn tracer_egress(ctx: TcContext) -> i32 {
     CONTINUE
 }
 
-/// The frame seen through `bpf_skb_load_bytes`, which checks every offset itself: no packet-pointer
-/// arithmetic for the verifier to prove.
-struct Skb<'a>(&'a TcContext);
+/// The frame's bytes: the linear part `[data, end)` read directly, anything beyond through
+/// `bpf_skb_load_bytes` (which checks its own offsets and reaches paged data).
+struct Skb<'a> {
+    ctx: &'a TcContext,
+    data: usize,
+    end: usize,
+}
 
 impl Bytes for Skb<'_> {
     #[inline(always)]
     fn chunk<const N: usize>(&self, offset: usize) -> Option<[u8; N]> {
-        self.0.load::<[u8; N]>(offset).ok()
+        let start = self.data + offset;
+        if start + N <= self.end {
+            // SAFETY: `[start, start + N)` lies inside the linear packet data the kernel handed in (checked
+            // just above, and checked again by the verifier, which rejects the program otherwise); the read
+            // is unaligned-safe.
+            Some(unsafe { core::ptr::read_unaligned(start as *const [u8; N]) })
+        } else {
+            self.ctx.load::<[u8; N]>(offset).ok()
+        }
     }
 }
 
@@ -84,7 +106,12 @@ fn probe(ctx: &TcContext, direction: u32) {
     } else {
         None
     };
-    let s = tracer_common::classify(&Skb(ctx), offloaded);
+    let bytes = Skb {
+        ctx,
+        data: ctx.data(),
+        end: ctx.data_end(),
+    };
+    let s = tracer_common::classify(&bytes, offloaded);
     let config = CONFIG.get(0).copied().unwrap_or_default();
     if s.kind == kind::OTHER && config.all_frames == 0 {
         return;
@@ -95,10 +122,21 @@ fn probe(ctx: &TcContext, direction: u32) {
     if config.snaplen == 0 {
         return;
     }
+    // On ingress the stack may already have stamped the frame (`CLOCK_REALTIME`, when anything on the host
+    // asked for receive timestamps). The kernel hides a sender's delivery time here from programs that do
+    // not ask for the stamp's type, so a non-zero value is a receive time. Egress stamps are delivery times
+    // or nothing: the probe reads the clock itself there.
+    let stamp = if direction == 0 {
+        // SAFETY: as above.
+        unsafe { (*skb).tstamp }
+    } else {
+        0
+    };
     let frame = Frame {
         skb,
         len,
         ifindex,
+        stamp,
         flags: direction
             | if vlan_present != 0 {
                 flag::VLAN_OFFLOADED
@@ -111,9 +149,9 @@ fn probe(ctx: &TcContext, direction: u32) {
     };
     // Two record sizes, so that the usual short snap length does not pay for 2 KiB of ring per frame.
     if config.snaplen as usize <= SMALL_SNAPLEN {
-        emit::<SMALL_SNAPLEN>(&frame, config.snaplen as usize);
+        emit::<SMALL_SNAPLEN>(&frame, &config);
     } else {
-        emit::<MAX_SNAPLEN>(&frame, config.snaplen as usize);
+        emit::<MAX_SNAPLEN>(&frame, &config);
     }
 }
 
@@ -122,6 +160,8 @@ struct Frame {
     skb: *mut __sk_buff,
     len: u32,
     ifindex: u32,
+    /// The stack's receive stamp, or 0.
+    stamp: u64,
     flags: u32,
     vlan_tci: u16,
     vlan_proto: u16,
@@ -129,28 +169,49 @@ struct Frame {
 }
 
 #[inline(always)]
-fn emit<const N: usize>(f: &Frame, snaplen: usize) {
+fn ring_full(ifindex: u32) {
+    bump(counter::RING_FULL);
+    match RING_FULL_BY_IF.get_ptr_mut(ifindex) {
+        // SAFETY: per-CPU value of an existing entry.
+        Some(p) => unsafe { *p += 1 },
+        None => {
+            // A full map (more interfaces than MAX_IFACES) loses only the per-interface split.
+            let _ = RING_FULL_BY_IF.insert(ifindex, 1u64, 0);
+        }
+    }
+}
+
+#[inline(always)]
+fn emit<const N: usize>(f: &Frame, config: &Config) {
     let Some(mut entry) = EVENTS.reserve::<PacketEvent<N>>(0) else {
-        bump(counter::RING_FULL);
+        ring_full(f.ifindex);
         return;
     };
     let ev = entry.as_mut_ptr();
+    let snaplen = config.snaplen as usize;
     let want = if snaplen < N { snaplen } else { N };
     let mut caplen = if (f.len as usize) < want {
         f.len as usize
     } else {
         want
     };
+    let (ts, ts_flag) = if f.stamp != 0 {
+        (f.stamp, flag::TS_REALTIME)
+    } else {
+        // SAFETY: a helper without arguments.
+        (unsafe { bpf_ktime_get_ns() }, 0)
+    };
     // SAFETY: `ev` points at a reserved record of the right size; fields are written before submit.
     unsafe {
-        addr_of_mut!((*ev).ts_ns).write(bpf_ktime_get_ns());
+        addr_of_mut!((*ev).ts_ns).write(ts);
         addr_of_mut!((*ev).len).write(f.len);
         addr_of_mut!((*ev).ifindex).write(f.ifindex);
-        addr_of_mut!((*ev).flags).write(f.flags);
+        addr_of_mut!((*ev).flags).write(f.flags | ts_flag);
         addr_of_mut!((*ev).vlan_tci).write(f.vlan_tci);
         addr_of_mut!((*ev).vlan_proto).write(f.vlan_proto);
         addr_of_mut!((*ev).kind).write(f.kind);
-        // The verifier wants a size it can bound away from zero and below the buffer's end.
+        // The bytes go straight from the packet into the reserved record. The verifier wants a size it can
+        // bound away from zero and below the buffer's end.
         if caplen > 0 && caplen <= N {
             let data = addr_of_mut!((*ev).data).cast::<core::ffi::c_void>();
             if bpf_skb_load_bytes(f.skb.cast(), 0, data, caplen as u32) != 0 {
@@ -161,8 +222,34 @@ fn emit<const N: usize>(f: &Frame, snaplen: usize) {
         }
         addr_of_mut!((*ev).caplen).write(caplen as u32);
     }
-    entry.submit(0);
+    entry.submit(wakeup::<N>(config.wakeup_bytes));
     bump(counter::EMITTED);
+}
+
+/// Ring-buffer bytes a record of `N` data bytes takes: the kernel's 8-byte header, then the record rounded
+/// up to 8 bytes.
+const fn record_bytes<const N: usize>() -> u64 {
+    ((core::mem::size_of::<PacketEvent<N>>() + 8 + 7) / 8 * 8) as u64
+}
+
+/// The submit flags: wake the reader each time the data waiting in the ring grows past a multiple of
+/// `threshold` (with this record), and never otherwise. A wakeup costs an interrupt; waking on every record
+/// while a backlog exists (what `avail >= threshold` would do) costs one per frame exactly when the reader is
+/// behind. A wakeup missed because several CPUs raced past a multiple is covered by the reader's poll
+/// timeout. A threshold of 0 keeps the kernel's own policy.
+#[inline(always)]
+fn wakeup<const N: usize>(threshold: u32) -> u64 {
+    if threshold == 0 {
+        return 0;
+    }
+    let threshold = u64::from(threshold);
+    let avail = EVENTS.query(u64::from(BPF_RB_AVAIL_DATA));
+    let before = avail.saturating_sub(record_bytes::<N>());
+    if avail / threshold != before / threshold {
+        u64::from(BPF_RB_FORCE_WAKEUP)
+    } else {
+        u64::from(BPF_RB_NO_WAKEUP)
+    }
 }
 
 #[inline(always)]

@@ -55,16 +55,18 @@ pub struct CaptureOptions {
     pub interfaces: Vec<String>,
     pub output: PathBuf,
     pub snaplen: u32,
-    pub filter: String,
+    /// The user's libpcap filter; `None` keeps each engine's default selection.
+    pub filter: Option<String>,
     pub all_frames: bool,
     pub ring_bytes: Option<u32>,
     pub duration: Option<Duration>,
     pub count: Option<u64>,
     pub ready_file: Option<PathBuf>,
-    /// Sample sysfs counters every `interval` and record the DCQCN knobs at start.
+    /// Sample sysfs counters and ethtool statistics every `interval` and record the DCQCN knobs at start.
     pub counters: bool,
     pub interval: Duration,
-    pub sysfs_root: PathBuf,
+    /// A fixture tree read instead of `/sys` and the ethtool ioctl (see [`Sampler::fixture`]).
+    pub sysfs_root: Option<PathBuf>,
     pub link_bps: u64,
     /// Start a new file by size or age (`-w` then names the sequence: `run.00000.pcapng`, ...).
     pub rotation: Rotation,
@@ -72,8 +74,11 @@ pub struct CaptureOptions {
     pub metrics: Option<std::net::SocketAddr>,
     /// No console line per second.
     pub quiet: bool,
-    /// Count the kernel's drops (`skb:kfree_skb`) into `DROP` blocks, and list the RDMA tracepoints.
+    /// Record kernel events (`skb:kfree_skb` drops, the RDMA tracepoints this kernel has) into `EVNT` and
+    /// `DROP` blocks.
     pub kernel_events: bool,
+    /// More tracepoints to record with `kernel_events` (`--tracepoint`).
+    pub tracepoints: Vec<crate::kevents::TraceSpec>,
     /// `-- CMD ARGS`: run it once the probes are attached, stop when it exits.
     pub command: Vec<String>,
     /// The command line, for the section comment.
@@ -222,9 +227,9 @@ pub fn run(opts: &CaptureOptions) -> Result<Outcome, CaptureError> {
 fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcome, CaptureError> {
     // Before the engine, so that a failure here leaves nothing to detach.
     let kernel_events = if opts.kernel_events {
-        let k = crate::kevents::KernelEvents::start()?;
+        let k = crate::kevents::KernelEvents::start(&opts.tracepoints)?;
         eprintln!("{}", k.description);
-        Some(k)
+        Some(std::rc::Rc::new(std::cell::RefCell::new(k)))
     } else {
         None
     };
@@ -277,12 +282,22 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
             });
         }
     };
-    if let Some(mut k) = kernel_events {
-        file.set_closing_block(ClosingBlock(Box::new(move || k.take_block())));
+    if let Some(k) = &kernel_events {
+        let k = std::rc::Rc::clone(k);
+        file.set_closing_block(ClosingBlock(Box::new(move || {
+            k.borrow_mut().closing_blocks()
+        })));
     }
-    let mut sampler = opts
-        .counters
-        .then(|| Sampler::new(&opts.sysfs_root, &opts.interfaces));
+    let mut next_events = Instant::now() + opts.interval;
+    let mut sampler = opts.counters.then(|| match &opts.sysfs_root {
+        Some(root) => Sampler::fixture(root, &opts.interfaces),
+        None => Sampler::live(&opts.interfaces),
+    });
+    if let Some(s) = sampler.as_mut() {
+        for problem in s.ethtool_problems() {
+            eprintln!("roce-tracer: --counters: {problem}");
+        }
+    }
     if let Some(s) = &sampler
         && let Some(block) = s.knobs_block()
         && let Err(source) = file.write_header_custom(&block)
@@ -407,6 +422,21 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
                 write_failure = Some(e);
                 break StopReason::Signal;
             }
+        }
+        if let Some(k) = &kernel_events {
+            let mut k = k.borrow_mut();
+            k.poll_if_due();
+            if Instant::now() >= next_events {
+                next_events += opts.interval;
+                for block in k.interval_blocks() {
+                    if let Err(e) = file.write_custom(&block) {
+                        write_failure = Some(e);
+                    }
+                }
+            }
+        }
+        if write_failure.is_some() {
+            break StopReason::Signal;
         }
         if let Some(s) = sampler.as_mut()
             && Instant::now() >= next_sample

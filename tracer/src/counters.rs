@@ -1,10 +1,15 @@
-//! NIC counters and DCQCN knobs from sysfs, stored in the capture as custom blocks (see [`crate::blocks`]).
+//! NIC counters, ethtool statistics and DCQCN knobs, stored in the capture as custom blocks (see
+//! [`crate::blocks`]).
 //!
 //! Counters: every file under `class/infiniband/*/ports/*/counters/` and `.../hw_counters/` (mlx5 puts
-//! `np_cnp_sent`, `rp_cnp_handled`, `out_of_sequence` and friends there). Knobs: every file under
-//! `class/net/<iface>/ecn/roce_rp/` and `roce_np/`, read once. The root is `/sys` unless `--sysfs-root` points
-//! at a fixture tree laid out the same way. Ethtool statistics (per-priority PFC frames) need the ethtool
-//! ioctl and are not sampled yet.
+//! `np_cnp_sent`, `rp_cnp_handled`, `out_of_sequence` and friends there), and every ethtool statistic of each
+//! captured interface (what `ethtool -S` prints: mlx5's per-priority `rx_prio3_pause`,
+//! `rx_prio3_pause_duration`, `rx_prio3_pause_transition`, ...), under the key `ethtool/<iface>/<name>`.
+//! Knobs: every file under `class/net/<iface>/ecn/roce_rp/` and `roce_np/`, read once.
+//!
+//! On a live system the root is `/sys` and the ethtool statistics come from the `SIOCETHTOOL` ioctl. A
+//! fixture tree (`--sysfs-root`, for tests) is laid out like `/sys` and holds the ethtool statistics as the
+//! text `ethtool -S IFACE` prints, in `<root>/ethtool-S/<iface>`; the ioctl is then never used.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,10 +17,26 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::blocks;
-use crate::sys;
+use crate::sys::{self, EthtoolSocket};
 
 /// Bounds the walk of a knob directory (mlx5 nests one level: `roce_np/enable/<priority>`).
 const MAX_DEPTH: usize = 3;
+
+/// Prefix of the ethtool statistics' keys in a counter sample.
+pub const ETHTOOL_PREFIX: &str = "ethtool";
+
+/// Where the ethtool statistics come from.
+#[derive(Debug)]
+pub enum EthtoolSource {
+    /// The `SIOCETHTOOL` ioctl, with each interface's statistic names remembered between samples (they only
+    /// change when the driver's count does).
+    Ioctl {
+        socket: Option<EthtoolSocket>,
+        names: BTreeMap<String, Vec<String>>,
+    },
+    /// `ethtool -S` text files, one per interface, in this directory.
+    Files(PathBuf),
+}
 
 #[derive(Debug)]
 pub struct Sampler {
@@ -23,6 +44,7 @@ pub struct Sampler {
     interfaces: Vec<String>,
     /// Counter files found at start, relative to the root.
     files: Vec<String>,
+    ethtool: EthtoolSource,
 }
 
 #[derive(Debug, Serialize)]
@@ -51,9 +73,43 @@ fn read_value(path: &Path) -> Option<String> {
         .map(|s| s.trim().to_owned())
 }
 
+/// Reads the text `ethtool -S IFACE` prints: a `NIC statistics:` title, then one `name: value` line per
+/// statistic. Lines that do not end in a number (the title, per-queue headings of some drivers) are skipped.
+pub fn parse_ethtool_s(text: &str) -> Vec<(String, u64)> {
+    text.lines()
+        .filter_map(|line| {
+            let (name, value) = line.rsplit_once(':')?;
+            let name = name.trim();
+            let value = value.trim().parse().ok()?;
+            (!name.is_empty()).then(|| (name.to_owned(), value))
+        })
+        .collect()
+}
+
 impl Sampler {
+    /// The live system: counters and knobs under `/sys`, ethtool statistics by ioctl.
+    pub fn live(interfaces: &[String]) -> Self {
+        Self::new(
+            Path::new("/sys"),
+            interfaces,
+            EthtoolSource::Ioctl {
+                socket: EthtoolSocket::new().ok(),
+                names: BTreeMap::new(),
+            },
+        )
+    }
+
+    /// A fixture tree laid out like `/sys`, with `ethtool-S/<iface>` files for the ethtool statistics.
+    pub fn fixture(root: &Path, interfaces: &[String]) -> Self {
+        Self::new(
+            root,
+            interfaces,
+            EthtoolSource::Files(root.join("ethtool-S")),
+        )
+    }
+
     /// Finds the counter files once; devices that appear later are not picked up.
-    pub fn new(root: &Path, interfaces: &[String]) -> Self {
+    pub fn new(root: &Path, interfaces: &[String], ethtool: EthtoolSource) -> Self {
         let mut files = Vec::new();
         for dev in sorted_dir(&root.join("class/infiniband")) {
             for port in sorted_dir(&dev.join("ports")) {
@@ -72,6 +128,54 @@ impl Sampler {
             root: root.to_path_buf(),
             interfaces: interfaces.to_vec(),
             files,
+            ethtool,
+        }
+    }
+
+    /// One line per captured interface whose ethtool statistics cannot be read, for the start-up message;
+    /// empty when every interface has them.
+    pub fn ethtool_problems(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        for iface in self.interfaces.clone() {
+            match self.ethtool_of(&iface) {
+                Ok(v) if v.is_empty() => out.push(format!("{iface} has no ethtool statistics")),
+                Ok(_) => {}
+                Err(e) => out.push(format!("ethtool statistics of {iface} unavailable: {e}")),
+            }
+        }
+        out
+    }
+
+    /// One interface's ethtool statistics, from the ioctl or the fixture file.
+    fn ethtool_of(&mut self, iface: &str) -> std::io::Result<Vec<(String, u64)>> {
+        match &mut self.ethtool {
+            EthtoolSource::Files(dir) => {
+                let text = std::fs::read_to_string(dir.join(iface))?;
+                Ok(parse_ethtool_s(&text))
+            }
+            EthtoolSource::Ioctl { socket, names } => {
+                let Some(sock) = socket.as_ref() else {
+                    return Err(std::io::Error::other("no socket for the ethtool ioctl"));
+                };
+                let count = sock.stats_count(iface)?;
+                if count == 0 {
+                    return Ok(Vec::new());
+                }
+                let known = names.get(iface).is_some_and(|n| n.len() == count);
+                if !known {
+                    names.insert(iface.to_owned(), sock.stat_names(iface, count)?);
+                }
+                let list = names.get(iface).map(Vec::as_slice).unwrap_or_default();
+                let values = sock.stat_values(iface, list.len())?;
+                if values.len() != list.len() {
+                    // The driver's set changed between the two calls: read the names again next time.
+                    names.remove(iface);
+                    return Err(std::io::Error::other(
+                        "the statistics changed while being read",
+                    ));
+                }
+                Ok(list.iter().cloned().zip(values).collect())
+            }
         }
     }
 
@@ -92,15 +196,25 @@ impl Sampler {
         out
     }
 
-    /// One reading of every counter file that still parses as a number.
-    pub fn sample(&self) -> BTreeMap<String, u64> {
-        self.files
+    /// One reading of every counter file that still parses as a number, and of every ethtool statistic of
+    /// the captured interfaces (an interface whose statistics cannot be read this time is left out).
+    pub fn sample(&mut self) -> BTreeMap<String, u64> {
+        let mut out: BTreeMap<String, u64> = self
+            .files
             .iter()
             .filter_map(|rel| {
                 let v = read_value(&self.root.join(rel))?.parse().ok()?;
                 Some((rel.clone(), v))
             })
-            .collect()
+            .collect();
+        for iface in self.interfaces.clone() {
+            if let Ok(stats) = self.ethtool_of(&iface) {
+                for (name, v) in stats {
+                    out.insert(format!("{ETHTOOL_PREFIX}/{iface}/{name}"), v);
+                }
+            }
+        }
+        out
     }
 
     /// The `KNOB` block, or `None` when no interface has knobs.
@@ -157,7 +271,32 @@ fn walk(dir: &Path, prefix: &str, depth: usize, out: &mut BTreeMap<String, Strin
 mod tests {
     use super::*;
 
-    /// A tree laid out like an mlx5 host's sysfs, small.
+    /// What `ethtool -S` prints for an mlx5 port (abridged): global counters, then per-priority PFC counters
+    /// for the priorities in use. Durations are in microseconds, transitions count XOFF→XON changes.
+    const MLX5_ETHTOOL_S: &str = "NIC statistics:
+     rx_packets: 1500000
+     rx_bytes: 6300000000
+     tx_packets: 1490000
+     tx_bytes: 6250000000
+     rx_out_of_buffer: 0
+     rx_discards_phy: 12
+     rx_prio3_bytes: 6200000000
+     rx_prio3_packets: 1480000
+     rx_prio3_pause: 40
+     rx_prio3_pause_duration: 1850
+     rx_prio3_pause_transition: 20
+     tx_prio3_bytes: 6150000000
+     tx_prio3_packets: 1470000
+     tx_prio3_pause: 8
+     tx_prio3_pause_duration: 310
+     rx_prio4_pause: 0
+     rx_prio4_pause_duration: 0
+     rx_prio4_pause_transition: 0
+     tx_pause_storm_warning_events: 0
+     tx_pause_storm_error_events: 0
+";
+
+    /// A tree laid out like an mlx5 host's sysfs, small, with eth0's `ethtool -S` output.
     fn fixture() -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
         let put = |rel: &str, v: &str| {
@@ -189,13 +328,14 @@ mod tests {
         put("class/net/eth0/ecn/roce_rp/enable/3", "1");
         put("class/net/eth0/ecn/roce_np/cnp_dscp", "48");
         put("class/net/eth1/ecn/roce_np/cnp_dscp", "46");
+        put("ethtool-S/eth0", MLX5_ETHTOOL_S);
         d
     }
 
     #[test]
     fn knobs_of_the_captured_interfaces_only() {
         let d = fixture();
-        let s = Sampler::new(d.path(), &["eth0".to_string()]);
+        let s = Sampler::fixture(d.path(), &["eth0".to_string()]);
         let k = s.knobs();
         assert_eq!(
             k.get("eth0/roce_rp/rpg_time_reset").map(String::as_str),
@@ -215,7 +355,7 @@ mod tests {
     #[test]
     fn samples_follow_the_files() {
         let d = fixture();
-        let mut s = Sampler::new(d.path(), &[]);
+        let mut s = Sampler::fixture(d.path(), &[]);
         let first = s.sample();
         assert_eq!(first.len(), 4, "{first:?}");
         assert_eq!(
@@ -235,6 +375,73 @@ mod tests {
             v["counters"]["class/infiniband/mlx5_0/ports/1/hw_counters/np_cnp_sent"],
             9
         );
-        assert!(Sampler::new(d.path(), &[]).knobs_block().is_none());
+        assert!(Sampler::fixture(d.path(), &[]).knobs_block().is_none());
+    }
+
+    #[test]
+    fn ethtool_s_text() {
+        let stats = parse_ethtool_s(MLX5_ETHTOOL_S);
+        assert_eq!(stats.len(), 20, "every line but the title: {stats:?}");
+        assert_eq!(stats[0], ("rx_packets".to_string(), 1_500_000));
+        let get = |n: &str| stats.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
+        assert_eq!(get("rx_prio3_pause_duration"), Some(1850));
+        assert_eq!(get("tx_prio3_pause"), Some(8));
+        // Headings, blank lines, non-numbers and names with colons.
+        let odd = "NIC statistics:\n\n     queue 0:\n     rx_q0: 5\n  a:b: 7\n  bad: -1\n  big: 18446744073709551615\n";
+        assert_eq!(
+            parse_ethtool_s(odd),
+            vec![
+                ("rx_q0".to_string(), 5),
+                ("a:b".to_string(), 7),
+                ("big".to_string(), u64::MAX)
+            ]
+        );
+    }
+
+    #[test]
+    fn ethtool_statistics_of_the_captured_interfaces_join_the_sample() {
+        let d = fixture();
+        let mut s = Sampler::fixture(d.path(), &["eth0".to_string(), "eth1".to_string()]);
+        // eth1 has knobs but no ethtool file: named at start, and simply absent from the samples.
+        let problems = s.ethtool_problems();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("eth1"), "{problems:?}");
+        let first = s.sample();
+        assert_eq!(first["ethtool/eth0/rx_prio3_pause"], 40);
+        assert_eq!(first["ethtool/eth0/rx_prio3_pause_transition"], 20);
+        assert_eq!(
+            first.keys().filter(|k| k.starts_with("ethtool/")).count(),
+            20
+        );
+        assert!(!first.keys().any(|k| k.starts_with("ethtool/eth1/")));
+        // The sysfs counters are still there.
+        assert_eq!(first.len(), 24);
+
+        // A later sample reads the file again; the analyzer's deltas then show what moved.
+        let moved = MLX5_ETHTOOL_S
+            .replace("rx_prio3_pause: 40", "rx_prio3_pause: 52")
+            .replace(
+                "rx_prio3_pause_duration: 1850",
+                "rx_prio3_pause_duration: 2410",
+            );
+        std::fs::write(d.path().join("ethtool-S/eth0"), moved).unwrap();
+        let second = s.sample_block().unwrap();
+        let first_block = blocks::encode(
+            blocks::COUNTERS,
+            &CountersRecord {
+                ts_ns: 1,
+                counters: &first,
+            },
+        )
+        .unwrap();
+        let custom = |data: Vec<u8>| analyzer::source::CustomBlock {
+            pen: blocks::PEN,
+            data,
+        };
+        let deltas = blocks::counter_deltas(&[custom(first_block), custom(second)]);
+        let delta = |n: &str| deltas.iter().find(|d| d.name == n).map(|d| d.delta);
+        assert_eq!(delta("ethtool/eth0/rx_prio3_pause"), Some(12));
+        assert_eq!(delta("ethtool/eth0/rx_prio3_pause_duration"), Some(560));
+        assert_eq!(delta("ethtool/eth0/tx_prio3_pause"), Some(0));
     }
 }

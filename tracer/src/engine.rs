@@ -44,8 +44,9 @@ pub struct IfaceStats {
 pub struct EngineConfig {
     pub interfaces: Vec<String>,
     pub snaplen: u32,
-    /// pcap only: the BPF filter expression.
-    pub filter: String,
+    /// The user's libpcap filter expression. The pcap engine hands it to the kernel instead of its default
+    /// filter; the eBPF engine runs it in userspace on what the probe selected, so it can only narrow that.
+    pub filter: Option<String>,
     /// eBPF only: send every frame, not only RoCE, CNP, PFC and PAUSE.
     pub all_frames: bool,
     /// eBPF only: ring-buffer size in bytes (a power of two, at least a page); `None` keeps the probe's 64 MiB.

@@ -7,7 +7,6 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use tracer::capture::{self, CaptureOptions, EngineKind, StopReason};
-use tracer::engine::pcap::DEFAULT_FILTER;
 
 /// Live RoCEv2 capture: RoCE, CNP and PFC/PAUSE frames into pcapng, with NIC counters and a live view.
 #[derive(Debug, Parser)]
@@ -45,9 +44,12 @@ struct CaptureArgs {
     /// extension header with room to spare; raise it to keep payloads (and check ICRCs).
     #[arg(short = 's', long, default_value_t = 256)]
     snaplen: u32,
-    /// libpcap filter (pcap engine). The default keeps RoCEv2, RoCEv1 and MAC Control, with or without tags.
-    #[arg(long, default_value = DEFAULT_FILTER)]
-    filter: String,
+    /// A libpcap filter expression. With --engine pcap it replaces the default, which keeps RoCEv2, RoCEv1
+    /// and MAC Control frames with or without tags. With --engine ebpf the probe still selects RoCE, CNP, PFC
+    /// and PAUSE frames (or all with --all-frames) and the filter then narrows what is written: it cannot
+    /// widen the probe's selection.
+    #[arg(long)]
+    filter: Option<String>,
     /// eBPF engine: keep every frame, not only RoCE, CNP, PFC and PAUSE.
     #[arg(long)]
     all_frames: bool,
@@ -71,24 +73,32 @@ struct CaptureArgs {
     /// Written once every probe is attached and the file is open: start the traffic then.
     #[arg(long)]
     ready_file: Option<PathBuf>,
-    /// Sample the RDMA port counters every --interval and record the DCQCN knobs once.
+    /// Sample the RDMA port counters and the interfaces' ethtool statistics every --interval, and record the
+    /// DCQCN knobs once.
     #[arg(long)]
     counters: bool,
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     interval: Duration,
-    /// Where sysfs is (a fixture tree in tests).
-    #[arg(long, default_value = "/sys")]
-    sysfs_root: PathBuf,
+    /// A fixture tree to read instead of /sys and the ethtool ioctl (tests): laid out like /sys, with each
+    /// interface's `ethtool -S` output in DIR/ethtool-S/IFACE.
+    #[arg(long)]
+    sysfs_root: Option<PathBuf>,
     /// Link speed for pause-time arithmetic in the live view.
     #[arg(long, default_value = "100G")]
     link_speed: String,
     /// Serve Prometheus metrics (per QP, per priority, capture drops) at this address, e.g. 127.0.0.1:9464.
     #[arg(long)]
     metrics: Option<std::net::SocketAddr>,
-    /// Count the kernel's drops of IP, RoCEv1 and MAC Control packets per drop reason (eBPF tracepoint
-    /// skb:kfree_skb, either engine) into the capture, and list the RDMA tracepoints this kernel has.
+    /// Record kernel events into the capture (eBPF tracepoints, either engine): the kernel's drops of IP,
+    /// RoCEv1 and MAC Control packets per drop reason (skb:kfree_skb), and, where the kernel has them, QP
+    /// creation and connection events with their process, MAD traffic and CQ polling (rdma_cma, ib_mad,
+    /// rdma_core). Tracepoints this kernel lacks are listed at start.
     #[arg(long)]
     kernel_events: bool,
+    /// With --kernel-events, also record this tracepoint: SYSTEM:EVENT, or SYSTEM:EVENT:FIELD,FIELD... for
+    /// up to six numeric and two byte-array fields of its record (repeatable).
+    #[arg(long = "tracepoint", value_name = "SYSTEM:EVENT[:FIELDS]", requires = "kernel_events", value_parser = parse_tracepoint)]
+    tracepoints: Vec<tracer::kevents::TraceSpec>,
     /// No line per second on stderr.
     #[arg(short, long)]
     quiet: bool,
@@ -135,6 +145,10 @@ fn parse_size(s: &str) -> Result<u64, String> {
     v.checked_mul(scale)
         .filter(|&v| v > 0)
         .ok_or_else(|| format!("not a usable size: {s:?}"))
+}
+
+fn parse_tracepoint(s: &str) -> Result<tracer::kevents::TraceSpec, String> {
+    tracer::kevents::TraceSpec::parse(s).map_err(|e| e.to_string())
 }
 
 fn parse_ring_bytes(s: &str) -> Result<u32, String> {
@@ -192,6 +206,7 @@ fn run() -> Result<()> {
                 metrics: a.metrics,
                 quiet: a.quiet,
                 kernel_events: a.kernel_events,
+                tracepoints: a.tracepoints,
                 command: a.command,
                 argv: std::env::args().collect(),
             };

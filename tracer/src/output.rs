@@ -269,9 +269,9 @@ pub struct Output {
     closing: Option<ClosingBlock>,
 }
 
-/// Produces a custom block about the file that is closing (what happened while it was open), written just
-/// before its statistics blocks.
-pub struct ClosingBlock(pub Box<dyn FnMut() -> Option<Vec<u8>>>);
+/// Produces the custom blocks about the file that is closing (what happened while it was open), written
+/// just before its statistics blocks.
+pub struct ClosingBlock(pub Box<dyn FnMut() -> Vec<Vec<u8>>>);
 
 impl std::fmt::Debug for ClosingBlock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -314,7 +314,7 @@ impl Output {
     }
 
     fn write_closing_block(&mut self) -> io::Result<()> {
-        if let Some(block) = self.closing.as_mut().and_then(|c| (c.0)()) {
+        for block in self.closing.as_mut().map(|c| (c.0)()).unwrap_or_default() {
             self.file.write_custom(&block)?;
         }
         Ok(())
@@ -474,7 +474,7 @@ mod tests {
         let mut calls = 0u32;
         out.set_closing_block(ClosingBlock(Box::new(move || {
             calls += 1;
-            Some(format!("DROP{{\"n\":{calls}}}").into_bytes())
+            vec![format!("DROP{{\"n\":{calls}}}").into_bytes()]
         })));
         for i in 0..3u64 {
             out.write_frame(0, i, &[0u8; 60], 60, 0).unwrap();

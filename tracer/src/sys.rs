@@ -71,6 +71,166 @@ pub fn ifindex(name: &str) -> Option<u32> {
     (i != 0).then_some(i)
 }
 
+/// Numbers from `linux/ethtool.h` (the ioctl ABI, stable since 2.6).
+mod ethtool {
+    pub const GDRVINFO: u32 = 0x03;
+    pub const GSTRINGS: u32 = 0x1b;
+    pub const GSTATS: u32 = 0x1d;
+    pub const GSSET_INFO: u32 = 0x37;
+    /// String set of `ethtool -S`.
+    pub const SS_STATS: u32 = 1;
+    pub const GSTRING_LEN: usize = 32;
+    /// `struct ethtool_drvinfo`: `n_stats` follows the command, five 32-byte strings, 12 reserved bytes and
+    /// `n_priv_flags`; four more `u32` end it.
+    pub const DRVINFO_N_STATS: usize = 4 + 5 * 32 + 12 + 4;
+    pub const DRVINFO_LEN: usize = DRVINFO_N_STATS + 4 * 4;
+    /// `struct ethtool_sset_info`: command, reserved, the 64-bit set mask, then one `u32` count per set.
+    pub const SSET_INFO_LEN: usize = 4 + 4 + 8 + 4;
+    /// `struct ethtool_gstrings` and `struct ethtool_stats` headers.
+    pub const GSTRINGS_HEADER: usize = 12;
+    pub const GSTATS_HEADER: usize = 8;
+}
+
+fn put_u32(buf: &mut [u8], at: usize, v: u32) {
+    if let Some(b) = buf.get_mut(at..at + 4) {
+        b.copy_from_slice(&v.to_ne_bytes());
+    }
+}
+
+fn get_u32(buf: &[u8], at: usize) -> u32 {
+    buf.get(at..at + 4)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u32::from_ne_bytes)
+}
+
+/// A socket to hang `SIOCETHTOOL` requests on: any family reaches the device ioctls, and an unbound Unix
+/// datagram socket needs no address, port or privilege. It works in the caller's network namespace.
+#[derive(Debug)]
+pub struct EthtoolSocket(std::os::unix::net::UnixDatagram);
+
+impl EthtoolSocket {
+    pub fn new() -> std::io::Result<EthtoolSocket> {
+        std::os::unix::net::UnixDatagram::unbound().map(EthtoolSocket)
+    }
+
+    /// One `SIOCETHTOOL` request: `buf` starts with the command word and is what the kernel reads and writes.
+    /// Private to this module so that every caller sizes `buf` for what its command makes the kernel write.
+    fn request(&self, iface: &str, buf: &mut [u8]) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let name = iface.as_bytes();
+        if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(&0) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("not an interface name: {iface:?}"),
+            ));
+        }
+        let mut ifr_name = [0 as libc::c_char; libc::IFNAMSIZ];
+        for (d, &s) in ifr_name.iter_mut().zip(name) {
+            *d = s as libc::c_char;
+        }
+        let mut req = libc::ifreq {
+            ifr_name,
+            ifr_ifru: libc::__c_anonymous_ifr_ifru {
+                ifru_data: buf.as_mut_ptr().cast(),
+            },
+        };
+        // SAFETY: `req` is a valid ifreq whose data pointer is `buf`, alive and exclusively borrowed for the
+        // call. The kernel reads the command header from `buf` and writes at most as much as the header (or,
+        // for GSTRINGS/GSTATS, its own current count) says; the callers size `buf` for that, see
+        // `ethtool_stats`.
+        let rc = unsafe { libc::ioctl(self.0.as_raw_fd(), libc::SIOCETHTOOL as _, &mut req) };
+        if rc < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// How many statistics the driver has (`ethtool -S` lines): `ETHTOOL_GSSET_INFO`, or the older
+    /// `ETHTOOL_GDRVINFO` where a driver does not answer it.
+    pub fn stats_count(&self, iface: &str) -> std::io::Result<usize> {
+        let mut info = [0u8; ethtool::SSET_INFO_LEN];
+        put_u32(&mut info, 0, ethtool::GSSET_INFO);
+        info[8..16].copy_from_slice(&(1u64 << ethtool::SS_STATS).to_ne_bytes());
+        if self.request(iface, &mut info).is_ok() {
+            let mask = u64::from_ne_bytes(info[8..16].try_into().unwrap_or_default());
+            return Ok(if mask & (1 << ethtool::SS_STATS) != 0 {
+                get_u32(&info, 16) as usize
+            } else {
+                0
+            });
+        }
+        let mut drv = [0u8; ethtool::DRVINFO_LEN];
+        put_u32(&mut drv, 0, ethtool::GDRVINFO);
+        self.request(iface, &mut drv)?;
+        Ok(get_u32(&drv, ethtool::DRVINFO_N_STATS) as usize)
+    }
+
+    /// Room for `count` entries and then some. `ETHTOOL_GSTRINGS` and `ETHTOOL_GSTATS` write the driver's
+    /// count *at the time of the call*, not the one we ask for, so a count that grew between two system calls
+    /// (channels added with `ethtool -L`) must still fit: the slack makes that need more than a doubling.
+    fn room(count: usize) -> usize {
+        count.saturating_mul(2).saturating_add(64)
+    }
+
+    /// The names of the driver's statistics, in its order.
+    pub fn stat_names(&self, iface: &str, count: usize) -> std::io::Result<Vec<String>> {
+        let room = Self::room(count);
+        let mut buf = vec![0u8; ethtool::GSTRINGS_HEADER + room * ethtool::GSTRING_LEN];
+        put_u32(&mut buf, 0, ethtool::GSTRINGS);
+        put_u32(&mut buf, 4, ethtool::SS_STATS);
+        put_u32(&mut buf, 8, u32::try_from(count).unwrap_or(u32::MAX));
+        self.request(iface, &mut buf)?;
+        let len = (get_u32(&buf, 8) as usize).min(room);
+        Ok(buf
+            .get(ethtool::GSTRINGS_HEADER..)
+            .unwrap_or_default()
+            .chunks_exact(ethtool::GSTRING_LEN)
+            .take(len)
+            .map(|raw| {
+                let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+                String::from_utf8_lossy(raw.get(..end).unwrap_or_default()).into_owned()
+            })
+            .collect())
+    }
+
+    /// The values of the driver's statistics, in the order of [`Self::stat_names`].
+    pub fn stat_values(&self, iface: &str, count: usize) -> std::io::Result<Vec<u64>> {
+        let room = Self::room(count);
+        let mut buf = vec![0u8; ethtool::GSTATS_HEADER + room * 8];
+        put_u32(&mut buf, 0, ethtool::GSTATS);
+        put_u32(&mut buf, 4, u32::try_from(count).unwrap_or(u32::MAX));
+        self.request(iface, &mut buf)?;
+        let len = (get_u32(&buf, 4) as usize).min(room);
+        Ok(buf
+            .get(ethtool::GSTATS_HEADER..)
+            .unwrap_or_default()
+            .chunks_exact(8)
+            .take(len)
+            .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
+            .collect())
+    }
+}
+
+/// Every ethtool statistic of an interface (what `ethtool -S IFACE` prints), as name and value. Empty when the
+/// driver has none (loopback).
+pub fn ethtool_stats(iface: &str) -> std::io::Result<Vec<(String, u64)>> {
+    let sock = EthtoolSocket::new()?;
+    let count = sock.stats_count(iface)?;
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let names = sock.stat_names(iface, count)?;
+    let values = sock.stat_values(iface, names.len())?;
+    if values.len() != names.len() {
+        return Err(std::io::Error::other(format!(
+            "the statistics of {iface} changed while they were read ({} names, {} values)",
+            names.len(),
+            values.len()
+        )));
+    }
+    Ok(names.into_iter().zip(values).collect())
+}
+
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -120,6 +280,19 @@ mod tests {
         assert_eq!(ifindex("lo"), Some(1));
         assert_eq!(ifindex("no-such-if0"), None);
         assert_eq!(ifindex("bad\0name"), None);
+    }
+
+    #[test]
+    fn ethtool_ioctl_answers_for_what_exists() {
+        // Loopback has no driver statistics: an empty list, not an error.
+        assert_eq!(ethtool_stats("lo").unwrap(), Vec::new());
+        let e = ethtool_stats("no-such-if0").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENODEV), "{e}");
+        // Names the kernel could not take are refused before any system call.
+        for bad in ["", "bad\0name", "a-name-of-sixteen"] {
+            let e = ethtool_stats(bad).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{bad:?}");
+        }
     }
 
     #[test]

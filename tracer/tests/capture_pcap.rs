@@ -275,6 +275,14 @@ fn counters_and_knobs_travel_in_the_capture() {
     put("class/net/vb/ecn/roce_rp/rpg_min_rate", "1");
     put("class/net/vb/ecn/roce_np/enable/3", "1");
     put("class/net/other/ecn/roce_np/enable/3", "0");
+    // What `ethtool -S` prints on an mlx5 port with PFC on priority 3; `other` is not captured.
+    put(
+        "ethtool-S/vb",
+        "NIC statistics:\n     rx_packets: 900\n     rx_prio3_pause: 40\n     \
+         rx_prio3_pause_duration: 1850\n     rx_prio3_pause_transition: 20\n     tx_prio3_pause: 8\n     \
+         tx_prio3_pause_duration: 310\n     rx_prio4_pause: 0",
+    );
+    put("ethtool-S/other", "NIC statistics:\n     rx_prio3_pause: 1");
     let ns = Netns::new("ct");
     let out = dir.path().join("cap.pcapng");
     let child = ns.start_tracer(
@@ -324,12 +332,129 @@ fn counters_and_knobs_travel_in_the_capture() {
         "5 intervals of 200 ms in 1.5 s, got {}",
         samples.len()
     );
+    let first = &samples[0].1["counters"];
     assert_eq!(
-        samples[0].1["counters"]["class/infiniband/mlx5_0/ports/1/hw_counters/np_cnp_sent"],
+        first["class/infiniband/mlx5_0/ports/1/hw_counters/np_cnp_sent"],
         17
     );
-    // The analyzer still reads the file to its end.
-    let _ = frames(&out);
+    // The fixture's ethtool statistics, of the captured interface only, beside the sysfs counters.
+    assert_eq!(first["ethtool/vb/rx_prio3_pause"], 40);
+    assert_eq!(first["ethtool/vb/rx_prio3_pause_duration"], 1850);
+    assert_eq!(first["ethtool/vb/rx_prio3_pause_transition"], 20);
+    assert_eq!(first["ethtool/vb/tx_prio3_pause_duration"], 310);
+    let names: Vec<&String> = first.as_object().unwrap().keys().collect();
+    assert_eq!(names.len(), 2 + 7, "{names:?}");
+    assert!(!names.iter().any(|n| n.contains("other")), "{names:?}");
+    // The analyzer still reads the file to its end, and its counter table has the ethtool rows.
+    let (_, reader) = frames(&out);
+    let deltas = analyzer::blocks::counter_deltas(reader.custom_blocks());
+    let row = deltas
+        .iter()
+        .find(|d| d.name == "ethtool/vb/tx_prio3_pause")
+        .expect("ethtool row in the analyzer's counter deltas");
+    assert_eq!((row.first, row.last, row.delta), (8, 8, 0));
+}
+
+/// `--counters` on a live interface: the ethtool statistics come from the `SIOCETHTOOL` ioctl. A veth has
+/// a few, and two that can be checked: `peer_ifindex` is the peer's index, and with GRO on the receiving
+/// side (which makes veth deliver through NAPI) `rx_queue_0_xdp_packets` counts every frame it received.
+/// `ethtool -S` (the reference reader of the same ioctl) must list the same statistics.
+#[test]
+fn ethtool_statistics_by_ioctl_on_a_veth_pair() {
+    if !require_netns("ethtool_statistics_by_ioctl_on_a_veth_pair")
+        || !require(
+            "ethtool_statistics_by_ioctl_on_a_veth_pair",
+            have("ethtool"),
+            "needs ethtool (apt-get install ethtool) to turn GRO on and to read `ethtool -S` for comparison",
+        )
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ns = Netns::new("et");
+    // veth hands a frame to the peer's NAPI (where the per-queue counters are kept) only when GRO is on at
+    // the receiver and TSO off at the sender.
+    for (dev, args) in [("vb", ["gro", "on"]), ("va", ["tso", "off"])] {
+        let st = ns
+            .cmd("ethtool")
+            .args(["-K", dev])
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(st.success(), "ethtool -K {dev} {args:?}");
+    }
+    let replay = dir.path().join("replay.pcap");
+    let per_pass = replayable(&corpus(), &replay) as u64;
+    let out = dir.path().join("cap.pcapng");
+    let child = ns.start_tracer(
+        dir.path(),
+        &[
+            "-i",
+            "vb",
+            "-w",
+            out.to_str().unwrap(),
+            "--counters",
+            "--interval",
+            "200ms",
+        ],
+    );
+    // Let the first sample be taken before any traffic.
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let passes = 3;
+    ns.replay_and_stop(child, &replay, passes, 20);
+    let sent = per_pass * u64::from(passes);
+
+    let (got, reader) = frames(&out);
+    assert_eq!(got.len() as u64, sent);
+    let samples: Vec<serde_json::Value> = custom_blocks(&out)
+        .iter()
+        .filter_map(|b| tracer::blocks::decode(b))
+        .filter(|(k, _)| *k == tracer::blocks::COUNTERS)
+        .map(|(_, v)| v)
+        .collect();
+    assert!(samples.len() >= 3, "{} samples", samples.len());
+    let first = samples[0]["counters"].as_object().unwrap();
+    assert_eq!(
+        first["ethtool/vb/peer_ifindex"],
+        u64::from(ns.ifindex("va")),
+        "{first:?}"
+    );
+    // The same statistics as `ethtool -S vb`, in name.
+    let text = ns.cmd("ethtool").args(["-S", "vb"]).output().unwrap();
+    let reference = tracer::counters::parse_ethtool_s(&String::from_utf8_lossy(&text.stdout));
+    assert!(
+        reference.len() >= 3,
+        "ethtool -S vb: {}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+    let mut ours: Vec<&str> = first
+        .keys()
+        .filter_map(|k| k.strip_prefix("ethtool/vb/"))
+        .collect();
+    let mut theirs: Vec<&str> = reference.iter().map(|(n, _)| n.as_str()).collect();
+    ours.sort();
+    theirs.sort();
+    assert_eq!(ours, theirs);
+    // The receive counter moved by at least the replayed frames between the first and last samples (IPv6 is
+    // off in the namespace, so nothing else is sent).
+    let deltas = analyzer::blocks::counter_deltas(reader.custom_blocks());
+    let moved = deltas
+        .iter()
+        .find(|d| d.name == "ethtool/vb/rx_queue_0_xdp_packets")
+        .expect("veth's per-queue counter");
+    assert!(!moved.reset);
+    assert!(
+        moved.delta >= sent && moved.delta <= sent + 8,
+        "rx_queue_0_xdp_packets moved by {} for {sent} frames sent",
+        moved.delta
+    );
+    // The last sample is not ahead of what ethtool reads afterwards.
+    let after = reference
+        .iter()
+        .find(|(n, _)| n == "rx_queue_0_xdp_packets")
+        .map(|(_, v)| *v)
+        .unwrap();
+    assert!(moved.last <= after, "{} > {after}", moved.last);
 }
 
 #[test]

@@ -65,6 +65,12 @@ fn measure(argv: &[&str]) -> Result<(f64, f64)> {
 }
 
 pub fn run(args: &[String]) -> Result<()> {
+    if args.iter().any(|a| a == "--tracer") {
+        if args.len() > 1 {
+            bail!("--tracer takes no other option");
+        }
+        return crate::bench_tracer::run();
+    }
     let mut spec = BulkSpec::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -260,7 +266,7 @@ fn render(rows: &[Measured], spec: &BulkSpec, size_mb: f64) -> String {
 }
 
 /// Replaces the section between `<!-- bench:NAME -->` markers, or appends it.
-fn splice(doc: &str, name: &str, body: &str) -> String {
+pub(crate) fn splice(doc: &str, name: &str, body: &str) -> String {
     let open = format!("<!-- bench:{name} -->");
     let close = format!("<!-- /bench:{name} -->");
     let section = format!("{open}\n{body}{close}");

@@ -12,7 +12,8 @@ use crate::sh;
 /// wireshark-common, pulled in by tshark) converts captures; libpcap-dev is linked by the live tracer;
 /// tcpreplay replays captures into the tracer's veth pairs; iproute2 makes those pairs; bpftool shows what
 /// the eBPF engine attached; llvm-22-dev is what bpf-linker is built against (the nightly's LLVM); prometheus
-/// brings promtool, which checks the tracer's metrics.
+/// brings promtool, which checks the tracer's metrics; ethtool turns GRO on for the veth whose statistics the
+/// tracer's ethtool test reads, and prints the names those statistics are checked against.
 const APT_PACKAGES: &[&str] = &[
     "tshark",
     "libpcap-dev",
@@ -23,6 +24,7 @@ const APT_PACKAGES: &[&str] = &[
     "prometheus",
     "chromium",
     "fonts-dejavu-core",
+    "ethtool",
 ];
 
 /// The LLVM that bpf-linker links to, matching the nightly toolchain's LLVM major version.

@@ -5,6 +5,7 @@
 //! what it runs, so a red CI log says which step broke.
 
 mod bench;
+mod bench_tracer;
 mod install;
 mod samples_task;
 
@@ -21,6 +22,8 @@ tasks:
   install                                  only install what is missing (apt packages, cargo-fuzz)
   fuzz [--seconds N] [TARGET...]           run the fuzz targets (default 20 s each)
   bench [--frames N]                       generate a large capture, measure analyzer and tshark, update BENCHMARKS.md
+  bench --tracer                           as root: the eBPF probe's cost per frame and each capture engine's
+                                           loss at top sender speed (release tracer), update BENCHMARKS.md
   samples                                  regenerate the committed captures byte for byte
 ";
 

@@ -1,11 +1,16 @@
 //! The eBPF engine: the `tracer-ebpf` TC probe on ingress and egress of each interface, a ring buffer read by
 //! one thread, and the probe's per-CPU counters read at the end.
 //!
+//! The probe selects RoCE, CNP, PFC and PAUSE frames (or all with `--all-frames`); a user's `--filter` is
+//! compiled by libpcap and run here on each record, so it narrows that selection and cannot widen it. The
+//! probe wakes the reader only as the ring fills (see [`wakeup_bytes`]), so the reader also polls every
+//! [`POLL_MS`]. Ring-buffer losses are counted per interface, for each interface's statistics block.
+//!
 //! The probe is attached through TCX links (kernel 6.6 and later), which belong to this process: they go
 //! away when it exits, even on SIGKILL, so no tc filter or qdisc is ever left behind. Older kernels get
 //! aya's netlink attachment to a clsact qdisc, which we then remove ourselves at exit.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
@@ -31,6 +36,20 @@ static PROBE: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tra
 /// Program names in the object.
 pub const INGRESS: &str = "tracer_ingress";
 pub const EGRESS: &str = "tracer_egress";
+
+/// The probe's ring-buffer size unless `--ring-bytes` says otherwise (the map's size in the object).
+pub const DEFAULT_RING_BYTES: u32 = 64 << 20;
+
+/// How long the ring reader sleeps when nothing woke it: the probe submits records without a wakeup until
+/// [`wakeup_bytes`] of them wait, so this bounds how late a frame of a slow stream reaches the file.
+pub const POLL_MS: i32 = 10;
+
+/// The probe wakes the reader once a sixteenth of the ring is waiting: rarely enough that a fast stream
+/// costs a wakeup per several thousand frames, early enough that the reader starts draining long before
+/// the ring is full.
+pub fn wakeup_bytes(ring_bytes: u32) -> u32 {
+    (ring_bytes / 16).max(1)
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum EbpfStartError {
@@ -59,6 +78,12 @@ pub enum EbpfStartError {
     },
     #[error("no interface named {0}")]
     NoSuchInterface(String),
+    #[error("the capture filter {filter:?} does not compile for Ethernet")]
+    Filter {
+        filter: String,
+        #[source]
+        source: pcap::Error,
+    },
     #[error(
         "attaching the probe to {iface} ({direction}) failed (on kernels before 6.6 make sure the clsact \
          qdisc can be added: `tc qdisc add dev {iface} clsact`; or use --engine pcap)"
@@ -140,6 +165,18 @@ pub struct RingRecord {
     pub data: Vec<u8>,
     /// Length on the wire including that tag.
     pub wire_len: u32,
+}
+
+impl RingRecord {
+    /// The record's time in ns since the epoch: the stack's receive stamp as it is, or the probe's monotonic
+    /// clock reading plus `mono_to_real` (see [`sys::monotonic_to_realtime_offset`]).
+    pub fn wall_ns(&self, mono_to_real: u64) -> u64 {
+        if self.flags & flag::TS_REALTIME != 0 {
+            self.ts_ns
+        } else {
+            self.ts_ns.saturating_add(mono_to_real)
+        }
+    }
 }
 
 fn ne_u32(b: &[u8], at: usize) -> Option<u32> {
@@ -229,6 +266,21 @@ pub fn ring_full(ebpf: &Ebpf) -> Option<u64> {
     Some(v.iter().sum())
 }
 
+/// Frames lost to a full ring buffer so far, per interface index, summed over CPUs.
+pub fn ring_full_by_ifindex(ebpf: &Ebpf) -> Result<BTreeMap<u32, u64>, EbpfStartError> {
+    let map = ebpf
+        .map(maps::RING_FULL_BY_IF)
+        .ok_or(EbpfStartError::MissingMap(maps::RING_FULL_BY_IF))?;
+    let per_if: PerCpuHashMap<&MapData, u32, u64> =
+        PerCpuHashMap::try_from(map).map_err(map_err(maps::RING_FULL_BY_IF))?;
+    let mut out = BTreeMap::new();
+    for item in per_if.iter() {
+        let (ifindex, per_cpu) = item.map_err(map_err(maps::RING_FULL_BY_IF))?;
+        out.insert(ifindex, per_cpu.iter().sum());
+    }
+    Ok(out)
+}
+
 /// Reads the probe's maps (the per-CPU values summed).
 pub fn probe_stats(ebpf: &Ebpf) -> Result<ProbeStats, EbpfStartError> {
     let mut st = ProbeStats {
@@ -302,21 +354,42 @@ pub fn probe_stats(ebpf: &Ebpf) -> Result<ProbeStats, EbpfStartError> {
     Ok(st)
 }
 
+/// Compiles a libpcap filter for Ethernet frames, to run in userspace on what the probe hands over (the
+/// probe cannot run classic BPF itself). `len`, `greater` and `less` then test the captured length.
+pub fn compile_filter(expr: &str) -> Result<pcap::BpfProgram, EbpfStartError> {
+    let err = |source| EbpfStartError::Filter {
+        filter: expr.to_owned(),
+        source,
+    };
+    pcap::Capture::dead(pcap::Linktype::ETHERNET)
+        .map_err(err)?
+        .compile(expr, true)
+        .map_err(err)
+}
+
 #[derive(Debug)]
 pub struct EbpfEngine {
     ebpf: Ebpf,
     reader: Option<JoinHandle<Vec<u64>>>,
+    /// Interface index → position in the `-i` list.
+    index_of: HashMap<u32, u32>,
     ifaces: usize,
+    filter: Option<String>,
+    all_frames: bool,
     /// Interfaces whose probes hang off a clsact qdisc we added (pre-6.6 kernels): removed at exit.
     netlink_ifaces: Vec<String>,
 }
 
 /// Loads the probe, attaches it to ingress and egress of every interface and starts the ring reader.
 pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, EbpfStartError> {
+    // Before loading anything, so that a bad expression leaves nothing to detach.
+    let filter = config.filter.as_deref().map(compile_filter).transpose()?;
     let mut ebpf = load_probe(
         Config {
             snaplen: config.snaplen.min(MAX_SNAPLEN as u32),
             all_frames: u32::from(config.all_frames),
+            wakeup_bytes: wakeup_bytes(config.ring_bytes.unwrap_or(DEFAULT_RING_BYTES)),
+            _pad: 0,
         },
         config.ring_bytes,
     )?;
@@ -354,13 +427,17 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, E
     let ring = take_ring(&mut ebpf)?;
     let names = config.interfaces.clone();
     let plumbing = plumbing.clone();
+    let reader_index = index_of.clone();
     let reader = std::thread::Builder::new()
         .name("ebpf-ring".into())
-        .spawn(move || read_ring(ring, index_of, names, plumbing))?;
+        .spawn(move || read_ring(ring, reader_index, names, filter, plumbing))?;
     Ok(EbpfEngine {
         ebpf,
         reader: Some(reader),
+        index_of,
         ifaces: config.interfaces.len(),
+        filter: config.filter.clone(),
+        all_frames: config.all_frames,
         netlink_ifaces,
     })
 }
@@ -380,6 +457,7 @@ fn read_ring(
     mut ring: RingBuf<MapData>,
     index_of: HashMap<u32, u32>,
     names: Vec<String>,
+    filter: Option<pcap::BpfProgram>,
     p: Plumbing,
 ) -> Vec<u64> {
     let offset = sys::monotonic_to_realtime_offset();
@@ -396,12 +474,16 @@ fn read_ring(
             let Some(&iface) = index_of.get(&rec.ifindex) else {
                 continue;
             };
+            // On the frame as it was on the wire (a tag the kernel removed is back in place).
+            if filter.as_ref().is_some_and(|f| !f.filter(&rec.data)) {
+                continue;
+            }
             if let Some(r) = received.get_mut(iface as usize) {
                 *r += 1;
             }
             let frame = Captured {
                 iface,
-                ts_ns: rec.ts_ns.saturating_add(offset),
+                ts_ns: rec.wall_ns(offset),
                 len: rec.wire_len,
                 data: rec.data,
             };
@@ -429,7 +511,7 @@ fn read_ring(
                 }
             }
         }
-        wait_readable(ring.as_raw_fd(), 100);
+        wait_readable(ring.as_raw_fd(), POLL_MS);
     }
 }
 
@@ -439,8 +521,17 @@ impl Engine for EbpfEngine {
     }
 
     fn describe(&self, _iface: u32) -> String {
-        "roce-tracer engine=ebpf (TC probe, ingress and egress): RoCEv2, RoCEv1, CNP, PFC, PAUSE"
-            .into()
+        let mut d = String::from("roce-tracer engine=ebpf (TC probe, ingress and egress): ");
+        d.push_str(if self.all_frames {
+            "every frame"
+        } else {
+            "RoCEv2, RoCEv1, CNP, PFC, PAUSE"
+        });
+        if let Some(f) = &self.filter {
+            d.push_str(" filter=");
+            d.push_str(f);
+        }
+        d
     }
 
     fn dropped_so_far(&self) -> u64 {
@@ -454,16 +545,25 @@ impl Engine for EbpfEngine {
             .and_then(|r| r.join().ok())
             .unwrap_or_default();
         let probe = probe_stats(&self.ebpf).ok();
-        let ring_full = probe.as_ref().map(|p| p.ring_full);
-        // The probe counts ring-buffer losses per CPU, not per interface: they are reported on the first.
+        // Each interface's own ring-buffer losses. Lost frames are counted before the user's filter could
+        // look at them, so with --filter they are an upper bound on what the filter would have kept.
+        let by_iface = ring_full_by_ifindex(&self.ebpf).ok().map(|by_index| {
+            let mut v = vec![0u64; self.ifaces];
+            for (ifindex, n) in by_index {
+                if let Some(slot) = self
+                    .index_of
+                    .get(&ifindex)
+                    .and_then(|&i| v.get_mut(i as usize))
+                {
+                    *slot += n;
+                }
+            }
+            v
+        });
         let stats = (0..self.ifaces)
             .map(|i| {
                 let got = received.get(i).copied().unwrap_or(0);
-                let dropped = if i == 0 {
-                    ring_full
-                } else {
-                    ring_full.map(|_| 0)
-                };
+                let dropped = by_iface.as_ref().and_then(|v| v.get(i).copied());
                 IfaceStats {
                     received: Some(got + dropped.unwrap_or(0)),
                     dropped,

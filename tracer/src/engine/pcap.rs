@@ -52,6 +52,7 @@ pub struct PcapEngine {
 /// Opens every interface (so that a bad name, a missing permission or a bad filter fails before anything
 /// is written), then starts one reader thread per interface.
 pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<PcapEngine, PcapStartError> {
+    let filter = config.filter.as_deref().unwrap_or(DEFAULT_FILTER);
     let mut caps = Vec::new();
     for name in &config.interfaces {
         let open = || -> Result<Capture<Active>, pcap::Error> {
@@ -68,10 +69,10 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<PcapEngine, P
             iface: name.clone(),
             source,
         })?;
-        cap.filter(&config.filter, true)
+        cap.filter(filter, true)
             .map_err(|source| PcapStartError::Filter {
                 iface: name.clone(),
-                filter: config.filter.clone(),
+                filter: filter.to_owned(),
                 source,
             })?;
         // libpcap's own read timeout is not honoured on every Linux ring version (poll may block until a
@@ -101,7 +102,7 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<PcapEngine, P
     }
     Ok(PcapEngine {
         links,
-        filter: config.filter.clone(),
+        filter: filter.to_owned(),
         threads,
         dropped,
     })

@@ -19,6 +19,11 @@ use analyzer::source::{CaptureReader, LinkType};
 
 pub const TRACER: &str = env!("CARGO_BIN_EXE_roce-tracer");
 
+/// One of the teaching captures in `samples/captures/`.
+pub fn sample(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../samples/captures/{name}.pcapng"))
+}
+
 /// The corpus of every header the decoder knows, as classic pcap (Ethernet only, so it can be replayed).
 pub fn corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/corpus/corpus.pcap")
@@ -104,6 +109,27 @@ impl Netns {
         ns
     }
 
+    /// Adds a second veth pair, `a` ↔ `b`, both up.
+    pub fn add_pair(&self, a: &str, b: &str) {
+        for args in [
+            &["link", "add", a, "type", "veth", "peer", "name", b][..],
+            &["link", "set", a, "up"],
+            &["link", "set", b, "up"],
+        ] {
+            run_ok(Command::new("ip").args(["-n", &self.name]).args(args));
+        }
+    }
+
+    /// An interface's index inside the namespace.
+    pub fn ifindex(&self, dev: &str) -> u32 {
+        let out = Command::new("ip")
+            .args(["-n", &self.name, "-j", "link", "show", dev])
+            .output()
+            .expect("run ip");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ip -j output");
+        v[0]["ifindex"].as_u64().expect("ifindex") as u32
+    }
+
     /// A command run inside the namespace.
     pub fn cmd(&self, prog: &str) -> Command {
         let mut c = Command::new("ip");
@@ -139,7 +165,6 @@ impl Netns {
         child
     }
 
-    /// Replays a pcap into `va` as fast as possible, `loops` times.
     /// Replays `pcap` `loops` times into a tracer already capturing on `vb`, lets the last frames reach the
     /// capture, stops the tracer with SIGINT and returns its output once it has exited cleanly.
     pub fn replay_and_stop(
@@ -161,10 +186,16 @@ impl Netns {
         result
     }
 
+    /// Replays a pcap into `va` as fast as possible, `loops` times.
     pub fn replay(&self, pcap: &Path, loops: u32) {
+        self.replay_into("va", pcap, loops);
+    }
+
+    /// Replays a pcap into `dev` as fast as possible, `loops` times.
+    pub fn replay_into(&self, dev: &str, pcap: &Path, loops: u32) {
         let out = self
             .cmd("tcpreplay")
-            .args(["-q", "-t", "-i", "va"])
+            .args(["-q", "-t", "-i", dev])
             .arg(format!("--loop={loops}"))
             .arg(pcap)
             .output()
@@ -354,4 +385,31 @@ pub fn custom_blocks(path: &Path) -> Vec<Vec<u8>> {
         at += len;
     }
     out
+}
+
+/// How many non-`other` frames each of the first `ifaces` interfaces of a capture holds.
+pub fn frames_per_iface(path: &Path, ifaces: usize) -> Vec<u64> {
+    let mut reader = CaptureReader::open(path).expect("open capture");
+    let decoder = Decoder::default();
+    let mut out = vec![0u64; ifaces];
+    let mut n = 0;
+    while let Some(rec) = reader.next_record().expect("read record") {
+        n += 1;
+        if decoder.decode(n, &rec).kind != Kind::Other {
+            out[rec.iface as usize] += 1;
+        }
+    }
+    out
+}
+
+/// Copies the first `n` records of a classic pcap to another.
+pub fn first_records(src: &Path, dst: &Path, n: usize) {
+    let mut reader = CaptureReader::open(src).expect("open source");
+    let file = std::fs::File::create(dst).expect("create");
+    let mut w = PcapWriter::new(std::io::BufWriter::new(file), LinkType::ETHERNET, 65535).unwrap();
+    for _ in 0..n {
+        let rec = reader.next_record().expect("read").expect("enough records");
+        w.write_packet(rec.ts_ns, rec.data, rec.len).unwrap();
+    }
+    w.into_inner().unwrap();
 }

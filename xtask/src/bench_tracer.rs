@@ -1,0 +1,466 @@
+//! `cargo xtask bench --tracer`: the live tracer's benchmarks, run as root on this machine, rewriting the
+//! `<!-- bench:tracer -->` section of BENCHMARKS.md.
+//!
+//! Two measurements, both with the release build of `roce-tracer`:
+//! - the eBPF probe's own cost per frame: `tracer/examples/probe_cost.rs` drives the ingress program through
+//!   `BPF_PROG_TEST_RUN` (the kernel times it); several rounds, pinned to one core, the best kept and the
+//!   median shown beside it, because other work on the machine only ever adds time;
+//! - capture without loss: the corpus's RoCE, CNP, PFC and PAUSE frames replayed by tcpreplay at top speed
+//!   into a veth pair in a network namespace, each engine capturing on the peer; what was sent, captured and
+//!   reported dropped, the tracer's CPU time per frame, and for the eBPF engine the program's run time per
+//!   frame as the kernel counts it with `kernel.bpf_stats_enabled` (which adds two clock reads per run).
+//!
+//! The load average is recorded before and after: the machine is shared, and the numbers mean little when
+//! something else was running.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use analyzer::decode::{Decoder, Kind};
+use analyzer::sink::PcapWriter;
+use analyzer::source::{CaptureReader, LinkType};
+use anyhow::{Context, Result, bail};
+
+use crate::{install, root, sh};
+
+/// Rounds of the probe-cost example per ring size.
+const PROBE_ROUNDS: usize = 5;
+/// Passes of the corpus per engine in the capture benchmark.
+const PASSES: u32 = 2000;
+/// A ring that fits in the caches, measured beside the default to show what the ring's memory costs.
+const SMALL_RING: u32 = 4 << 20;
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// One case of the probe-cost example, over every round.
+struct ProbeCase {
+    case: String,
+    ring_bytes: u64,
+    bests: Vec<u64>,
+    medians: Vec<u64>,
+}
+
+fn probe_cost(example: &Path) -> Result<Vec<ProbeCase>> {
+    let mut cases: Vec<ProbeCase> = Vec::new();
+    for round in 0..PROBE_ROUNDS {
+        // Alternate the ring sizes so that a noisy moment does not land on one of them only.
+        for ring in [None, Some(SMALL_RING)] {
+            eprintln!("xtask: probe cost, round {}", round + 1);
+            let mut cmd = Command::new("taskset");
+            cmd.args(["-c", "0"]).arg(example);
+            if let Some(r) = ring {
+                cmd.args(["--ring-bytes", &r.to_string()]);
+            }
+            let out = cmd.output().context("running probe_cost")?;
+            if !out.status.success() {
+                bail!(
+                    "probe_cost failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                let (numbers, case) = line
+                    .split_once(" case=")
+                    .with_context(|| format!("probe_cost printed {line:?}"))?;
+                let get = |key: &str| -> Result<u64> {
+                    numbers
+                        .split_whitespace()
+                        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                        .and_then(|v| v.parse().ok())
+                        .with_context(|| format!("no {key} in {line:?}"))
+                };
+                let case = case.to_string();
+                let ring_bytes = get("ring_bytes")?;
+                let best = get("best_ns")?;
+                let median = get("median_ns")?;
+                match cases
+                    .iter_mut()
+                    .find(|c| c.case == case && c.ring_bytes == ring_bytes)
+                {
+                    Some(c) => {
+                        c.bests.push(best);
+                        c.medians.push(median);
+                    }
+                    None => cases.push(ProbeCase {
+                        case,
+                        ring_bytes,
+                        bests: vec![best],
+                        medians: vec![median],
+                    }),
+                }
+            }
+        }
+    }
+    Ok(cases)
+}
+
+/// Writes the Ethernet frames of `src` that are not `other` to a classic pcap tcpreplay can send; returns
+/// how many.
+fn replayable(src: &Path, dst: &Path) -> Result<u64> {
+    let mut reader = CaptureReader::open(src)?;
+    let decoder = Decoder::default();
+    let file = std::fs::File::create(dst)?;
+    let mut w = PcapWriter::new(std::io::BufWriter::new(file), LinkType::ETHERNET, 65535)?;
+    let (mut i, mut n) = (0, 0);
+    while let Some(rec) = reader.next_record()? {
+        i += 1;
+        if rec.link != LinkType::ETHERNET || decoder.decode(i, &rec).kind == Kind::Other {
+            continue;
+        }
+        w.write_packet(rec.ts_ns, rec.data, rec.caplen)?;
+        n += 1;
+    }
+    w.into_inner()?;
+    Ok(n)
+}
+
+/// A network namespace with the veth pair `va` ↔ `vb`, deleted on drop.
+struct Netns(String);
+
+impl Netns {
+    fn new() -> Result<Netns> {
+        let name = format!("rtbench{}", std::process::id());
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        sh(Command::new("ip").args(["netns", "add", &name]))?;
+        let ns = Netns(name);
+        for args in [
+            &["link", "add", "va", "type", "veth", "peer", "name", "vb"][..],
+            &["link", "set", "va", "up"],
+            &["link", "set", "vb", "up"],
+        ] {
+            sh(Command::new("ip").args(["-n", &ns.0]).args(args))?;
+        }
+        for key in [
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ] {
+            let _ = ns.cmd("sysctl").args(["-qw", key]).output();
+        }
+        Ok(ns)
+    }
+
+    fn cmd(&self, prog: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0, prog]);
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        if let Ok(out) = Command::new("ip").args(["netns", "pids", &self.0]).output() {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-KILL", pid]).output();
+            }
+        }
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}
+
+/// CPU time (user + system) of a process so far, in seconds.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    // USER_HZ is 100 on Linux.
+    Some((utime + stime) as f64 / 100.0)
+}
+
+/// Ids of the loaded BPF programs named `name`, from `bpftool prog show`, whose first line per program reads
+/// `ID: TYPE  name NAME  tag ...`.
+fn prog_ids(name: &str) -> Vec<u64> {
+    let Ok(out) = Command::new("bpftool").args(["prog", "show"]).output() else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (id, rest) = l.split_once(':')?;
+            let mut words = rest.split_whitespace();
+            words.find(|&w| w == "name")?;
+            (words.next()? == name).then(|| id.trim().parse().ok())?
+        })
+        .collect()
+}
+
+/// (run_time_ns, run_cnt) of a program, which `bpftool prog show` prints while kernel.bpf_stats_enabled is
+/// on.
+fn prog_run_stats(id: u64) -> Option<(u64, u64)> {
+    let out = Command::new("bpftool")
+        .args(["prog", "show", "id", &id.to_string()])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() || text.trim().is_empty() {
+        return None;
+    }
+    // bpftool leaves both out while they are zero.
+    let value = |key: &str| -> u64 {
+        let mut words = text.split_whitespace();
+        words
+            .find(|&w| w == key)
+            .and_then(|_| words.next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    Some((value("run_time_ns"), value("run_cnt")))
+}
+
+/// Turns kernel.bpf_stats_enabled on for its lifetime and restores the old value.
+struct BpfStats(String);
+
+impl BpfStats {
+    fn enable() -> Result<BpfStats> {
+        let old = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled")?
+            .trim()
+            .to_string();
+        std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "1")?;
+        Ok(BpfStats(old))
+    }
+}
+
+impl Drop for BpfStats {
+    fn drop(&mut self) {
+        let _ = std::fs::write("/proc/sys/kernel/bpf_stats_enabled", &self.0);
+    }
+}
+
+struct RateRow {
+    engine: &'static str,
+    sent: u64,
+    send_seconds: f64,
+    captured: u64,
+    dropped: u64,
+    cpu_ns_per_frame: f64,
+    /// eBPF only: the ingress program's run time per run.
+    prog_ns_per_run: Option<f64>,
+}
+
+fn wait_ready(child: &mut Child, ready: &Path) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready.exists() {
+        if let Some(status) = child.try_wait()? {
+            bail!("roce-tracer exited before it was ready ({status})");
+        }
+        if Instant::now() > deadline {
+            bail!("roce-tracer never became ready");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+fn capture_rate(tracer: &Path, replay: &Path, per_pass: u64, dir: &Path) -> Result<Vec<RateRow>> {
+    let mut rows = Vec::new();
+    for engine in ["pcap", "ebpf"] {
+        eprintln!("xtask: capture rate, {engine} engine");
+        let ns = Netns::new()?;
+        let out = dir.join(format!("{engine}.pcapng"));
+        let ready = dir.join("ready");
+        let _ = std::fs::remove_file(&ready);
+        let stats = if engine == "ebpf" {
+            Some(BpfStats::enable()?)
+        } else {
+            None
+        };
+        let before_ids = prog_ids("tracer_ingress");
+        let mut child = ns
+            .cmd(&tracer.to_string_lossy())
+            .args(["capture", "-q", "-i", "vb", "--engine", engine, "-w"])
+            .arg(&out)
+            .arg("--ready-file")
+            .arg(&ready)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting roce-tracer")?;
+        wait_ready(&mut child, &ready)?;
+        let ours: Vec<u64> = prog_ids("tracer_ingress")
+            .into_iter()
+            .filter(|id| !before_ids.contains(id))
+            .collect();
+        let cpu_before = cpu_seconds(child.id()).unwrap_or(0.0);
+        let prog_before: Vec<(u64, u64)> =
+            ours.iter().filter_map(|&id| prog_run_stats(id)).collect();
+        let t = Instant::now();
+        let status = ns
+            .cmd("tcpreplay")
+            .args(["-q", "-t", "-i", "va"])
+            .arg(format!("--loop={PASSES}"))
+            .arg(replay)
+            .stdout(Stdio::null())
+            .status()?;
+        let send_seconds = t.elapsed().as_secs_f64();
+        if !status.success() {
+            bail!("tcpreplay failed ({status})");
+        }
+        // Let the tracer drain what is queued before reading its CPU time.
+        std::thread::sleep(Duration::from_millis(1500));
+        let cpu_after = cpu_seconds(child.id()).unwrap_or(0.0);
+        let prog_after: Vec<(u64, u64)> =
+            ours.iter().filter_map(|&id| prog_run_stats(id)).collect();
+        drop(stats);
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        let result = child.wait_with_output()?;
+        if !result.status.success() {
+            bail!(
+                "roce-tracer failed: {}",
+                String::from_utf8_lossy(&result.stderr)
+            );
+        }
+        let mut reader = CaptureReader::open(&out)?;
+        let decoder = Decoder::default();
+        let (mut i, mut captured) = (0, 0u64);
+        while let Some(rec) = reader.next_record()? {
+            i += 1;
+            if decoder.decode(i, &rec).kind != Kind::Other {
+                captured += 1;
+            }
+        }
+        let st = reader.if_stats().first().copied().unwrap_or_default();
+        let dropped = st.dropped_iface.unwrap_or(0) + st.dropped_os.unwrap_or(0);
+        let prog_ns_per_run = match (prog_before.as_slice(), prog_after.as_slice()) {
+            ([(t0, n0)], [(t1, n1)]) if n1 > n0 => Some((t1 - t0) as f64 / (n1 - n0) as f64),
+            _ => None,
+        };
+        rows.push(RateRow {
+            engine,
+            sent: per_pass * u64::from(PASSES),
+            send_seconds,
+            captured,
+            dropped,
+            cpu_ns_per_frame: (cpu_after - cpu_before) * 1e9 / captured.max(1) as f64,
+            prog_ns_per_run,
+        });
+    }
+    Ok(rows)
+}
+
+fn kernel() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|k| format!("Linux {}", k.trim()))
+        .unwrap_or_default()
+}
+
+fn render(
+    probe: &[ProbeCase],
+    rates: &[RateRow],
+    per_pass: u64,
+    load_before: &str,
+    load_after: &str,
+) -> String {
+    let date = Command::new("date")
+        .arg("+%F")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let mut s = String::new();
+    s.push_str(&format!(
+        "Measured {date} as root. Machine: {} cores, {}; release build of `roce-tracer` (the eBPF object is always release). Load \
+         average (1, 5, 15 min) {load_before} before and {load_after} after: the machine is shared, and other \
+         work only ever adds time.\n\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        kernel()
+    ));
+    s.push_str(&format!(
+        "**The probe's own cost per frame** (`BPF_PROG_TEST_RUN` on core 0, one 1 KiB RoCEv2 RDMA WRITE FIRST \
+         frame, {PROBE_ROUNDS} rounds of 20 kernel averages over 10 000 runs; best and median of the rounds' \
+         best averages):\n\n"
+    ));
+    s.push_str("| case | ring | best ns/frame | median ns/frame |\n|---|---|---:|---:|\n");
+    for c in probe {
+        let mut b = c.bests.clone();
+        b.sort_unstable();
+        let best = b.first().copied().unwrap_or(0);
+        let median = b.get(b.len() / 2).copied().unwrap_or(0);
+        s.push_str(&format!(
+            "| {} | {} MiB | {best} | {median} |\n",
+            c.case,
+            c.ring_bytes >> 20
+        ));
+    }
+    s.push_str(&format!(
+        "\n**Capture at the fastest sender here**: the corpus's {per_pass} RoCE/CNP/PFC/PAUSE frames replayed \
+         {PASSES} times by tcpreplay at top speed into a veth pair in a network namespace, the tracer on the \
+         peer with its defaults (snap length 256; eBPF: 64 MiB ring). The program's run time is the kernel's \
+         own count with `kernel.bpf_stats_enabled` on, which adds two clock reads to every run.\n\n"
+    ));
+    s.push_str(
+        "| engine | sent | sender rate | captured | reported dropped | unaccounted | tracer CPU per frame | \
+         probe run time per frame |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in rates {
+        s.push_str(&format!(
+            "| {} | {} | {:.0} frames/s | {} | {} | {} | {:.2} µs | {} |\n",
+            r.engine,
+            r.sent,
+            r.sent as f64 / r.send_seconds.max(1e-9),
+            r.captured,
+            r.dropped,
+            r.sent as i64 - r.captured as i64 - r.dropped as i64,
+            r.cpu_ns_per_frame / 1e3,
+            r.prog_ns_per_run
+                .map_or("–".to_string(), |ns| format!("{ns:.0} ns")),
+        ));
+    }
+    s
+}
+
+pub fn run() -> Result<()> {
+    if !is_root() {
+        bail!("the tracer benchmark needs root (network namespaces, eBPF)");
+    }
+    install::ensure_apt(&["tcpreplay", "iproute2", "bpftool"])?;
+    sh(Command::new("cargo").args([
+        "build",
+        "--release",
+        "-p",
+        "tracer",
+        "--bin",
+        "roce-tracer",
+        "--example",
+        "probe_cost",
+    ]))?;
+    let release = target_dir().join("release");
+    let tracer = release.join("roce-tracer");
+    let example = release.join("examples").join("probe_cost");
+    let dir = target_dir().join("bench").join("tracer");
+    std::fs::create_dir_all(&dir)?;
+    let replay = dir.join("replay.pcap");
+    let per_pass = replayable(&root().join("samples/corpus/corpus.pcap"), &replay)?;
+
+    let load_before = load_average();
+    let probe = probe_cost(&example)?;
+    let rates = capture_rate(&tracer, &replay, per_pass, &dir)?;
+    let load_after = load_average();
+
+    let report = render(&probe, &rates, per_pass, &load_before, &load_after);
+    println!("{report}");
+    let md = root().join("BENCHMARKS.md");
+    let old = std::fs::read_to_string(&md).unwrap_or_default();
+    std::fs::write(&md, crate::bench::splice(&old, "tracer", &report))?;
+    eprintln!("xtask: updated {}", md.display());
+    Ok(())
+}
