@@ -263,11 +263,14 @@ impl KernelEvent {
             .split_once(':')
             .unwrap_or(("", &self.tracepoint));
         let mut parts = vec![event.to_string()];
-        if let Some(q) = self.number("qp_num") {
+        if let Some(q) = self.number("qp_num").or_else(|| self.number("lqpn")) {
             parts.push(format!("QP {q:#08x}"));
         }
-        if let Some(t) = self.text("qp_type_name") {
+        if let Some(t) = self.text("qp_type_name").or_else(|| self.text("type")) {
             parts.push(t.to_string());
+        }
+        if let Some(s) = self.text("state") {
+            parts.push(s.to_string());
         }
         if self.fields.contains_key("event") {
             parts.push(self.named("event").unwrap_or_default());
@@ -511,6 +514,12 @@ pub const QP_TRACEPOINTS: [&str; 3] = [
     "rdma_cma:cm_send_rep",
 ];
 
+/// The pseudo tracepoint of `roce-tracer`'s snapshots of `rdma res show qp`: every QP the kernel tracks, with
+/// the process that created it (`fields`: `device`, `port`, `lqpn`, `rqpn`, `type`, `state`, and `pid`,
+/// `comm` for a user QP), taken at start and every interval. Unlike the tracepoints it also sees QPs made
+/// with verbs alone and QPs made before the capture; the event's time is the snapshot's.
+pub const RDMA_RES_QP: &str = "rdma_res:qp";
+
 /// A QP and the process that owns it, from the kernel events.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QpProcess {
@@ -538,11 +547,17 @@ impl QpProcess {
 pub fn qp_processes(events: &KernelEvents) -> Vec<QpProcess> {
     let mut out: Vec<QpProcess> = Vec::new();
     for e in &events.events {
-        if !QP_TRACEPOINTS.contains(&e.tracepoint.as_str()) {
+        let snapshot = e.tracepoint == RDMA_RES_QP;
+        if !snapshot && !QP_TRACEPOINTS.contains(&e.tracepoint.as_str()) {
             continue;
         }
+        let (qp_field, type_field) = if snapshot {
+            ("lqpn", "type")
+        } else {
+            ("qp_num", "qp_type_name")
+        };
         // A failed creation reports QP 0.
-        let Some(qp) = e.number("qp_num").and_then(|q| u32::try_from(q).ok()) else {
+        let Some(qp) = e.number(qp_field).and_then(|q| u32::try_from(q).ok()) else {
             continue;
         };
         if qp == 0 || e.signed("rc").is_some_and(|rc| rc != 0) {
@@ -558,10 +573,7 @@ pub fn qp_processes(events: &KernelEvents) -> Vec<QpProcess> {
                 // The same QP seen again: fill in what the first event lacked.
                 q.local = q.local.or(local);
                 q.remote = q.remote.or(e.ip("dstaddr"));
-                q.qp_type = q
-                    .qp_type
-                    .take()
-                    .or(e.text("qp_type_name").map(str::to_string));
+                q.qp_type = q.qp_type.take().or(e.text(type_field).map(str::to_string));
             }
             _ => out.push(QpProcess {
                 qp_num: qp,
@@ -569,7 +581,7 @@ pub fn qp_processes(events: &KernelEvents) -> Vec<QpProcess> {
                 comm: e.comm.clone(),
                 seen_ns: e.ts_ns,
                 tracepoint: e.tracepoint.clone(),
-                qp_type: e.text("qp_type_name").map(str::to_string),
+                qp_type: e.text(type_field).map(str::to_string),
                 local,
                 remote: e.ip("dstaddr").filter(|ip| !ip.is_unspecified()),
             }),
@@ -718,7 +730,7 @@ pub fn kernel_event_rows(events: &[KernelEvent]) -> Vec<KernelEventRow> {
             pid: e.pid,
             tid: e.tid,
             comm: e.comm.clone(),
-            qp_num: e.number("qp_num"),
+            qp_num: e.number("qp_num").or_else(|| e.number("lqpn")),
             summary: e.summary(),
             fields: Value::Object(e.fields.clone()).to_string(),
         })

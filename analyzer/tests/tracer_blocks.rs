@@ -436,3 +436,158 @@ fn report_puts_kernel_events_on_the_timeline() {
     assert_eq!(drops[4], (x(2000), 3.0 * 1e9 / 1.5e6));
     assert!(chart.title.contains("13 drops"), "{}", chart.title);
 }
+
+/// The sample `incast_dcqcn` with `EVNT` blocks holding only `rdma_res:qp` events, as a tracer that found
+/// no RDMA tracepoint would write them: the start snapshot (before the first frame) names the owners of
+/// the 10.0.0.1 ↔ .5 pair's QPs, a kernel QP and a QP that carries no traffic; a snapshot taken after the
+/// last frame names the owner of .4's destination QP, too late to own it while the flow ran.
+fn snapshot_only_incast(dir: &Path) -> PathBuf {
+    let sample = common::workspace().join("samples/captures/incast_dcqcn.pcapng");
+    let mut reader = CaptureReader::open(&sample).unwrap();
+    const WALL: u64 = 1_700_000_000_000_000_000;
+    let mut frames = Vec::new();
+    while let Some(r) = reader.next_record().unwrap() {
+        frames.push((r.iface, WALL + r.ts_ns, r.data.to_vec(), r.len));
+    }
+    let first = frames[0].1;
+    let last = frames.last().unwrap().1;
+    let qp = |t: u64,
+              dev: &str,
+              lqpn: u32,
+              rqpn: Option<u32>,
+              typ: &str,
+              owner: Option<(u32, &str)>| {
+        let mut fields =
+            json!({"device": dev, "port": 1, "lqpn": lqpn, "type": typ, "state": "RTS"});
+        if let Some(r) = rqpn {
+            fields["rqpn"] = r.into();
+        }
+        let (pid, comm) = owner.unwrap_or((0, "ib_core"));
+        if owner.is_some() {
+            fields["pid"] = pid.into();
+        }
+        fields["comm"] = comm.into();
+        json!({"ts_ns": t, "tracepoint": "rdma_res:qp", "pid": pid, "tid": pid, "comm": comm, "fields": fields})
+    };
+    let start = first - 500_000;
+    let blocks = [
+        json!({
+            "ts_ns": first + 1_000_000, "from_ns": first - 1_000_000, "to_ns": first + 1_000_000,
+            "tracepoints": {"attached": ["skb:kfree_skb"], "unavailable": ["rdma_cma:cm_qp_create"],
+                "incomplete": {}},
+            "events": [
+                qp(start, "mlx5_0", 1, None, "GSI", None),
+                qp(start, "mlx5_0", 0x01bab0, Some(0x037d80), "RC", Some((5005, "ib_write_bw"))),
+                qp(start, "mlx5_0", 0x037d80, Some(0x01bab0), "RC", Some((1001, "nccl-test"))),
+                qp(start, "mlx5_1", 0x0aaaaa, None, "UD", Some((7, "opensm"))),
+            ],
+            "drops": [], "counts": [], "lost": 0,
+        }),
+        json!({
+            "ts_ns": last + 2_000_000, "from_ns": last, "to_ns": last + 2_000_000,
+            "events": [qp(last + 1_000_000, "mlx5_0", 0x0164f3, Some(0x00319b), "RC", Some((5005, "ib_write_bw")))],
+            "drops": [], "counts": [], "lost": 0,
+        }),
+    ];
+    let mut w = PcapngWriter::new(Vec::new(), &SectionInfo::default()).unwrap();
+    for i in reader.interfaces() {
+        w.add_interface(i.link, i.snaplen, i.name.as_deref(), None)
+            .unwrap();
+    }
+    let [head, tail] = blocks;
+    let write = |w: &mut PcapngWriter<Vec<u8>>, b: &Value| {
+        w.write_custom(PEN, &blocks::encode(EVENTS, b).unwrap(), true)
+            .unwrap();
+    };
+    write(&mut w, &head);
+    for (iface, ts, data, len) in &frames {
+        w.write_packet(*iface, *ts, data, *len).unwrap();
+    }
+    write(&mut w, &tail);
+    let path = dir.join("snapshot_only.pcapng");
+    std::fs::write(&path, w.into_inner().unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn rdma_snapshots_alone_label_flows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = snapshot_only_incast(dir.path());
+    let k = |v: &Value, key: &str| v["kernel_events"][key].clone();
+    let want = {
+        let k = |s: &str, d: &str, q: u64| (s.to_string(), d.to_string(), q);
+        BTreeMap::from([
+            (
+                k("10.0.0.1", "10.0.0.5", 0x01bab0),
+                (Some(1001), Some(5005)),
+            ),
+            (
+                k("10.0.0.5", "10.0.0.1", 0x037d80),
+                (Some(5005), Some(1001)),
+            ),
+        ])
+    };
+
+    let out = run(analyzer().args(["stats", "--json"]).arg(&path));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(labelled(&k(&v, "flow_processes")), want);
+    // Every QP of the snapshots is an owner, the kernel's with pid 0, seen at its snapshot's time.
+    let qps: Vec<(u64, u64, String, String)> = k(&v, "qp_processes")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            (
+                q["qp_num"].as_u64().unwrap(),
+                q["pid"].as_u64().unwrap(),
+                q["comm"].as_str().unwrap().to_string(),
+                q["tracepoint"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let own =
+        |qp: u64, pid: u64, comm: &str| (qp, pid, comm.to_string(), "rdma_res:qp".to_string());
+    assert_eq!(
+        qps,
+        [
+            own(1, 0, "ib_core"),
+            own(0x01bab0, 5005, "ib_write_bw"),
+            own(0x037d80, 1001, "nccl-test"),
+            own(0x0aaaaa, 7, "opensm"),
+            own(0x0164f3, 5005, "ib_write_bw"),
+        ]
+    );
+    assert_eq!(k(&v, "qp_processes")[1]["qp_type"], "RC");
+    let seen: Vec<u64> = k(&v, "qp_processes")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["seen_ns"].as_u64().unwrap())
+        .collect();
+    assert!(seen[..4].iter().all(|&s| s == seen[0]) && seen[4] > seen[0]);
+
+    let text = run(analyzer().arg("stats").arg(&path));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("Flows with their processes (2)"), "{text}");
+
+    let out_dir = dir.path().join("report");
+    let out = run(analyzer().arg("report").arg(&path).arg("-o").arg(&out_dir));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(labelled(&k(&summary, "flow_processes")), want);
+    let html = std::fs::read_to_string(out_dir.join("index.html")).unwrap();
+    assert!(
+        html.contains("nccl-test[1001] → ib_write_bw[5005]"),
+        "flow labelled in the per-QP table"
+    );
+}

@@ -10,6 +10,8 @@
 //!   `--tracepoint`. Each event travels with its time, the process and thread it fired in and that thread's
 //!   name, and the fields asked for; `rdma_core:cq_poll`, which can fire millions of times a second, is
 //!   only counted in the kernel, per CQ. Tracepoints the kernel lacks are listed at start and skipped.
+//! - At start and every `--interval`, the QPs `rdma res show qp` lists that the previous snapshot did not
+//!   (see [`crate::qp_owners`]) join the events as `rdma_res:qp`: owners of QPs no tracepoint sees.
 //!
 //! Record layouts differ between kernels, so every offset, size and enum name is read at run time from the
 //! event's `format` file in tracefs and handed to the programs through their configuration maps.
@@ -856,6 +858,8 @@ pub struct KernelEvents {
     overflow: u64,
     header_due: bool,
     last_poll: Instant,
+    /// QP owners from `rdma res show qp`, as `rdma_res:qp` events.
+    qp_owners: crate::qp_owners::QpSnapshots,
 }
 
 /// The name of the recorder program of `slot`.
@@ -985,23 +989,30 @@ impl KernelEvents {
             .ok_or(EbpfStartError::MissingMap(shared::maps::TRACE_EVENTS))?;
         let ring = RingBuf::try_from(ring).map_err(map_err(shared::maps::TRACE_EVENTS))?;
         let offset_ns = crate::sys::monotonic_to_realtime_offset();
+        let (qp_owners, owners, warning) = crate::qp_owners::QpSnapshots::start_default(started_ns);
+        let mut description = describe(&report);
+        if let Some(w) = warning {
+            description.push('\n');
+            description.push_str(&w);
+        }
         Ok(KernelEvents {
             ebpf,
             ring,
             format,
             traced,
             offset_ns,
-            description: describe(&report),
+            description,
             report,
             reported: BTreeMap::new(),
             interval_drops: BTreeMap::new(),
             interval_counts: BTreeMap::new(),
             interval_lost: 0,
             interval_start_ns: started_ns,
-            pending: Vec::new(),
+            pending: owners,
             overflow: 0,
             header_due: true,
             last_poll: Instant::now(),
+            qp_owners,
         })
     }
 
@@ -1110,6 +1121,8 @@ impl KernelEvents {
     /// several when the events would make a block larger than the analyzer reads ([`MAX_BLOCK_BYTES`]).
     /// Written every `--interval`, even when empty, so a reader can tell a quiet interval from a missing one.
     pub fn interval_blocks(&mut self) -> Vec<Vec<u8>> {
+        let owners = self.qp_owners.snapshot(crate::sys::now_ns());
+        self.pending.extend(owners);
         let now_ns = crate::sys::now_ns();
         let drops = self.drop_totals().unwrap_or_default();
         let counts = self.count_totals().unwrap_or_default();
@@ -1157,6 +1170,7 @@ impl KernelEvents {
         let mut blocks = self.interval_blocks();
         blocks.extend(self.take_block());
         self.header_due = true;
+        self.qp_owners.forget();
         blocks
     }
 }

@@ -14,4 +14,5 @@ pub mod kevents;
 pub mod live;
 pub mod metrics;
 pub mod output;
+pub mod qp_owners;
 pub mod sys;

@@ -21,8 +21,8 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::blocks::{
-    FlowProcess, KernelEvent, KernelEvents, KernelSummary, QP_TRACEPOINTS, flow_process_rows,
-    kernel_event_rows, reverse_flow_qp,
+    FlowProcess, KernelEvent, KernelEvents, KernelSummary, QP_TRACEPOINTS, RDMA_RES_QP,
+    flow_process_rows, kernel_event_rows, reverse_flow_qp,
 };
 use crate::dcqcn::EventKind;
 use crate::dcqcn::analysis::{DcqcnReport, Fit, FlowDcqcn, UnpairedCnps};
@@ -1274,7 +1274,7 @@ fn kernel_note(k: &KernelSummary) -> String {
 
 /// Which row of marks an event goes on in the kernel chart.
 fn event_group(e: &KernelEvent) -> usize {
-    if QP_TRACEPOINTS.contains(&e.tracepoint.as_str()) {
+    if QP_TRACEPOINTS.contains(&e.tracepoint.as_str()) || e.tracepoint == RDMA_RES_QP {
         0
     } else if e.tracepoint.starts_with("rdma_cma:") {
         1

@@ -1,0 +1,123 @@
+//! `--kernel-events` with QP owners from `rdma res show qp`: a script stands in for `rdma`
+//! (`ROCE_TRACER_RDMA`), since this machine has no RDMA device. The capture's `EVNT` blocks must hold each
+//! QP once, from the snapshot that first saw it, and the analyzer must read them as QP owners; a broken
+//! `rdma` must leave a warning and a capture.
+//!
+//! One test in this file: it sets the environment variable the tracer it starts inherits.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+fn events_of(path: &Path) -> Vec<Value> {
+    custom_blocks(path)
+        .iter()
+        .filter_map(|b| tracer::blocks::decode(b))
+        .filter(|(k, _)| *k == tracer::blocks::EVENTS)
+        .flat_map(|(_, v)| v["events"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["tracepoint"] == "rdma_res:qp")
+        .collect()
+}
+
+const TWO_QPS: &str = r#"[{"ifindex":0,"ifname":"mlx5_0","port":1,"lqpn":1,"type":"GSI","state":"RTS","sq-psn":0,"comm":"ib_core"},{"ifindex":0,"ifname":"mlx5_0","port":1,"lqpn":1722,"rqpn":1723,"type":"RC","state":"RTS","rq-psn":5,"sq-psn":9,"path-mig-state":"MIGRATED","pdn":3,"pid":30488,"comm":"ib_write_bw"}]"#;
+const THREE_QPS: &str = r#"[{"ifindex":0,"ifname":"mlx5_0","port":1,"lqpn":1,"type":"GSI","state":"RTS","sq-psn":0,"comm":"ib_core"},{"ifindex":0,"ifname":"mlx5_0","port":1,"lqpn":1722,"rqpn":1723,"type":"RC","state":"RTS","rq-psn":5,"sq-psn":9,"path-mig-state":"MIGRATED","pdn":3,"pid":30488,"comm":"ib_write_bw"},{"ifindex":1,"ifname":"mlx5_1","port":1,"lqpn":300,"type":"UD","state":"RTS","sq-psn":0,"pid":4242,"comm":"python3"}]"#;
+
+#[test]
+fn snapshots_of_rdma_res_travel_in_the_capture() {
+    if !require_netns("qp_owners_from_rdma_res") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = dir.path().join("qps.json");
+    std::fs::write(&fixture, TWO_QPS).unwrap();
+    let rdma = dir.path().join("rdma");
+    std::fs::write(&rdma, format!("#!/bin/sh\ncat {}\n", fixture.display())).unwrap();
+    std::fs::set_permissions(&rdma, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // SAFETY: the only test of this binary; nothing else reads the environment concurrently.
+    unsafe { std::env::set_var(tracer::qp_owners::RDMA_ENV, &rdma) };
+
+    let ns = Netns::new("qo");
+    let out = dir.path().join("cap.pcapng");
+    let args = [
+        "-i",
+        "vb",
+        "-w",
+        out.to_str().unwrap(),
+        "--kernel-events",
+        "--interval",
+        "200ms",
+    ];
+    let child = ns.start_tracer(dir.path(), &args);
+    std::thread::sleep(Duration::from_millis(700));
+    std::fs::write(&fixture, THREE_QPS).unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    signal(&child, "INT");
+    let result = wait(child, 15);
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    assert!(!stderr.contains("QP owners"), "no warning: {stderr}");
+
+    let events = events_of(&out);
+    let got: Vec<(u64, u64, String)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["fields"]["lqpn"].as_u64().unwrap(),
+                e["pid"].as_u64().unwrap(),
+                e["comm"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1, 0, "ib_core".to_string()),
+            (1722, 30488, "ib_write_bw".to_string()),
+            (300, 4242, "python3".to_string()),
+        ],
+        "each QP once, in the order seen"
+    );
+    let ts: Vec<u64> = events
+        .iter()
+        .map(|e| e["ts_ns"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ts[0], ts[1], "one start snapshot");
+    assert!(
+        ts[2] > ts[1] + 300_000_000,
+        "the third QP from a later snapshot"
+    );
+    // The analyzer takes them as QP owners.
+    let blocks: Vec<analyzer::source::CustomBlock> = custom_blocks(&out)
+        .into_iter()
+        .map(|data| analyzer::source::CustomBlock {
+            pen: tracer::blocks::PEN,
+            data,
+        })
+        .collect();
+    let owners = tracer::blocks::qp_processes(&tracer::blocks::kernel_events(&blocks));
+    let owners: Vec<(u32, u32)> = owners.iter().map(|q| (q.qp_num, q.pid)).collect();
+    assert_eq!(owners, [(1, 0), (1722, 30488), (300, 4242)]);
+
+    // An rdma that cannot talk to the kernel: a warning, and the capture goes on without owners.
+    std::fs::write(
+        &rdma,
+        "#!/bin/sh\necho 'Failed to open NETLINK_RDMA socket' >&2\nexit 1\n",
+    )
+    .unwrap();
+    let child = ns.start_tracer(dir.path(), &args);
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&child, "INT");
+    let result = wait(child, 15);
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("QP owners")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].contains("NETLINK_RDMA"), "{stderr}");
+    assert!(events_of(&out).is_empty());
+    assert!(custom_blocks(&out).len() >= 2, "EVNT blocks still written");
+}
