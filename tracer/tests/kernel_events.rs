@@ -109,9 +109,9 @@ fn check_rdma_listing(line: &str, systems: &[String]) {
         }
     }
     if !systems.iter().any(|s| s == "rdma_cma") {
-        println!(
-            "cannot run here: this kernel has no rdma_cma tracepoints (CONFIG_INFINIBAND off); checked \
-             that they are listed as unavailable and that the capture went on without them"
+        cannot_run_here(
+            "attaching the RDMA tracepoints: this kernel has no rdma_cma tracepoints (CONFIG_INFINIBAND \
+             off); checked that they are listed as unavailable and that the capture went on without them",
         );
     }
 }

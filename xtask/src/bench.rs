@@ -6,13 +6,13 @@
 
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 use samples::bulk::{self, BulkSpec};
 
-use crate::{install, root, sh};
+use crate::{install, root, sh, target_dir};
 
 const TSHARK_SLICE: u64 = 200_000;
 
@@ -22,12 +22,6 @@ struct Measured {
     frames: u64,
     seconds: f64,
     peak_rss_mb: f64,
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"))
 }
 
 /// Runs `argv` three times under GNU time on core 0, stdout to /dev/null; returns (median s, max RSS MB).

@@ -13,7 +13,7 @@
 //! The load average is recorded before and after: the machine is shared, and the numbers mean little when
 //! something else was running.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,7 @@ use analyzer::sink::PcapWriter;
 use analyzer::source::{CaptureReader, LinkType};
 use anyhow::{Context, Result, bail};
 
-use crate::{install, root, sh};
+use crate::{install, root, sh, target_dir};
 
 /// Rounds of the probe-cost example per ring size.
 const PROBE_ROUNDS: usize = 5;
@@ -30,12 +30,6 @@ const PROBE_ROUNDS: usize = 5;
 const PASSES: u32 = 2000;
 /// A ring that fits in the caches, measured beside the default to show what the ring's memory costs.
 const SMALL_RING: u32 = 4 << 20;
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"))
-}
 
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
