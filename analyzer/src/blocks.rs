@@ -8,7 +8,7 @@
 //! | type | when | JSON |
 //! |---|---|---|
 //! | `KNOB` | once, at start | `{"ts_ns", "knobs": {"<iface>/<roce_np or roce_rp>/<name>": "<value>"}}` |
-//! | `CTRS` | every `--interval` | `{"ts_ns", "counters": {"<path>": <u64>}}`, paths relative to the sysfs root |
+//! | `CTRS` | every `--interval` | `{"ts_ns", "counters": {"<path>": <u64>}}`, sysfs paths relative to the sysfs root, and `ethtool/<iface>/<statistic>` |
 //! | `PROB` | once, at the end (eBPF) | `{"ts_ns", "seen", "matched", "emitted", "ring_full", "qps": [...], "prios": [...]}` |
 //! | `DROP` | at the end of each file (`--kernel-events`) | `{"ts_ns", "drops": [{"protocol": "ipv4", "reason": "NO_SOCKET", "count": N}]}` |
 //! | `EVNT` | every `--interval` and at the end of each file (`--kernel-events`) | `{"ts_ns", "from_ns", "to_ns", "tracepoints"?, "events": [...], "drops": [...], "counts": [...], "lost"}` |
