@@ -12,8 +12,9 @@ use etherparse::{
 };
 use roce_wire::grh::{ETHERTYPE_ROCE_V1, GrhRepr};
 use roce_wire::icrc::{Crc32, icrc_with};
+use roce_wire::packet::LaxRocePacket;
 use roce_wire::pfc::{ETHERTYPE_MAC_CONTROL, MacControlRepr};
-use roce_wire::{BthRepr, ExtHeaders, Opcode, RocePacket};
+use roce_wire::{BthRepr, Opcode};
 
 use crate::source::{LinkType, Record};
 
@@ -91,22 +92,18 @@ impl Icrc {
 
 /// The InfiniBand transport part of a RoCE frame.
 #[derive(Debug, Clone, Copy)]
-pub struct RoceInfo {
+pub struct RoceInfo<'a> {
     /// 1 (ethertype 0x8915, GRH) or 2 (UDP 4791).
     pub version: u8,
     /// UDP source port (RoCEv2 only).
     pub sport: Option<u16>,
-    /// None when the frame was cut inside the BTH.
-    pub bth: Option<BthRepr>,
-    pub ext: ExtHeaders,
-    /// Bytes after the transport headers without pad and ICRC, taken from the IP/UDP lengths when the
-    /// frame is truncated, so a snap-length capture still counts payload bytes correctly.
-    pub payload_len: Option<u32>,
+    /// What roce-wire read: the BTH (`None` when the frame was cut inside it), the extension headers, the
+    /// payload length on the wire (from the IP/UDP lengths, so a snap-length capture still counts payload
+    /// bytes), and why parsing stopped early, when it did.
+    pub packet: LaxRocePacket<'a>,
     pub icrc: Icrc,
     /// Offset of the first payload byte inside the record, for consumers that look into payloads (CM MADs).
     pub payload_offset: usize,
-    /// Why transport parsing stopped early, when it did (truncation or a malformed header).
-    pub stop: Option<roce_wire::Error>,
 }
 
 /// One decoded record. Borrowed from the reader's buffer: passes copy out what they keep.
@@ -128,7 +125,7 @@ pub struct Frame<'a> {
     pub src_mac: Option<[u8; 6]>,
     pub dst_mac: Option<[u8; 6]>,
     pub ip: Option<IpInfo>,
-    pub roce: Option<RoceInfo>,
+    pub roce: Option<RoceInfo<'a>>,
     pub mac_control: Option<MacControlRepr>,
     /// The record is shorter than the frame on the wire.
     pub truncated: bool,
@@ -164,7 +161,7 @@ impl<'a> Frame<'a> {
 
     /// The frame's BTH, when it is RoCE and the BTH was captured.
     pub fn bth(&self) -> Option<&BthRepr> {
-        self.roce.as_ref().and_then(|r| r.bth.as_ref())
+        self.roce.as_ref().and_then(|r| r.packet.bth.as_ref())
     }
 }
 
@@ -358,19 +355,21 @@ impl Decoder {
     }
 
     fn roce_v1<'a>(&self, f: &mut Frame<'a>, bytes: &'a [u8]) {
-        let Ok(grh) = GrhRepr::parse(bytes) else {
-            f.kind = Kind::Roce;
-            f.roce = Some(RoceInfo {
-                version: 1,
-                sport: None,
-                bth: None,
-                ext: ExtHeaders::default(),
-                payload_len: None,
-                icrc: Icrc::Unknown,
-                payload_offset: 0,
-                stop: GrhRepr::parse(bytes).err(),
-            });
-            return;
+        let grh = match GrhRepr::parse(bytes) {
+            Ok(grh) => grh,
+            Err(e) => {
+                f.kind = Kind::Roce;
+                let mut packet = LaxRocePacket::EMPTY;
+                packet.stop = Some(e);
+                f.roce = Some(RoceInfo {
+                    version: 1,
+                    sport: None,
+                    packet,
+                    icrc: Icrc::Unknown,
+                    payload_offset: 0,
+                });
+                return;
+            }
         };
         f.ip = Some(IpInfo {
             src: IpAddr::V6(Ipv6Addr::from(grh.sgid)),
@@ -396,31 +395,29 @@ impl Decoder {
         sport: Option<u16>,
         icrc_input: Option<IcrcInput<'a>>,
     ) {
-        let lax = RocePacket::parse_lax(bytes, wire_len);
-        let is_cnp = lax.bth.is_some_and(|b| b.opcode == Opcode::CNP);
-        f.kind = if is_cnp { Kind::Cnp } else { Kind::Roce };
-        let icrc = match (lax.icrc, icrc_input, self.check_icrc) {
-            (Some(stored), Some(input), true) => {
-                // Everything of the UDP datagram but its last 4 bytes (the ICRC itself) is covered.
-                let covered = input.udp.len().saturating_sub(4);
-                match icrc_with(FastCrc::default(), input.ip_header, &input.udp[..covered]) {
-                    Ok(computed) if computed == stored => Icrc::Ok,
-                    Ok(computed) => Icrc::Bad { stored, computed },
-                    Err(_) => Icrc::Unknown,
-                }
-            }
-            _ => Icrc::Unknown,
-        };
-        f.roce = Some(RoceInfo {
+        // Filled where the frame keeps it: building the packet elsewhere and moving it in cost a copy per frame.
+        let roce = f.roce.insert(RoceInfo {
             version,
             sport,
-            bth: lax.bth,
-            ext: lax.ext,
-            payload_len: lax.payload_len.and_then(|n| u32::try_from(n).ok()),
-            icrc,
-            payload_offset: bth_offset + lax.header_len,
-            stop: lax.stop,
+            packet: LaxRocePacket::EMPTY,
+            icrc: Icrc::Unknown,
+            payload_offset: bth_offset,
         });
+        let lax = &mut roce.packet;
+        lax.read(bytes, wire_len);
+        roce.payload_offset += lax.header_len;
+        let is_cnp = lax.bth.is_some_and(|b| b.opcode == Opcode::CNP);
+        if let (Some(stored), Some(input), true) = (lax.icrc, icrc_input, self.check_icrc) {
+            // Everything of the UDP datagram but its last 4 bytes (the ICRC itself) is covered.
+            let covered = input.udp.len().saturating_sub(4);
+            roce.icrc = match icrc_with(FastCrc::default(), input.ip_header, &input.udp[..covered])
+            {
+                Ok(computed) if computed == stored => Icrc::Ok,
+                Ok(computed) => Icrc::Bad { stored, computed },
+                Err(_) => Icrc::Unknown,
+            };
+        }
+        f.kind = if is_cnp { Kind::Cnp } else { Kind::Roce };
     }
 }
 

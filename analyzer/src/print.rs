@@ -68,7 +68,7 @@ fn roce_json(w: &mut impl Write, f: &Frame<'_>) -> io::Result<()> {
     if let Some(sport) = r.sport {
         write!(w, r#","sport":{sport}"#)?;
     }
-    if let Some(b) = r.bth {
+    if let Some(b) = r.packet.bth {
         write!(
             w,
             r#","opcode":{},"opcode_name":"{}","dest_qp":{},"psn":{},"ack_req":{},"fecn":{},"becn":{},"se":{},"pkey":{},"pad":{}"#,
@@ -84,7 +84,7 @@ fn roce_json(w: &mut impl Write, f: &Frame<'_>) -> io::Result<()> {
             b.pad_count
         )?;
     }
-    match r.payload_len {
+    match r.packet.payload_len {
         Some(n) => write!(w, r#","payload_len":{n}"#)?,
         None => w.write_all(br#","payload_len":null"#)?,
     }
@@ -95,8 +95,8 @@ fn roce_json(w: &mut impl Write, f: &Frame<'_>) -> io::Result<()> {
     ext_json(w, &r)
 }
 
-fn ext_json(w: &mut impl Write, r: &RoceInfo) -> io::Result<()> {
-    let e = &r.ext;
+fn ext_json(w: &mut impl Write, r: &RoceInfo<'_>) -> io::Result<()> {
+    let e = &r.packet.ext;
     if let Some(x) = e.reth {
         write!(
             w,
@@ -182,7 +182,7 @@ pub fn text_line(w: &mut impl Write, f: &Frame<'_>, first_ns: u64) -> io::Result
             let Some(r) = f.roce else {
                 return writeln!(w, "RoCE");
             };
-            match r.bth {
+            match r.packet.bth {
                 Some(b) => write!(
                     w,
                     "{} QP=0x{:06x} PSN={}",
@@ -192,7 +192,7 @@ pub fn text_line(w: &mut impl Write, f: &Frame<'_>, first_ns: u64) -> io::Result
                 )?,
                 None => write!(w, "RoCE (BTH cut short)")?,
             }
-            if let Some(a) = r.ext.aeth {
+            if let Some(a) = r.packet.ext.aeth {
                 match a.kind() {
                     AethKind::Nak(code) => write!(w, " NAK({})", nak_name(code))?,
                     AethKind::RnrNak { .. } => write!(w, " RNR-NAK")?,
@@ -202,12 +202,12 @@ pub fn text_line(w: &mut impl Write, f: &Frame<'_>, first_ns: u64) -> io::Result
             if let Some(ip) = f.ip {
                 write!(w, " {}", ECN_NAMES[usize::from(ip.ecn & 3)])?;
             }
-            if let Some(b) = r.bth
+            if let Some(b) = r.packet.bth
                 && b.becn
             {
                 write!(w, " BECN")?;
             }
-            if let Some(n) = r.payload_len {
+            if let Some(n) = r.packet.payload_len {
                 write!(w, " len={n}")?;
             }
             match r.icrc.as_option() {

@@ -661,6 +661,19 @@ pub struct PartialExt {
 }
 
 impl ExtHeaders {
+    /// No headers (the same as `Default`, usable in constants).
+    pub const NONE: Self = ExtHeaders {
+        xrceth: None,
+        rdeth: None,
+        deth: None,
+        reth: None,
+        atomic_eth: None,
+        aeth: None,
+        atomic_ack_eth: None,
+        imm: None,
+        ieth: None,
+    };
+
     /// The layout these headers form (never a CNP).
     pub const fn layout(&self) -> ExtLayout {
         ExtLayout {
@@ -716,26 +729,27 @@ impl ExtHeaders {
     }
 
     /// Like [`ExtHeaders::parse`], but keeps the headers that fit when a later one does not.
-    #[inline]
     pub fn parse_partial(layout: &ExtLayout, bytes: &[u8]) -> PartialExt {
-        let mut out = PartialExt {
-            ext: ExtHeaders::default(),
-            len: 0,
-            stop: None,
-        };
+        let mut ext = ExtHeaders::NONE;
+        let (len, stop) = ext.read_partial(layout, bytes);
+        PartialExt { ext, len, stop }
+    }
+
+    /// [`ExtHeaders::parse_partial`] into `self`, which must hold no headers: returns the bytes consumed and
+    /// the error of the first header that did not fit. Lets a caller fill headers where it keeps them.
+    #[inline]
+    pub fn read_partial(&mut self, layout: &ExtLayout, bytes: &[u8]) -> (usize, Option<Error>) {
+        let mut len = 0;
         macro_rules! step {
             ($flag:ident, $repr:ty, $conv:expr) => {
                 if layout.$flag {
-                    let rest = bytes.get(out.len..).unwrap_or(&[]);
+                    let rest = bytes.get(len..).unwrap_or(&[]);
                     match <$repr>::parse(rest) {
                         Ok(r) => {
-                            out.ext.$flag = Some($conv(r));
-                            out.len += <$repr>::LEN;
+                            self.$flag = Some($conv(r));
+                            len += <$repr>::LEN;
                         }
-                        Err(e) => {
-                            out.stop = Some(e.shifted(out.len));
-                            return out;
-                        }
+                        Err(e) => return (len, Some(e.shifted(len))),
                     }
                 }
             };
@@ -749,7 +763,7 @@ impl ExtHeaders {
         step!(atomic_ack_eth, AtomicAckEthRepr, core::convert::identity);
         step!(imm, ImmDtRepr, |r: ImmDtRepr| r.0);
         step!(ieth, IethRepr, |r: IethRepr| r.0);
-        out
+        (len, None)
     }
 
     /// Writes the headers present into the start of `buf`, in wire order, and returns the bytes written.

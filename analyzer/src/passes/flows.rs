@@ -140,7 +140,7 @@ impl FlowsPass {
         let (Some(ip), Some(roce)) = (f.ip, f.roce.as_ref()) else {
             return;
         };
-        let Some(bth) = roce.bth else {
+        let Some(bth) = roce.packet.bth else {
             // Cut inside the BTH: no QP to file it under. Counted by the capture pass as truncated.
             return;
         };
@@ -186,7 +186,7 @@ impl FlowsPass {
         s.dscp = ip.dscp;
         if bth.opcode.consumes_request_psn() || bth.opcode.is_read_response() {
             let read_len = if bth.opcode.is_read_request() {
-                Some(roce.ext.reth.map_or(0, |r| r.dma_len))
+                Some(roce.packet.ext.reth.map_or(0, |r| r.dma_len))
             } else {
                 None
             };
@@ -196,7 +196,7 @@ impl FlowsPass {
                 PsnEvent::InOrder | PsnEvent::Gap(_) => {}
             }
         }
-        if let Some(aeth) = roce.ext.aeth {
+        if let Some(aeth) = roce.packet.ext.aeth {
             match aeth.kind() {
                 AethKind::Nak(code) => match code {
                     NakCode::PsnSequenceError => s.naks.psn_sequence_error += 1,

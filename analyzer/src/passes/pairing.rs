@@ -127,7 +127,7 @@ impl PairingPass {
         let (Some(ip), Some(roce)) = (f.ip, f.roce.as_ref()) else {
             return;
         };
-        let Some(bth) = roce.bth else { return };
+        let Some(bth) = roce.packet.bth else { return };
         let (src, dst) = (ip.src, ip.dst);
         if f.kind == Kind::Cnp {
             self.cnp(src, dst, bth.dest_qp, f.ts_ns);
@@ -140,7 +140,7 @@ impl PairingPass {
             dest_qp: bth.dest_qp,
         };
         if op.transport() == Transport::Ud {
-            if let Some(deth) = roce.ext.deth {
+            if let Some(deth) = roce.packet.ext.deth {
                 if bth.dest_qp == QP1 {
                     self.cm(f, src, dst, roce.payload_offset);
                 } else {
@@ -151,7 +151,7 @@ impl PairingPass {
         }
         if op.consumes_request_psn() {
             let span = if op.is_read_request() {
-                read_span(roce.ext.reth.map_or(0, |r| r.dma_len))
+                read_span(roce.packet.ext.reth.map_or(0, |r| r.dma_len))
             } else {
                 1
             };
