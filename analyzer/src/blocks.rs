@@ -244,6 +244,22 @@ impl KernelEvent {
             .ok()
     }
 
+    /// The addresses of a field holding a list of them as text (`addrs`), IPv4-mapped IPv6 ones as IPv4;
+    /// entries that are not addresses, and the unspecified address, are skipped.
+    pub fn ips(&self, field: &str) -> Vec<IpAddr> {
+        let mut out: Vec<IpAddr> = Vec::new();
+        let texts = self.fields.get(field).and_then(Value::as_array);
+        for t in texts.into_iter().flatten().filter_map(Value::as_str) {
+            if let Ok(ip) = t.parse::<IpAddr>().map(|ip| ip.to_canonical())
+                && !ip.is_unspecified()
+                && !out.contains(&ip)
+            {
+                out.push(ip);
+            }
+        }
+        out
+    }
+
     /// The kernel's name for a field's value (`event_name`), or the number.
     pub fn named(&self, field: &str) -> Option<String> {
         self.text(&format!("{field}_name"))
@@ -516,8 +532,9 @@ pub const QP_TRACEPOINTS: [&str; 3] = [
 
 /// The pseudo tracepoint of `roce-tracer`'s snapshots of `rdma res show qp`: every QP the kernel tracks, with
 /// the process that created it (`fields`: `device`, `port`, `lqpn`, `rqpn`, `type`, `state`, and `pid`,
-/// `comm` for a user QP), taken at start and every interval. Unlike the tracepoints it also sees QPs made
-/// with verbs alone and QPs made before the capture; the event's time is the snapshot's.
+/// `comm` for a user QP, `addrs` for the addresses of the QP's port from its GID table), taken at start and
+/// every interval. Unlike the tracepoints it also sees QPs made with verbs alone and QPs made before the
+/// capture; the event's time is the snapshot's.
 pub const RDMA_RES_QP: &str = "rdma_res:qp";
 
 /// A QP and the process that owns it, from the kernel events.
@@ -531,9 +548,14 @@ pub struct QpProcess {
     /// Which tracepoint saw it first.
     pub tracepoint: String,
     pub qp_type: Option<String>,
-    /// The host the QP is on, and its peer, from the connection's addresses when the kernel gave them.
+    /// The host the QP is on, and its peer, from the connection's addresses when the kernel gave them. For
+    /// a snapshot QP, `local` is one of its port's addresses, an IPv4 one first.
     pub local: Option<IpAddr>,
     pub remote: Option<IpAddr>,
+    /// Every address the QP's host is known by: the connection's local address, or all of a snapshot
+    /// port's addresses (a RoCE port has several: IPv4, link-local and global IPv6). A flow's end matches
+    /// the QP only at one of them; empty, the host is unknown and any matches.
+    pub addrs: Vec<IpAddr>,
 }
 
 impl QpProcess {
@@ -563,17 +585,34 @@ pub fn qp_processes(events: &KernelEvents) -> Vec<QpProcess> {
         if qp == 0 || e.signed("rc").is_some_and(|rc| rc != 0) {
             continue;
         }
-        let local = e.ip("srcaddr").filter(|ip| !ip.is_unspecified());
+        let (local, addrs) = if snapshot {
+            let addrs = e.ips("addrs");
+            let local = addrs
+                .iter()
+                .find(|a| a.is_ipv4())
+                .or(addrs.first())
+                .copied();
+            (local, addrs)
+        } else {
+            let local = e.ip("srcaddr").map(|ip| ip.to_canonical());
+            let local = local.filter(|ip| !ip.is_unspecified());
+            (local, local.into_iter().collect())
+        };
         let known = out
             .iter_mut()
             .rev()
-            .find(|q| q.qp_num == qp && (q.local == local || q.local.is_none() || local.is_none()));
+            .find(|q| q.qp_num == qp && same_host(&q.addrs, &addrs));
         match known {
             Some(q) if q.pid == e.pid => {
                 // The same QP seen again: fill in what the first event lacked.
                 q.local = q.local.or(local);
                 q.remote = q.remote.or(e.ip("dstaddr"));
                 q.qp_type = q.qp_type.take().or(e.text(type_field).map(str::to_string));
+                for a in addrs {
+                    if !q.addrs.contains(&a) {
+                        q.addrs.push(a);
+                    }
+                }
             }
             _ => out.push(QpProcess {
                 qp_num: qp,
@@ -584,6 +623,7 @@ pub fn qp_processes(events: &KernelEvents) -> Vec<QpProcess> {
                 qp_type: e.text(type_field).map(str::to_string),
                 local,
                 remote: e.ip("dstaddr").filter(|ip| !ip.is_unspecified()),
+                addrs,
             }),
         }
     }
@@ -624,11 +664,17 @@ pub fn reverse_flow_qp(flows: &[FlowRow], f: &FlowRow) -> Option<u32> {
     back.next().is_none().then_some(first.dest_qp)
 }
 
+/// Whether two sets of a host's addresses can be the same host: they share one, or either is unknown
+/// (empty). The one test of a QP's host, for events of the same QP and for a flow's end alike.
+fn same_host(a: &[IpAddr], b: &[IpAddr]) -> bool {
+    a.is_empty() || b.is_empty() || a.iter().any(|x| b.contains(x))
+}
+
 /// The QP `qp` on `host` while a flow ending at `until_ns` ran: the latest one seen before then. A QP
 /// whose host is unknown matches any host.
 fn owner_of(qps: &[QpProcess], qp: u32, host: IpAddr, until_ns: u64) -> Option<&QpProcess> {
     qps.iter()
-        .filter(|q| q.qp_num == qp && q.local.is_none_or(|l| l == host) && q.seen_ns <= until_ns)
+        .filter(|q| q.qp_num == qp && same_host(&q.addrs, &[host]) && q.seen_ns <= until_ns)
         .max_by_key(|q| q.seen_ns)
 }
 

@@ -591,3 +591,129 @@ fn rdma_snapshots_alone_label_flows() {
         "flow labelled in the per-QP table"
     );
 }
+
+/// A capture taken on 10.0.0.1 (mlx5_0; mlx5_1 is 10.0.1.1) where QP numbers repeat across hosts: QP 0x123
+/// is ib_write_bw's on mlx5_0, rping's on mlx5_1, and some unknown process's on 10.0.0.3. The snapshot
+/// events carry each port's addresses (mlx5_1's as the IPv4-mapped GID text), so each QP labels only the
+/// flows at its own host. A `cm_send_req` for the same QP adds its connection to the snapshot's row.
+///
+/// The flows (dest QP): .2 → .1 (0x123, into ib_write_bw's QP) with its ACKs .1 → .2 (0x456), .1 → .3
+/// (0x123, .3's QP) with its ACKs .3 → .1 (0x789, perf2's QP on .1), and 10.0.1.7 → 10.0.1.1 (0x123, rping's).
+fn same_qp_on_two_hosts(dir: &Path) -> PathBuf {
+    let mut w = PcapngWriter::new(Vec::new(), &SectionInfo::default()).unwrap();
+    w.add_interface(LinkType::ETHERNET, 65535, Some("eth0"), None)
+        .unwrap();
+    let qp = |dev: &str, lqpn: u32, pid: u32, comm: &str, addrs: &[&str]| {
+        json!({"ts_ns": 1_000, "tracepoint": "rdma_res:qp", "pid": pid, "tid": pid, "comm": comm,
+               "fields": {"device": dev, "port": 1, "lqpn": lqpn, "type": "RC", "state": "RTS",
+                          "pid": pid, "comm": comm, "addrs": addrs}})
+    };
+    let mlx5_0 = ["fe80::a00:ff:fe00:1", "10.0.0.1"];
+    let events = json!({
+        "ts_ns": 1_500, "from_ns": 0, "to_ns": 1_500,
+        "tracepoints": {"attached": ["skb:kfree_skb", "rdma_cma:cm_send_req"], "unavailable": [],
+            "incomplete": {}},
+        "events": [
+            qp("mlx5_0", 0x123, 4242, "ib_write_bw", &mlx5_0),
+            qp("mlx5_0", 0x789, 4243, "perf2", &mlx5_0),
+            qp("mlx5_1", 0x123, 6000, "rping", &["::ffff:10.0.1.1", "not an address"]),
+            {"ts_ns": 1_200, "tracepoint": "rdma_cma:cm_send_req", "pid": 4242, "tid": 4242,
+             "comm": "ib_write_bw", "fields": {"qp_num": 0x123, "srcaddr": "10.0.0.1:4791",
+             "dstaddr": "10.0.0.2:4791"}},
+        ],
+        "drops": [], "counts": [], "lost": 0,
+    });
+    w.write_custom(PEN, &blocks::encode(EVENTS, &events).unwrap(), true)
+        .unwrap();
+    let flows: [([u8; 4], [u8; 4], u32); 5] = [
+        ([10, 0, 0, 2], [10, 0, 0, 1], 0x123),
+        ([10, 0, 0, 1], [10, 0, 0, 2], 0x456),
+        ([10, 0, 0, 1], [10, 0, 0, 3], 0x123),
+        ([10, 0, 0, 3], [10, 0, 0, 1], 0x789),
+        ([10, 0, 1, 7], [10, 0, 1, 1], 0x123),
+    ];
+    let mut ts = 2_000;
+    for (i, (src, dst, qp)) in flows.into_iter().enumerate() {
+        for psn in 0..2 {
+            let f = RoceFrame {
+                src_mac: [2, 0, 0, 0, 0, src[3]],
+                dst_mac: [2, 0, 0, 0, 0, dst[3]],
+                vlan: None,
+                ip: IpSpec::V4 {
+                    src,
+                    dst,
+                    dscp: 26,
+                    ecn: 2,
+                    ttl: 64,
+                    ident: i as u16,
+                },
+                sport: 49152,
+                bth: BthRepr::new(roce_wire::Opcode::RC_SEND_ONLY, qp, psn),
+                ext: ExtHeaders::default(),
+                payload: &[0; 64],
+            };
+            let mut buf = vec![0; f.len()];
+            let n = f.emit(&mut buf).unwrap();
+            w.write_packet(0, ts, &buf[..n], n as u32).unwrap();
+            ts += 1_000;
+        }
+    }
+    let path = dir.join("same_qp_on_two_hosts.pcapng");
+    std::fs::write(&path, w.into_inner().unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn snapshot_qps_label_only_flows_at_their_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = same_qp_on_two_hosts(dir.path());
+    let out = run(analyzer().args(["stats", "--json"]).arg(&path));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["flows"].as_array().unwrap().len(), 5);
+    let k = &v["kernel_events"];
+    let key = |s: &str, d: &str, q: u64| (s.to_string(), d.to_string(), q);
+    assert_eq!(
+        labelled(&k["flow_processes"]),
+        BTreeMap::from([
+            // Into ib_write_bw's QP, not rping's, though both are 0x123 and rping's was listed last.
+            (key("10.0.0.2", "10.0.0.1", 0x123), (None, Some(4242))),
+            // .3's QP 0x123 is nobody's here: only perf2's end, found through the ACKs' flow.
+            (key("10.0.0.1", "10.0.0.3", 0x123), (Some(4243), None)),
+            (key("10.0.0.1", "10.0.0.2", 0x456), (Some(4242), None)),
+            // The sender's QP is .3's 0x123: not ib_write_bw's.
+            (key("10.0.0.3", "10.0.0.1", 0x789), (None, Some(4243))),
+            // mlx5_1's 0x123, from its IPv4-mapped GID.
+            (key("10.0.1.7", "10.0.1.1", 0x123), (None, Some(6000))),
+        ])
+    );
+    // Three QPs: the connection event joins ib_write_bw's snapshot row, filling in its peer.
+    let qps = k["qp_processes"].as_array().unwrap();
+    let rows: Vec<(u64, u64, Value)> = qps
+        .iter()
+        .map(|q| {
+            (
+                q["qp_num"].as_u64().unwrap(),
+                q["pid"].as_u64().unwrap(),
+                q["addrs"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (0x123, 4242, json!(["fe80::a00:ff:fe00:1", "10.0.0.1"])),
+            (0x789, 4243, json!(["fe80::a00:ff:fe00:1", "10.0.0.1"])),
+            (0x123, 6000, json!(["10.0.1.1"])),
+        ]
+    );
+    assert_eq!(
+        (&qps[0]["local"], &qps[0]["remote"]),
+        (&json!("10.0.0.1"), &json!("10.0.0.2"))
+    );
+    assert_eq!(qps[0]["tracepoint"], "rdma_res:qp");
+}

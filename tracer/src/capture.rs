@@ -65,7 +65,8 @@ pub struct CaptureOptions {
     /// Sample sysfs counters and ethtool statistics every `interval` and record the DCQCN knobs at start.
     pub counters: bool,
     pub interval: Duration,
-    /// A fixture tree read instead of `/sys` and the ethtool ioctl (see [`Sampler::fixture`]).
+    /// A fixture tree read instead of `/sys` and the ethtool ioctl (see [`Sampler::fixture`]), and for the
+    /// GID tables of the QP snapshots (see [`crate::qp_owners::read_gid_table`]).
     pub sysfs_root: Option<PathBuf>,
     pub link_bps: u64,
     /// Start a new file by size or age (`-w` then names the sequence: `run.00000.pcapng`, ...).
@@ -227,7 +228,7 @@ pub fn run(opts: &CaptureOptions) -> Result<Outcome, CaptureError> {
 fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcome, CaptureError> {
     // Before the engine, so that a failure here leaves nothing to detach.
     let kernel_events = if opts.kernel_events {
-        let k = crate::kevents::KernelEvents::start(&opts.tracepoints)?;
+        let k = crate::kevents::KernelEvents::start(&opts.tracepoints, opts.sysfs_root.as_deref())?;
         eprintln!("{}", k.description);
         Some(std::rc::Rc::new(std::cell::RefCell::new(k)))
     } else {

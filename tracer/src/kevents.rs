@@ -893,8 +893,12 @@ impl std::fmt::Debug for KernelEvents {
 
 impl KernelEvents {
     /// Finds tracefs, reads the format files, loads a copy of the probe object, attaches the drop counter
-    /// to `skb:kfree_skb` and the recorder to each of [`rdma_specs`] and `extra` this kernel has.
-    pub fn start(extra: &[TraceSpec]) -> Result<KernelEvents, KernelEventsError> {
+    /// to `skb:kfree_skb` and the recorder to each of [`rdma_specs`] and `extra` this kernel has. The QP
+    /// snapshots read the ports' GID tables under `sysfs_root` (`/sys` when `None`).
+    pub fn start(
+        extra: &[TraceSpec],
+        sysfs_root: Option<&std::path::Path>,
+    ) -> Result<KernelEvents, KernelEventsError> {
         let started_ns = crate::sys::now_ns();
         let root = tracefs()?;
         let path = format_path(&root, "skb", "kfree_skb").ok_or(KernelEventsError::NoKfreeSkb)?;
@@ -989,7 +993,8 @@ impl KernelEvents {
             .ok_or(EbpfStartError::MissingMap(shared::maps::TRACE_EVENTS))?;
         let ring = RingBuf::try_from(ring).map_err(map_err(shared::maps::TRACE_EVENTS))?;
         let offset_ns = crate::sys::monotonic_to_realtime_offset();
-        let (qp_owners, owners, warning) = crate::qp_owners::QpSnapshots::start_default(started_ns);
+        let (qp_owners, owners, warning) =
+            crate::qp_owners::QpSnapshots::start_default(started_ns, sysfs_root);
         let mut description = describe(&report);
         if let Some(w) = warning {
             description.push('\n');

@@ -9,9 +9,15 @@
 //! Running a program rather than speaking RDMA netlink ourselves keeps the tracer free of a netlink
 //! dependency, and `rdma` is installed wherever iproute2 is. [`RDMA_ENV`] names another program (a fixture
 //! script in the tests).
+//!
+//! `rdma` gives a QP's device and port but no address, and QP numbers are only unique per device: on its own
+//! a snapshot QP would match a flow to or from any host using that number. Each QP event therefore carries
+//! the addresses of its port, read from the port's GID table in sysfs (see [`read_gid_table`]), so that the
+//! analyzer ties it only to flows at that host.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
+use std::net::{IpAddr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -65,8 +71,10 @@ impl QpOwner {
         )
     }
 
-    /// The QP as an `EVNT` event at `ts_ns`. A kernel QP fires "in" pid 0, as a kernel thread would.
-    pub fn event(&self, ts_ns: u64) -> EventRow {
+    /// The QP as an `EVNT` event at `ts_ns`, with `addrs`, its port's addresses (see [`port_addrs`]), as
+    /// text in the field `addrs`; left out when empty, which the analyzer reads as "any host". A kernel QP
+    /// fires "in" pid 0, as a kernel thread would.
+    pub fn event(&self, ts_ns: u64, addrs: &[IpAddr]) -> EventRow {
         let mut fields = Map::new();
         fields.insert("device".into(), self.device.clone().into());
         if let Some(p) = self.port {
@@ -87,6 +95,10 @@ impl QpOwner {
         }
         if let Some(c) = &self.comm {
             fields.insert("comm".into(), c.clone().into());
+        }
+        if !addrs.is_empty() {
+            let text: Vec<Value> = addrs.iter().map(|a| a.to_string().into()).collect();
+            fields.insert("addrs".into(), text.into());
         }
         EventRow {
             ts_ns,
@@ -154,6 +166,92 @@ pub fn parse(json: &str) -> Result<Vec<QpOwner>, QpOwnersError> {
             })
         })
         .collect())
+}
+
+/// One entry of a port's GID table that is in use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gid {
+    /// The entry's index (what `show_gids` lists and perftest's `-x` takes).
+    pub index: u32,
+    /// The GID as an address. RoCE keeps an IPv4 address as the IPv4-mapped GID `::ffff:a.b.c.d`; that is
+    /// given as the IPv4 address, the form a flow's addresses have.
+    pub addr: IpAddr,
+    /// `RoCE v2` or `IB/RoCE v1`, as the kernel names it; `None` when `gid_attrs` does not say (older
+    /// kernels, an InfiniBand port).
+    pub kind: Option<String>,
+    /// The netdev the entry belongs to; `None` as for `kind`.
+    pub ndev: Option<String>,
+}
+
+/// The text of a `gids/<index>` file (eight groups of four hex digits) as an IPv6 address; `None` for
+/// anything else.
+pub fn parse_gid(text: &str) -> Option<Ipv6Addr> {
+    text.trim().parse().ok()
+}
+
+/// The used entries of `device`'s `port` GID table under `sysfs_root` (`/sys` on a live host), by index:
+/// `class/infiniband/<device>/ports/<port>/gids/<index>`, with `gid_attrs/types/<index>` and
+/// `gid_attrs/ndevs/<index>` beside. All-zero GIDs are free slots and left out, as are files that cannot be
+/// read or parsed (the kernel refuses to read some entries while they change). An error only when the table
+/// itself cannot be listed.
+pub fn read_gid_table(sysfs_root: &Path, device: &str, port: u32) -> std::io::Result<Vec<Gid>> {
+    // The device name comes from another program's output and becomes a path component.
+    if device.is_empty() || device.contains('/') || device == "." || device == ".." {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{device:?} is not a device name"),
+        ));
+    }
+    let port_dir = sysfs_root
+        .join("class/infiniband")
+        .join(device)
+        .join("ports")
+        .join(port.to_string());
+    let attr = |group: &str, index: u32| {
+        std::fs::read_to_string(
+            port_dir
+                .join("gid_attrs")
+                .join(group)
+                .join(index.to_string()),
+        )
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+    };
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(port_dir.join("gids"))?.flatten() {
+        let Some(index) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let Some(gid) = std::fs::read_to_string(entry.path())
+            .ok()
+            .and_then(|t| parse_gid(&t))
+            .filter(|g| !g.is_unspecified())
+        else {
+            continue;
+        };
+        out.push(Gid {
+            index,
+            addr: gid.to_canonical(),
+            kind: attr("types", index),
+            ndev: attr("ndevs", index),
+        });
+    }
+    out.sort_by_key(|g| g.index);
+    Ok(out)
+}
+
+/// The distinct addresses of a GID table, in index order. RoCE v1 entries count as well as v2 ones: both
+/// are addresses of the port's netdev, and a v1 entry's address is the host's even though v1 frames carry
+/// no IP header.
+pub fn port_addrs(gids: &[Gid]) -> Vec<IpAddr> {
+    let mut out: Vec<IpAddr> = Vec::new();
+    for g in gids {
+        if !out.contains(&g.addr) {
+            out.push(g.addr);
+        }
+    }
+    out
 }
 
 /// The program to run: [`RDMA_ENV`] when set, `rdma` from `PATH` otherwise.
@@ -250,6 +348,8 @@ pub fn query(program: &Path) -> Result<Vec<QpOwner>, QpOwnersError> {
 #[derive(Debug)]
 pub struct QpSnapshots {
     program: PathBuf,
+    /// Where the GID tables are read: `/sys`, or a fixture tree (`--sysfs-root`).
+    sysfs_root: PathBuf,
     /// The QPs of the last snapshot that worked.
     known: BTreeSet<QpKey>,
     /// The first snapshot failed: no more are taken.
@@ -257,11 +357,17 @@ pub struct QpSnapshots {
 }
 
 impl QpSnapshots {
-    /// Takes the first snapshot at once with `program`. On failure the warning to print is returned beside
-    /// a disabled recorder: ownership from `rdma` is a bonus, never a reason not to capture.
-    pub fn start(program: PathBuf, ts_ns: u64) -> (QpSnapshots, Vec<EventRow>, Option<String>) {
+    /// Takes the first snapshot at once with `program`, reading the ports' GID tables under `sysfs_root`.
+    /// On failure the warning to print is returned beside a disabled recorder: ownership from `rdma` is a
+    /// bonus, never a reason not to capture.
+    pub fn start(
+        program: PathBuf,
+        sysfs_root: PathBuf,
+        ts_ns: u64,
+    ) -> (QpSnapshots, Vec<EventRow>, Option<String>) {
         let mut s = QpSnapshots {
             program,
+            sysfs_root,
             known: BTreeSet::new(),
             disabled: false,
         };
@@ -283,9 +389,13 @@ impl QpSnapshots {
         }
     }
 
-    /// [`QpSnapshots::start`] with [`rdma_program`].
-    pub fn start_default(ts_ns: u64) -> (QpSnapshots, Vec<EventRow>, Option<String>) {
-        Self::start(rdma_program(), ts_ns)
+    /// [`QpSnapshots::start`] with [`rdma_program`], and `/sys` unless a fixture tree is given.
+    pub fn start_default(
+        ts_ns: u64,
+        sysfs_root: Option<&Path>,
+    ) -> (QpSnapshots, Vec<EventRow>, Option<String>) {
+        let root = sysfs_root.unwrap_or(Path::new("/sys")).to_path_buf();
+        Self::start(rdma_program(), root, ts_ns)
     }
 
     /// Events for the QPs that appeared since the previous snapshot. A failing snapshot after a good
@@ -306,14 +416,28 @@ impl QpSnapshots {
         self.known.clear();
     }
 
-    /// Replaces the known set with `qps`, returning the events of those not in it before.
+    /// Replaces the known set with `qps`, returning the events of those not in it before. The GID table of
+    /// each port with a new QP is read then, once per call: only new QPs need it, and addresses may have
+    /// changed since the previous snapshot. A port whose table cannot be read gives no addresses.
     pub fn update(&mut self, qps: Vec<QpOwner>, ts_ns: u64) -> Vec<EventRow> {
         let mut now = BTreeSet::new();
         let mut events = Vec::new();
+        let mut addrs: BTreeMap<(String, u32), Vec<IpAddr>> = BTreeMap::new();
         for q in qps {
             let key = q.key();
             if !self.known.contains(&key) && !now.contains(&key) {
-                events.push(q.event(ts_ns));
+                let known_addrs = match q.port {
+                    Some(port) => addrs
+                        .entry((q.device.clone(), port))
+                        .or_insert_with(|| {
+                            read_gid_table(&self.sysfs_root, &q.device, port)
+                                .map(|g| port_addrs(&g))
+                                .unwrap_or_default()
+                        })
+                        .as_slice(),
+                    None => &[],
+                };
+                events.push(q.event(ts_ns, known_addrs));
             }
             now.insert(key);
         }
@@ -371,7 +495,7 @@ mod tests {
         // The same QP number on two devices is two QPs.
         assert_eq!(qps.iter().filter(|q| q.lqpn == 1).count(), 2);
 
-        let e = perftest.event(42);
+        let e = perftest.event(42, &[]);
         assert_eq!(
             (e.ts_ns, e.pid, e.comm.as_str()),
             (42, 30488, "ib_write_bw")
@@ -380,11 +504,12 @@ mod tests {
         assert_eq!(e.fields["lqpn"], 1722);
         assert_eq!(e.fields["rqpn"], 1723);
         assert_eq!(e.fields["type"], "RC");
-        let k = nvmet.event(42);
+        let k = nvmet.event(42, &[]);
         assert_eq!(k.pid, 0);
         assert!(!k.fields.contains_key("pid"));
         assert_eq!(k.fields["rqpn"], 17);
         assert_eq!(k.fields["comm"], "nvmet_rdma");
+        assert!(!k.fields.contains_key("addrs"), "no addresses, no field");
     }
 
     #[test]
@@ -430,6 +555,7 @@ mod tests {
     fn only_new_qps_are_reported() {
         let mut s = QpSnapshots {
             program: PathBuf::from("/nonexistent"),
+            sysfs_root: PathBuf::from("/nonexistent"),
             known: BTreeSet::new(),
             disabled: false,
         };
@@ -463,6 +589,165 @@ mod tests {
         assert_eq!(s.update(next, 6).len(), 8);
     }
 
+    /// What `port_addrs` makes of [`gid_fixture`]'s mlx5_0 port 1, as text.
+    const MLX5_0_ADDRS: [&str; 4] = ["fe80::a00:ff:fe00:1", "10.0.0.1", "2001:db8::1", "10.0.0.9"];
+
+    /// Under `root`, the GID tables of two ports laid out as a kernel shows them. mlx5_0 port 1 is a RoCE
+    /// port with a link-local GID, an IPv4 address (each as a v1 and a v2 entry), a global IPv6 GID and a
+    /// second IPv4 address at index 10 (after index 2 in number order, before it in name order), free
+    /// entries between them, and a file that is not a GID. mlx5_1 port 1 has one IPv4 GID and no
+    /// `gid_attrs` (an older kernel); mlx5_2 has no `gids` directory.
+    fn gid_fixture(root: &Path) {
+        let port = root.join("class/infiniband/mlx5_0/ports/1");
+        let put = |rel: &Path, v: &str| {
+            std::fs::create_dir_all(rel.parent().unwrap()).unwrap();
+            std::fs::write(rel, format!("{v}\n")).unwrap();
+        };
+        let zero = "0000:0000:0000:0000:0000:0000:0000:0000";
+        let link_local = "fe80:0000:0000:0000:0a00:00ff:fe00:0001";
+        let ipv4 = "0000:0000:0000:0000:0000:ffff:0a00:0001";
+        let (v1, v2) = (Some("IB/RoCE v1"), Some("RoCE v2"));
+        let table = [
+            ("0", link_local, v1),
+            ("1", link_local, v2),
+            ("2", ipv4, v1),
+            ("3", ipv4, v2),
+            ("4", "2001:0db8:0000:0000:0000:0000:0000:0001", v2),
+            ("5", zero, None),
+            ("6", zero, None),
+            ("10", "0000:0000:0000:0000:0000:ffff:0a00:0009", v2),
+            ("11", "not a gid", v2),
+            ("12", zero, None),
+        ];
+        for (index, gid, kind) in table {
+            put(&port.join("gids").join(index), gid);
+            if let Some(k) = kind {
+                put(&port.join("gid_attrs/types").join(index), k);
+                put(&port.join("gid_attrs/ndevs").join(index), "eth0");
+            }
+        }
+        let other = root.join("class/infiniband/mlx5_1/ports/1/gids");
+        put(&other.join("0"), "0000:0000:0000:0000:0000:ffff:0a00:0101");
+        put(&other.join("1"), zero);
+        std::fs::create_dir_all(root.join("class/infiniband/mlx5_2/ports/1")).unwrap();
+    }
+
+    #[test]
+    fn gid_tables_from_sysfs() {
+        let dir = tempfile::tempdir().unwrap();
+        gid_fixture(dir.path());
+        let gids = read_gid_table(dir.path(), "mlx5_0", 1).unwrap();
+        let got: Vec<(u32, String, Option<&str>, Option<&str>)> = gids
+            .iter()
+            .map(|g| {
+                (
+                    g.index,
+                    g.addr.to_string(),
+                    g.kind.as_deref(),
+                    g.ndev.as_deref(),
+                )
+            })
+            .collect();
+        let v1 = Some("IB/RoCE v1");
+        let v2 = Some("RoCE v2");
+        let eth0 = Some("eth0");
+        let row = |i: u32, a: &str, k| (i, a.to_string(), k, eth0);
+        assert_eq!(
+            got,
+            [
+                row(0, "fe80::a00:ff:fe00:1", v1),
+                row(1, "fe80::a00:ff:fe00:1", v2),
+                row(2, "10.0.0.1", v1),
+                row(3, "10.0.0.1", v2),
+                row(4, "2001:db8::1", v2),
+                row(10, "10.0.0.9", v2),
+            ]
+        );
+        // IPv4-mapped GIDs are IPv4 addresses, the others IPv6 ones.
+        assert!(gids[2].addr.is_ipv4() && gids[4].addr.is_ipv6());
+        let addrs: Vec<String> = port_addrs(&gids).iter().map(|a| a.to_string()).collect();
+        assert_eq!(addrs, MLX5_0_ADDRS);
+
+        // No gid_attrs: the addresses without their type.
+        let old = read_gid_table(dir.path(), "mlx5_1", 1).unwrap();
+        assert_eq!(old.len(), 1);
+        assert_eq!(
+            (
+                old[0].addr.to_string(),
+                old[0].kind.as_deref(),
+                old[0].ndev.as_deref()
+            ),
+            ("10.0.1.1".to_string(), None, None)
+        );
+        // No table, no port, no device, or a name that is not one: errors, never a panic.
+        assert!(read_gid_table(dir.path(), "mlx5_2", 1).is_err());
+        assert!(read_gid_table(dir.path(), "mlx5_0", 2).is_err());
+        assert!(read_gid_table(dir.path(), "mlx5_9", 1).is_err());
+        for bad in ["", ".", "..", "../mlx5_0", "mlx5_0/ports"] {
+            assert!(read_gid_table(dir.path(), bad, 1).is_err(), "{bad:?}");
+        }
+
+        assert_eq!(
+            parse_gid("0000:0000:0000:0000:0000:ffff:c0a8:0102\n").map(|g| g.to_canonical()),
+            Some(IpAddr::from([192, 168, 1, 2]))
+        );
+        assert_eq!(parse_gid(""), None);
+        assert_eq!(parse_gid("10.0.0.1"), None);
+    }
+
+    #[test]
+    fn snapshot_events_carry_their_ports_addresses() {
+        let dir = tempfile::tempdir().unwrap();
+        gid_fixture(dir.path());
+        let mut s = QpSnapshots {
+            program: PathBuf::from("/nonexistent"),
+            sysfs_root: dir.path().to_path_buf(),
+            known: BTreeSet::new(),
+            disabled: false,
+        };
+        let mut qps = parse(FIXTURE).unwrap();
+        // The same QP number on a device without a GID table.
+        qps.push(QpOwner {
+            device: "mlx5_2".into(),
+            ..qps.iter().find(|q| q.lqpn == 1722).unwrap().clone()
+        });
+        let events = s.update(qps, 7);
+        let addrs: Vec<(String, u64, Option<Vec<String>>)> = events
+            .iter()
+            .map(|e| {
+                (
+                    e.fields["device"].as_str().unwrap().to_string(),
+                    e.fields["lqpn"].as_u64().unwrap(),
+                    e.fields.get("addrs").map(|a| {
+                        a.as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|x| x.as_str().unwrap().to_string())
+                            .collect()
+                    }),
+                )
+            })
+            .collect();
+        let mlx5_0 = || Some(MLX5_0_ADDRS.iter().map(|a| a.to_string()).collect());
+        let mlx5_1 = || Some(vec!["10.0.1.1".to_string()]);
+        let row = |d: &str, q: u64, a| (d.to_string(), q, a);
+        assert_eq!(
+            addrs,
+            [
+                row("mlx5_0", 0, mlx5_0()),
+                row("mlx5_0", 1, mlx5_0()),
+                row("mlx5_0", 1722, mlx5_0()),
+                row("mlx5_0", 1724, mlx5_0()),
+                row("mlx5_1", 1, mlx5_1()),
+                row("mlx5_1", 203, mlx5_1()),
+                // Not bound to a port: no table to read.
+                row("mlx5_1", 210, None),
+                // No GID table: no addresses, rather than an empty list.
+                row("mlx5_2", 1722, None),
+            ]
+        );
+    }
+
     fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
         let path = dir.join(name);
         std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
@@ -484,9 +769,25 @@ mod tests {
                 fixture.display()
             ),
         );
-        let (mut s, events, warning) = QpSnapshots::start(rdma, 10);
+        let sysfs = dir.path().join("sys");
+        gid_fixture(&sysfs);
+        let (mut s, events, warning) = QpSnapshots::start(rdma, sysfs, 10);
         assert_eq!(warning, None);
         assert_eq!(events.len(), 7);
+        let addrs = |lqpn: u32, device: &str| {
+            events
+                .iter()
+                .find(|e| e.fields["lqpn"] == lqpn && e.fields["device"] == device)
+                .unwrap()
+                .fields
+                .get("addrs")
+                .cloned()
+        };
+        assert_eq!(
+            addrs(1722, "mlx5_0").unwrap(),
+            serde_json::json!(MLX5_0_ADDRS)
+        );
+        assert_eq!(addrs(1, "mlx5_1").unwrap(), serde_json::json!(["10.0.1.1"]));
         assert!(s.snapshot(20).is_empty());
         // A QP appears between two snapshots.
         let more = FIXTURE.replacen(
@@ -540,7 +841,8 @@ mod tests {
         ];
         for (program, why) in cases {
             let started = Instant::now();
-            let (mut s, events, warning) = QpSnapshots::start(program.clone(), 1);
+            let (mut s, events, warning) =
+                QpSnapshots::start(program.clone(), dir.path().to_path_buf(), 1);
             let warning = warning.unwrap_or_else(|| panic!("{program:?} gave no warning"));
             assert!(warning.contains(why), "{warning}");
             assert!(warning.contains("warning"), "{warning}");

@@ -1,7 +1,8 @@
 //! `--kernel-events` with QP owners from `rdma res show qp`: a script stands in for `rdma`
 //! (`ROCE_TRACER_RDMA`), since this machine has no RDMA device. The capture's `EVNT` blocks must hold each
-//! QP once, from the snapshot that first saw it, and the analyzer must read them as QP owners; a broken
-//! `rdma` must leave a warning and a capture.
+//! QP once, from the snapshot that first saw it, with its port's addresses from the GID table of the
+//! `--sysfs-root` fixture tree, and the analyzer must read them as QP owners; a broken `rdma` must leave a
+//! warning and a capture.
 //!
 //! One test in this file: it sets the environment variable the tracer it starts inherits.
 
@@ -41,6 +42,25 @@ fn snapshots_of_rdma_res_travel_in_the_capture() {
     // SAFETY: the only test of this binary; nothing else reads the environment concurrently.
     unsafe { std::env::set_var(tracer::qp_owners::RDMA_ENV, &rdma) };
 
+    // mlx5_0 port 1's GID table: a link-local GID and an IPv4 one (v1 and v2 entries each), free entries;
+    // mlx5_1 has none, so its QP goes without addresses.
+    let sys = dir.path().join("sys");
+    let port = sys.join("class/infiniband/mlx5_0/ports/1");
+    let gids = [
+        ("0", "fe80:0000:0000:0000:0a00:00ff:fe00:0001", "IB/RoCE v1"),
+        ("1", "fe80:0000:0000:0000:0a00:00ff:fe00:0001", "RoCE v2"),
+        ("2", "0000:0000:0000:0000:0000:ffff:0a00:0001", "IB/RoCE v1"),
+        ("3", "0000:0000:0000:0000:0000:ffff:0a00:0001", "RoCE v2"),
+        ("4", "0000:0000:0000:0000:0000:0000:0000:0000", ""),
+    ];
+    for (index, gid, kind) in gids {
+        for (sub, text) in [("gids", gid), ("gid_attrs/types", kind)] {
+            let path = port.join(sub).join(index);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, format!("{text}\n")).unwrap();
+        }
+    }
+
     let ns = Netns::new("qo");
     let out = dir.path().join("cap.pcapng");
     let args = [
@@ -51,6 +71,8 @@ fn snapshots_of_rdma_res_travel_in_the_capture() {
         "--kernel-events",
         "--interval",
         "200ms",
+        "--sysfs-root",
+        sys.to_str().unwrap(),
     ];
     let child = ns.start_tracer(dir.path(), &args);
     std::thread::sleep(Duration::from_millis(700));
@@ -82,6 +104,13 @@ fn snapshots_of_rdma_res_travel_in_the_capture() {
         ],
         "each QP once, in the order seen"
     );
+    let addrs: Vec<&Value> = events.iter().map(|e| &e["fields"]["addrs"]).collect();
+    let mlx5_0 = serde_json::json!(["fe80::a00:ff:fe00:1", "10.0.0.1"]);
+    assert_eq!(
+        addrs,
+        [&mlx5_0, &mlx5_0, &Value::Null],
+        "the ports' addresses"
+    );
     let ts: Vec<u64> = events
         .iter()
         .map(|e| e["ts_ns"].as_u64().unwrap())
@@ -100,8 +129,11 @@ fn snapshots_of_rdma_res_travel_in_the_capture() {
         })
         .collect();
     let owners = tracer::blocks::qp_processes(&tracer::blocks::kernel_events(&blocks));
-    let owners: Vec<(u32, u32)> = owners.iter().map(|q| (q.qp_num, q.pid)).collect();
-    assert_eq!(owners, [(1, 0), (1722, 30488), (300, 4242)]);
+    let owners: Vec<(u32, u32, usize)> = owners
+        .iter()
+        .map(|q| (q.qp_num, q.pid, q.addrs.len()))
+        .collect();
+    assert_eq!(owners, [(1, 0, 2), (1722, 30488, 2), (300, 4242, 0)]);
 
     // An rdma that cannot talk to the kernel: a warning, and the capture goes on without owners.
     std::fs::write(
