@@ -359,7 +359,7 @@ impl Decoder {
             Ok(grh) => grh,
             Err(e) => {
                 f.kind = Kind::Roce;
-                let mut packet = LaxRocePacket::EMPTY;
+                let mut packet = LaxRocePacket::empty();
                 packet.stop = Some(e);
                 f.roce = Some(RoceInfo {
                     version: 1,
@@ -399,7 +399,7 @@ impl Decoder {
         let roce = f.roce.insert(RoceInfo {
             version,
             sport,
-            packet: LaxRocePacket::EMPTY,
+            packet: LaxRocePacket::empty(),
             icrc: Icrc::Unknown,
             payload_offset: bth_offset,
         });

@@ -661,19 +661,6 @@ pub struct PartialExt {
 }
 
 impl ExtHeaders {
-    /// No headers (the same as `Default`, usable in constants).
-    pub const NONE: Self = ExtHeaders {
-        xrceth: None,
-        rdeth: None,
-        deth: None,
-        reth: None,
-        atomic_eth: None,
-        aeth: None,
-        atomic_ack_eth: None,
-        imm: None,
-        ieth: None,
-    };
-
     /// The layout these headers form (never a CNP).
     pub const fn layout(&self) -> ExtLayout {
         ExtLayout {
@@ -730,7 +717,7 @@ impl ExtHeaders {
 
     /// Like [`ExtHeaders::parse`], but keeps the headers that fit when a later one does not.
     pub fn parse_partial(layout: &ExtLayout, bytes: &[u8]) -> PartialExt {
-        let mut ext = ExtHeaders::NONE;
+        let mut ext = ExtHeaders::default();
         let (len, stop) = ext.read_partial(layout, bytes);
         PartialExt { ext, len, stop }
     }

@@ -57,23 +57,27 @@ pub struct LaxRocePacket<'a> {
 }
 
 impl<'a> LaxRocePacket<'a> {
-    /// Nothing read yet: the starting point of [`LaxRocePacket::read`].
-    pub const EMPTY: Self = LaxRocePacket {
-        bth: None,
-        ext: ExtHeaders::NONE,
-        header_len: 0,
-        payload_len: None,
-        payload: &[],
-        icrc: None,
-        stop: None,
-    };
+    /// Nothing read yet: the starting point of [`LaxRocePacket::read`]. A function rather than a constant:
+    /// a constant is copied in whole from read-only memory, where this only writes the `None` tags.
+    #[inline]
+    pub fn empty() -> Self {
+        LaxRocePacket {
+            bth: None,
+            ext: ExtHeaders::default(),
+            header_len: 0,
+            payload_len: None,
+            payload: &[],
+            icrc: None,
+            stop: None,
+        }
+    }
 
     /// True when every byte of the packet was captured and understood.
     pub fn is_complete(&self) -> bool {
         self.stop.is_none()
     }
 
-    /// [`RocePacket::parse_lax`] written into `self`, which must be [`LaxRocePacket::EMPTY`]. For callers that
+    /// [`RocePacket::parse_lax`] written into `self`, which must be [`LaxRocePacket::empty`]. For callers that
     /// keep the result inside a larger struct: filling it where it lives saves copying 250 bytes per packet.
     pub fn read(&mut self, bytes: &'a [u8], wire_len: usize) {
         let out = self;
@@ -227,7 +231,7 @@ impl<'a> RocePacket<'a> {
     /// beyond `wire_len` (Ethernet padding) are ignored. An undefined opcode gives the BTH only and a `Malformed`
     /// stop; TVer is not checked (it is in `bth` for the caller to judge).
     pub fn parse_lax(bytes: &'a [u8], wire_len: usize) -> LaxRocePacket<'a> {
-        let mut out = LaxRocePacket::EMPTY;
+        let mut out = LaxRocePacket::empty();
         out.read(bytes, wire_len);
         out
     }
