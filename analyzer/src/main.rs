@@ -12,6 +12,8 @@ use analyzer::dcqcn::{Knobs, Profile};
 use analyzer::decode::{Decoder, Frame};
 use analyzer::filter::Filter;
 use analyzer::findings::Severity;
+use analyzer::passes::flows::FlowKey;
+use analyzer::passes::pairing::{Pairing, PairingPass};
 use analyzer::passes::{Stats, StatsReport};
 use analyzer::pipeline::{self, PipelineOptions};
 use analyzer::report::{Progress, ReportInput, write_report_with};
@@ -247,14 +249,35 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
         }
     };
     let report = stats.finish(&reader, damage.as_ref().map(ToString::to_string));
-    // Kernel events (`roce-tracer --kernel-events`): flows are paired with their reverse flow here, since
-    // `stats` runs no pairing pass.
+    // Kernel events (`roce-tracer --kernel-events`) name the processes behind QPs. A flow's sending QP is
+    // not in its packets: it comes from pairing the flow with its other direction, which `stats` does in a
+    // second read only when there are events to label with (the pass would slow every plain run). Standard
+    // input cannot be read twice: there the only flow coming back, if it is the only one, stands in.
     let kernel = blocks::kernel_events(reader.custom_blocks());
-    let kernel_summary = (!kernel.is_empty()).then(|| {
-        blocks::KernelSummary::of(&kernel, &report.flows, &|f| {
-            blocks::reverse_flow_qp(&report.flows, f).map(|q| (q, "reverse_flow".to_string()))
-        })
-    });
+    let kernel_summary = if kernel.is_empty() {
+        None
+    } else {
+        let pairing = if a.input.file == Path::new("-") {
+            None
+        } else {
+            Some(pair_flows(&a.input.file, &dec)?)
+        };
+        Some(blocks::KernelSummary::of(&kernel, &report.flows, &|f| {
+            let key = FlowKey {
+                src: f.src,
+                dst: f.dst,
+                dest_qp: f.dest_qp,
+            };
+            pairing
+                .as_ref()
+                .and_then(|p| p.sender_qp(&key))
+                .map(|(q, method)| (q, method.key().to_string()))
+                .or_else(|| {
+                    blocks::reverse_flow_qp(&report.flows, f)
+                        .map(|q| (q, "reverse_flow".to_string()))
+                })
+        }))
+    };
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {
         serde_json::to_writer_pretty(
@@ -290,6 +313,21 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
         Some(e) => damage_warning(&e),
         None => ExitCode::SUCCESS,
     })
+}
+
+/// Reads the capture again for the pairing of its flows (damage ends the pass early; the first read has
+/// already reported it).
+fn pair_flows(path: &Path, dec: &Decoder) -> Result<Pairing> {
+    let mut reader = open(path)?;
+    let mut pass = PairingPass::default();
+    let mut number = 0u64;
+    while let Ok(Some(rec)) = reader.next_record() {
+        number += 1;
+        let mut f = Frame::empty(number, &rec);
+        dec.decode_into(&mut f, rec.link);
+        pass.frame(&f);
+    }
+    Ok(pass.finish())
 }
 
 /// `stats --json`: the report's keys, then `kernel_events` for a capture made with

@@ -244,6 +244,34 @@ fn expected_labels() -> Labels {
 }
 
 #[test]
+fn stats_from_stdin_label_senders_by_the_only_flow_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = traced_incast(dir.path());
+    let out = run(analyzer()
+        .args(["stats", "--json", "-"])
+        .stdin(std::fs::File::open(&path).unwrap()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let k = &v["kernel_events"];
+    // Standard input cannot be read twice: the same labels, found through the one flow coming back.
+    assert_eq!(labelled(&k["flow_processes"]), expected_labels());
+    let senders: Vec<&Value> = k["flow_processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| !f["sender"].is_null())
+        .collect();
+    assert!(!senders.is_empty());
+    for f in senders {
+        assert_eq!(f["sender"]["pairing"], "reverse_flow");
+    }
+}
+
+#[test]
 fn stats_label_flows_with_their_processes() {
     let dir = tempfile::tempdir().unwrap();
     let (path, first) = traced_incast(dir.path());
@@ -259,9 +287,10 @@ fn stats_label_flows_with_their_processes() {
     let k = &v["kernel_events"];
     assert_eq!(k["blocks"], 4);
     assert_eq!(labelled(&k["flow_processes"]), expected_labels());
+    // Read from a file, stats pairs the flows in a second read: the sender's QP comes from the pairing.
     for f in k["flow_processes"].as_array().unwrap() {
         if !f["sender"].is_null() {
-            assert_eq!(f["sender"]["pairing"], "reverse_flow");
+            assert_eq!(f["sender"]["pairing"], "reverse_traffic");
         }
     }
     // The QPs: three connected by processes, one created on another host; the failed one is not a QP.
@@ -716,4 +745,140 @@ fn snapshot_qps_label_only_flows_at_their_host() {
         (&json!("10.0.0.1"), &json!("10.0.0.2"))
     );
     assert_eq!(qps[0]["tracepoint"], "rdma_res:qp");
+}
+
+/// One frame from 10.0.0.`src` to 10.0.0.`dst`.
+fn rc_frame(src: u8, dst: u8, bth: BthRepr, ext: ExtHeaders, payload: &[u8]) -> Vec<u8> {
+    let f = RoceFrame {
+        src_mac: [2, 0, 0, 0, 0, src],
+        dst_mac: [2, 0, 0, 0, 0, dst],
+        vlan: None,
+        ip: IpSpec::V4 {
+            src: [10, 0, 0, src],
+            dst: [10, 0, 0, dst],
+            dscp: 26,
+            ecn: 2,
+            ttl: 64,
+            ident: 0,
+        },
+        sport: 49152,
+        bth,
+        ext,
+        payload,
+    };
+    let mut buf = vec![0; f.len()];
+    let n = f.emit(&mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn stats_label_senders_of_several_qps_between_two_hosts() {
+    // Two connections from 10.0.0.1 to 10.0.0.5 (as NCCL opens several per peer): QP 0x111 writes to
+    // 0x100 and QP 0x222 to 0x200, each acknowledged back to its own QP. Only the senders' QPs have
+    // known owners. With two flows coming back, "the only flow back" cannot say which sender is which:
+    // the labels need the pairing, from the PSNs the ACKs echo.
+    use roce_wire::Opcode;
+    use roce_wire::ext::AethRepr;
+    let ack = |qp: u32, psn: u32| {
+        let ext = ExtHeaders {
+            aeth: Some(AethRepr {
+                syndrome: 0,
+                msn: psn,
+            }),
+            ..ExtHeaders::default()
+        };
+        rc_frame(
+            5,
+            1,
+            BthRepr::new(Opcode::RC_ACKNOWLEDGE, qp, psn),
+            ext,
+            &[],
+        )
+    };
+    let t0 = 1_700_000_000_000_000_000u64;
+    let mut frames = Vec::new();
+    for i in 0..20u32 {
+        let t = t0 + u64::from(i) * 10_000;
+        let (psn_a, psn_b) = (1_000 + i, 500_000 + i);
+        let send = |qp, psn| BthRepr::new(Opcode::RC_SEND_ONLY, qp, psn);
+        frames.push((
+            t,
+            rc_frame(1, 5, send(0x100, psn_a), ExtHeaders::default(), &[0; 64]),
+        ));
+        frames.push((
+            t + 1_000,
+            rc_frame(1, 5, send(0x200, psn_b), ExtHeaders::default(), &[0; 64]),
+        ));
+        frames.push((t + 3_000, ack(0x111, psn_a)));
+        frames.push((t + 4_000, ack(0x222, psn_b)));
+    }
+    let owner = |qp: u32, pid: u32, comm: &str| {
+        json!({"ts_ns": t0 - 1_000, "tracepoint": "rdma_res:qp", "pid": pid, "tid": pid, "comm": comm,
+               "fields": {"device": "mlx5_0", "port": 1, "lqpn": qp, "type": "RC", "state": "RTS",
+                          "pid": pid, "comm": comm, "addrs": "10.0.0.1"}})
+    };
+    let block = json!({
+        "ts_ns": t0, "from_ns": t0 - 1_000_000, "to_ns": t0,
+        "tracepoints": {"attached": ["skb:kfree_skb"], "unavailable": [], "incomplete": {}},
+        "events": [owner(0x111, 11, "rank0"), owner(0x222, 22, "rank1")],
+        "drops": [], "counts": [], "lost": 0,
+    });
+    let mut w = PcapngWriter::new(Vec::new(), &SectionInfo::default()).unwrap();
+    w.add_interface(LinkType::ETHERNET, 65535, Some("eth0"), None)
+        .unwrap();
+    w.write_custom(PEN, &blocks::encode(EVENTS, &block).unwrap(), true)
+        .unwrap();
+    for (t, data) in &frames {
+        w.write_packet(0, *t, data, data.len() as u32).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two_qps.pcapng");
+    std::fs::write(&path, w.into_inner().unwrap()).unwrap();
+
+    let labels_of = |out: std::process::Output| -> Vec<(String, u64, Value, Value)> {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["kernel_events"]["flow_processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                let who = |end: &Value| end.get("comm").cloned().unwrap_or(Value::Null);
+                (
+                    f["dst"].as_str().unwrap().to_string(),
+                    f["dest_qp"].as_u64().unwrap(),
+                    who(&f["sender"]),
+                    who(&f["receiver"]),
+                )
+            })
+            .collect()
+    };
+    let mut from_file = labels_of(run(analyzer().args(["stats", "--json"]).arg(&path)));
+    from_file.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    assert_eq!(
+        from_file,
+        vec![
+            // The ACK flows go to the owners' QPs: their receivers are known from the QP itself.
+            ("10.0.0.1".into(), 0x111, Value::Null, json!("rank0")),
+            ("10.0.0.1".into(), 0x222, Value::Null, json!("rank1")),
+            // The data flows' senders, through the pairing.
+            ("10.0.0.5".into(), 0x100, json!("rank0"), Value::Null),
+            ("10.0.0.5".into(), 0x200, json!("rank1"), Value::Null),
+        ]
+    );
+    // From standard input there is no second read, and two flows come back: no data flow's sender is named.
+    let piped = labels_of(run(analyzer()
+        .args(["stats", "--json", "-"])
+        .stdin(std::fs::File::open(&path).unwrap())));
+    assert!(
+        piped
+            .iter()
+            .all(|(dst, _, sender, _)| dst != "10.0.0.5" || sender.is_null()),
+        "{piped:?}"
+    );
 }

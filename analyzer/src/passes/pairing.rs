@@ -34,6 +34,18 @@ pub enum Method {
     Timing,
 }
 
+impl Method {
+    /// The name JSON and tables use (the same as its serde name).
+    pub fn key(self) -> &'static str {
+        match self {
+            Method::CmMad => "cm_mad",
+            Method::ReverseTraffic => "reverse_traffic",
+            Method::UdDeth => "ud_deth",
+            Method::Timing => "timing",
+        }
+    }
+}
+
 /// Window after a CE mark in which a CNP counts as its answer.
 pub const TIMING_WINDOW_NS: u64 = 20_000;
 /// CE marks remembered per IP pair for the timing method.
@@ -111,6 +123,19 @@ impl Pairing {
             .values()
             .filter(|p| p.sender == cnp.dst && p.receiver == cnp.src && p.sender_qp == cnp.dest_qp)
             .min_by_key(|p| (p.method, std::cmp::Reverse(p.evidence)))
+    }
+
+    /// The QP that sends a flow (`src` → `dst`, to `dest_qp`): for a paired data flow its sender's QP; for
+    /// the flow coming back (ACKs, responses, CNPs to the sender's QP) the data flow's receiver QP.
+    pub fn sender_qp(&self, key: &FlowKey) -> Option<(u32, Method)> {
+        if let Some(p) = self.of_flow(key) {
+            return Some((p.sender_qp, p.method));
+        }
+        self.pairs
+            .values()
+            .filter(|p| p.sender == key.dst && p.receiver == key.src && p.sender_qp == key.dest_qp)
+            .min_by_key(|p| (p.method, std::cmp::Reverse(p.evidence)))
+            .map(|p| (p.receiver_qp, p.method))
     }
 
     pub fn pairs(&self) -> impl Iterator<Item = &Pair> {

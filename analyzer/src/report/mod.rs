@@ -1170,20 +1170,11 @@ fn write_tables(dir: &Path, input: &ReportInput<'_>) -> Result<Vec<PathBuf>, Rep
 /// Rows of the kernel events table on the page; `kernel_events.csv` has them all.
 pub const MAX_KERNEL_EVENT_ROWS: usize = 200;
 
-fn method_key(m: Method) -> &'static str {
-    match m {
-        Method::CmMad => "cm_mad",
-        Method::ReverseTraffic => "reverse_traffic",
-        Method::UdDeth => "ud_deth",
-        Method::Timing => "timing",
-    }
-}
-
 /// The sender's QP of a flow and how it is known: the DCQCN pairing (for a data flow, or, for the flow
 /// coming back, the pairing of the data flow it answers), else the only flow the other way.
 pub fn sender_qp_of(d: &DcqcnReport, flows: &[FlowRow], f: &FlowRow) -> Option<(u32, String)> {
     let paired = d.flows.iter().find_map(|x| {
-        let method = method_key(x.pairing?);
+        let method = x.pairing?.key();
         if x.sender == f.src && x.receiver == f.dst && x.receiver_qp == f.dest_qp {
             return Some((x.sender_qp?, method.to_string()));
         }
