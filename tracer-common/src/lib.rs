@@ -143,7 +143,10 @@ pub struct Config {
     /// per frame whenever the reader keeps up. Zero keeps the kernel's default (wake when the reader has
     /// caught up with the record).
     pub wakeup_bytes: u32,
-    pub _pad: u32,
+    /// Non-zero: copy each frame's headers only (see [`copy_len`]) instead of its first `snaplen` bytes.
+    /// Userspace sets it for the short snap lengths, which exist to keep headers: the copy into the ring is
+    /// most of the probe's cost, and the headers are a third of 256 bytes or less.
+    pub headers_only: u32,
 }
 const _: () = assert!(core::mem::size_of::<Config>() == 16);
 
@@ -263,6 +266,11 @@ pub struct Summary {
     pub pfc_nonzero: u8,
     /// PAUSE time in quanta.
     pub pause_quanta: u16,
+    /// Bytes from the start of the frame (as the probe sees it) through the BTH, or through a MAC Control
+    /// frame's minimum-size body; 0 when unknown (no BTH was read). [`header_len`] adds the extension
+    /// headers, only where a copy needs them: worked out here, the opcode table was inlined at each of the
+    /// three places a BTH is found and made the probe's code a fifth larger.
+    pub headers: u32,
 }
 
 const ETHERTYPE_IPV4: u16 = 0x0800;
@@ -274,6 +282,96 @@ const ETHERTYPE_MAC_CONTROL: u16 = 0x8808;
 const ROCE_V2_PORT: u16 = 4791;
 const OPCODE_CNP: u8 = 0x81;
 const GRH_LEN: usize = 40;
+const BTH_LEN: usize = 12;
+/// The smallest Ethernet frame without its FCS: a MAC Control frame's opcode and times are padded to it.
+const MIN_FRAME: usize = 60;
+/// A MAC Control frame's bytes after the ethertype, padding included.
+const MAC_CONTROL_LEN: usize = MIN_FRAME - 14;
+
+/// The QP every CM MAD is sent to: userspace pairs the two sides of a connection from these MADs' payloads.
+pub const CM_QP: u32 = 1;
+
+/// Header copies are rounded up to a multiple of this. It keeps frames that are headers and little else
+/// (acknowledgements, CNPs, PFC) whole, so userspace can still check their ICRC, and costs little: the copy's
+/// price is the ring's cache lines it writes.
+pub const HEADER_COPY_ROUND: usize = 64;
+
+/// Bytes of extension headers that follow the BTH of `opcode` (IBTA vol. 1 ch. 9, annex A14 for XRC),
+/// counting a CNP's 16 reserved bytes as a header. Opcodes IBTA leaves undefined get the answer of the
+/// operation's RC column, which only decides how many bytes are copied: userspace decodes nothing after the
+/// BTH of an undefined opcode.
+#[inline(always)]
+pub fn ext_len(opcode: u8) -> usize {
+    if opcode == OPCODE_CNP {
+        return 16;
+    }
+    let operation = opcode & 0x1f;
+    // The operation's own headers: ImmDt, IETH, AETH 4; RETH 16; AtomicETH 28; AETH + AtomicAckETH 12.
+    let own = match operation {
+        0x03 | 0x05 | 0x09 => 4,
+        0x06 | 0x0a | 0x0c => 16,
+        0x0b => 20,
+        0x0d | 0x0f | 0x10 | 0x11 => 4,
+        0x12 => 12,
+        0x13 | 0x14 => 28,
+        0x16 | 0x17 => 4,
+        _ => 0,
+    };
+    // Responses (read responses and acknowledgements) carry no datagram or XRC header.
+    let response = matches!(operation, 0x0d..=0x12);
+    let transport = match opcode >> 5 {
+        // RD: RDETH, and DETH on requests.
+        2 => {
+            if response {
+                4
+            } else {
+                12
+            }
+        }
+        // UD: DETH.
+        3 => 8,
+        // XRC: XRCETH on requests.
+        5 => {
+            if response {
+                0
+            } else {
+                4
+            }
+        }
+        _ => 0,
+    };
+    own + transport
+}
+
+/// Bytes from the start of the frame through the last header userspace decodes: the BTH and the extension
+/// headers its opcode brings (a CNP's 16 reserved bytes too), or a MAC Control frame up to the minimum frame
+/// size. 0 when unknown.
+#[inline(always)]
+pub fn header_len(s: &Summary) -> usize {
+    if s.has_bth {
+        s.headers as usize + ext_len(s.opcode)
+    } else {
+        s.headers as usize
+    }
+}
+
+/// Bytes of a matching frame the probe copies into its ring record (before the record's own bound): the
+/// first `snaplen`, or with [`Config::headers_only`] the headers rounded up to [`HEADER_COPY_ROUND`] and
+/// never more than `snaplen`. CM MADs (UD to QP 1) and frames whose headers are unknown still get `snaplen`
+/// bytes: userspace reads QP numbers and PSNs from a MAD's payload.
+#[inline(always)]
+pub fn copy_len(s: &Summary, len: u32, config: &Config) -> usize {
+    let snaplen = config.snaplen as usize;
+    let cm_mad = s.has_bth && s.dest_qp == CM_QP && s.opcode >> 5 == 3;
+    let want = if config.headers_only != 0 && s.headers != 0 && !cm_mad {
+        let rounded = header_len(s).div_ceil(HEADER_COPY_ROUND) * HEADER_COPY_ROUND;
+        if rounded < snaplen { rounded } else { snaplen }
+    } else {
+        snaplen
+    };
+    let len = len as usize;
+    if len < want { len } else { want }
+}
 
 fn is_tag(ethertype: u16) -> bool {
     ethertype == ETHERTYPE_VLAN || ethertype == ETHERTYPE_QINQ
@@ -380,11 +478,12 @@ fn udp<B: Bytes + ?Sized>(b: &B, at: usize, ecn: u8, s: &mut Summary) {
 
 #[inline(always)]
 fn bth<B: Bytes + ?Sized>(b: &B, at: usize, s: &mut Summary) {
-    let Some(h) = b.chunk::<12>(at) else {
+    let Some(h) = b.chunk::<BTH_LEN>(at) else {
         return;
     };
     s.has_bth = true;
     s.opcode = h[0];
+    s.headers = (at + BTH_LEN) as u32;
     s.dest_qp = u32::from_be_bytes([0, h[5], h[6], h[7]]);
     s.psn = u32::from_be_bytes([0, h[9], h[10], h[11]]);
     if h[0] == OPCODE_CNP {
@@ -397,6 +496,7 @@ fn mac_control<B: Bytes + ?Sized>(b: &B, at: usize, s: &mut Summary) {
     let Some(op) = b.chunk::<4>(at) else {
         return;
     };
+    s.headers = (at + MAC_CONTROL_LEN) as u32;
     match be16(op[0], op[1]) {
         0x0001 => {
             s.kind = kind::PAUSE;
@@ -558,6 +658,113 @@ mod tests {
             (s.kind, s.pause_quanta, s.prio),
             (kind::PAUSE, 300, UNTAGGED)
         );
+    }
+
+    #[test]
+    fn extension_header_lengths_follow_roce_wire() {
+        let mut defined = 0;
+        for op in 0..=255u8 {
+            let Some(layout) = Opcode(op).layout() else {
+                continue;
+            };
+            defined += 1;
+            let want = layout.len() + if layout.cnp { 16 } else { 0 };
+            assert_eq!(ext_len(op), want, "opcode {op:#04x}");
+        }
+        // RC 23 + UC 12 + RD 22 + UD 2 + CNP + XRC 23: a table that lost a transport would pass vacuously.
+        assert_eq!(defined, 83);
+    }
+
+    fn config(snaplen: u32, headers_only: bool) -> Config {
+        Config {
+            snaplen,
+            headers_only: u32::from(headers_only),
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn headers_end_where_the_payload_starts() {
+        // The helper's payload is 32 bytes; the ICRC is the last 4.
+        let (buf, n) = roce(v4(0), None, Opcode::RC_SEND_ONLY, 5, 6);
+        let s = classify(&buf[..n], None);
+        assert_eq!(header_len(&s), n - 32 - 4);
+        assert_eq!(header_len(&s), 14 + 20 + 8 + 12);
+        let vlan = Vlan {
+            pcp: 1,
+            dei: false,
+            vid: 7,
+        };
+        let (buf, n) = roce(v4(0), Some(vlan), Opcode::RC_SEND_ONLY, 5, 6);
+        assert_eq!(header_len(&classify(&buf[..n], None)), n - 32 - 4);
+        // A CNP is all headers but its ICRC.
+        let ip = IpSpec::V6 {
+            src: [0xfe; 16],
+            dst: [0xfd; 16],
+            dscp: 48,
+            ecn: 1,
+            flow_label: 0,
+            hop_limit: 64,
+        };
+        let (buf, n) = roce(ip, None, Opcode::CNP, 0x77, 0);
+        assert_eq!(header_len(&classify(&buf[..n], None)), n - 4);
+        // Without a BTH nothing is known.
+        assert_eq!(header_len(&classify(&buf[..14 + 40 + 8 + 4], None)), 0);
+    }
+
+    #[test]
+    fn the_copy_keeps_headers_whole_frames_when_small_and_cm_mads_whole() {
+        let (buf, n) = roce(v4(0), None, Opcode::RC_SEND_ONLY, 5, 6);
+        let s = classify(&buf[..n], None);
+        // 54 bytes of headers round up to 64; the frame is 90.
+        assert_eq!(copy_len(&s, n as u32, &config(256, true)), 64);
+        // The snap length is an upper bound, and without headers_only the whole of it is copied.
+        assert_eq!(copy_len(&s, n as u32, &config(40, true)), 40);
+        assert_eq!(copy_len(&s, n as u32, &config(256, false)), n);
+        assert_eq!(copy_len(&s, 2000, &config(256, false)), 256);
+        // A frame shorter than the rounded headers is copied whole (the ICRC of an ACK or CNP included).
+        assert_eq!(copy_len(&s, 62, &config(256, true)), 62);
+
+        // A CM MAD: UD SEND ONLY to QP 1, DETH then the MAD.
+        let mad = [0x11u8; 256];
+        let frame = RoceFrame {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            vlan: None,
+            ip: v4(0),
+            sport: 49152,
+            bth: BthRepr::new(Opcode::UD_SEND_ONLY, CM_QP, 0),
+            ext: ExtHeaders {
+                deth: Some(roce_wire::ext::DethRepr {
+                    qkey: 0x8001_0000,
+                    src_qp: 1,
+                }),
+                ..ExtHeaders::default()
+            },
+            payload: &mad,
+        };
+        let mut buf = [0u8; 512];
+        let n = frame.emit(&mut buf).unwrap();
+        let s = classify(&buf[..n], None);
+        assert_eq!(header_len(&s), 14 + 20 + 8 + 12 + 8);
+        assert_eq!(copy_len(&s, n as u32, &config(256, true)), 256);
+        assert_eq!(copy_len(&s, n as u32, &config(100, true)), 100);
+        // The same datagram to another QP is headers only: 62 bytes, rounded up.
+        let mut other = buf;
+        other[14 + 20 + 8 + 7] = 2;
+        let s = classify(&other[..n], None);
+        assert_eq!(copy_len(&s, n as u32, &config(256, true)), 64);
+
+        // PFC is copied up to the minimum frame, which is all of it.
+        let pfc = MacControlRepr::Pfc(PfcRepr {
+            enable: 1,
+            quanta: [1; 8],
+        });
+        let mut buf = [0u8; 64];
+        let n = emit_mac_control([2, 0, 0, 0, 0, 9], None, &pfc, &mut buf).unwrap();
+        let s = classify(&buf[..n], None);
+        assert_eq!((header_len(&s), n), (60, 60));
+        assert_eq!(copy_len(&s, n as u32, &config(256, true)), 60);
     }
 
     #[test]

@@ -188,7 +188,7 @@ fn config(snaplen: u32) -> Config {
         snaplen,
         all_frames: 0,
         wakeup_bytes: 0,
-        _pad: 0,
+        headers_only: 0,
     }
 }
 
@@ -767,4 +767,203 @@ fn a_trickle_reaches_the_file_without_wakeups() {
     );
     let (got, _) = frames(&out);
     assert_eq!(got.len(), 3);
+}
+
+/// A CM REQ MAD (the first 72 bytes matter to the analyzer: its local QPN and starting PSN), padded to the
+/// MAD's 256 bytes.
+fn cm_req_mad(local_qpn: u32, starting_psn: u32) -> Vec<u8> {
+    let mut mad = vec![0u8; roce_wire::mad::MAD_LEN];
+    mad[..4].copy_from_slice(&[1, roce_wire::mad::MGMT_CLASS_CM, 2, 3]);
+    mad[16..18].copy_from_slice(&roce_wire::mad::attr::REQ.to_be_bytes());
+    mad[24..28].copy_from_slice(&0x1234_5678u32.to_be_bytes());
+    mad[56..59].copy_from_slice(&local_qpn.to_be_bytes()[1..]);
+    mad[68..71].copy_from_slice(&starting_psn.to_be_bytes()[1..]);
+    mad
+}
+
+/// A UD SEND ONLY to `dest_qp` carrying `mad`.
+fn ud_to(dest_qp: u32, mad: &[u8]) -> Vec<u8> {
+    let f = RoceFrame {
+        src_mac: [2, 0, 0, 0, 0, 1],
+        dst_mac: [2, 0, 0, 0, 0, 2],
+        vlan: None,
+        ip: v4(0),
+        sport: 49999,
+        bth: BthRepr::new(Opcode::UD_SEND_ONLY, dest_qp, 0),
+        ext: ExtHeaders {
+            deth: Some(DethRepr {
+                qkey: 0x8001_0000,
+                src_qp: 1,
+            }),
+            ..ExtHeaders::default()
+        },
+        payload: mad,
+    };
+    let mut buf = vec![0u8; 2048];
+    let n = f.emit(&mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+/// With `headers_only` (the default snap length) the probe copies each frame's headers rounded up, and the
+/// analyzer decodes the short record as it decodes the whole frame, payload length on the wire included; a
+/// CM MAD keeps the snap length's bytes, enough for the analyzer's pairing to read its QP number and PSN.
+#[test]
+fn header_copies_decode_like_whole_frames_and_cm_mads_keep_their_bytes() {
+    let what = "header_copies_decode_like_whole_frames_and_cm_mads_keep_their_bytes";
+    let headers_only = Config {
+        headers_only: 1,
+        ..config(256)
+    };
+    assert!(ebpf::headers_only(256) && !ebpf::headers_only(257));
+    let Some(mut bpf) = load_or_skip(what, headers_only, None) else {
+        return;
+    };
+    let mut ring = ebpf::take_ring(&mut bpf).unwrap();
+    let mut run = |frame: &[u8]| -> Option<RingRecord> {
+        let prog: &mut SchedClassifier =
+            bpf.program_mut(ebpf::INGRESS).unwrap().try_into().unwrap();
+        prog.test_run(TestRunOptions {
+            data_in: Some(frame),
+            ..TestRunOptions::default()
+        })
+        .unwrap();
+        ring.next().map(|i| RingRecord::parse(&i).unwrap())
+    };
+    let decode = |data: &[u8], len: usize| -> String {
+        let rec = Record {
+            iface: 0,
+            link: LinkType::ETHERNET,
+            ts_ns: 0,
+            caplen: data.len() as u32,
+            len: len as u32,
+            data,
+            offset: 0,
+        };
+        let f = Decoder::default().decode(1, &rec);
+        let roce = f.roce.as_ref().map(|r| {
+            (
+                r.packet.bth,
+                r.packet.ext,
+                r.packet.header_len,
+                r.packet.payload_len,
+            )
+        });
+        format!(
+            "{:?} {:?} {:?} {:?} {roce:?} {:?}",
+            f.kind, f.vlan, f.pcp, f.ip, f.mac_control
+        )
+    };
+    let mut big = roce(v4(3), None, Opcode::RC_RDMA_WRITE_FIRST, 0x10, 100, 1024);
+    let mut cases = cases();
+    cases.push(("rc write first, 1 KiB", std::mem::take(&mut big)));
+    let mut shorter = 0;
+    for (name, frame) in &cases {
+        let Some(rec) = run(frame) else {
+            assert_eq!(analyzer_kind(frame), Kind::Other, "{name}: no record");
+            continue;
+        };
+        let s = tracer_common::classify(&frame[..], None);
+        let want = tracer_common::copy_len(&s, frame.len() as u32, &headers_only);
+        assert_eq!(rec.data, frame[..want], "{name}: copied bytes");
+        assert!(
+            want >= tracer_common::header_len(&s).min(frame.len()),
+            "{name}"
+        );
+        shorter += usize::from(want < frame.len().min(256));
+        assert_eq!(
+            decode(&rec.data, frame.len()),
+            decode(frame, frame.len()),
+            "{name}: decoded"
+        );
+    }
+    assert!(
+        shorter >= 3,
+        "only {shorter} frames were copied shorter than before"
+    );
+
+    // A CM REQ to QP 1: 322 bytes on the wire, the snap length's 256 copied, the MAD's fields readable.
+    let mad = cm_req_mad(0x00ab_cdef, 0x0012_3456);
+    let frame = ud_to(roce_wire::mad::QP1, &mad);
+    let rec = run(&frame).unwrap();
+    assert_eq!(rec.data, frame[..256]);
+    let offset = 14 + 20 + 8 + 12 + 8;
+    assert_eq!(
+        roce_wire::mad::parse_cm(&rec.data[offset..]).unwrap(),
+        Some(roce_wire::mad::CmMessage::Req {
+            local_comm_id: 0x1234_5678,
+            local_qpn: 0x00ab_cdef,
+            starting_psn: 0x0012_3456,
+        })
+    );
+    // The same datagram to another QP: headers only (62 bytes, rounded up to 64).
+    let rec = run(&ud_to(2, &mad)).unwrap();
+    assert_eq!(rec.data.len(), 64);
+
+    // The user's snap length stays the upper bound, for a MAD too.
+    let Some(mut bpf) = load_or_skip(
+        what,
+        Config {
+            headers_only: 1,
+            ..config(60)
+        },
+        None,
+    ) else {
+        return;
+    };
+    let mut ring = ebpf::take_ring(&mut bpf).unwrap();
+    let prog: &mut SchedClassifier = bpf.program_mut(ebpf::INGRESS).unwrap().try_into().unwrap();
+    prog.test_run(TestRunOptions {
+        data_in: Some(&frame),
+        ..TestRunOptions::default()
+    })
+    .unwrap();
+    let rec = ring.next().map(|i| RingRecord::parse(&i).unwrap()).unwrap();
+    assert_eq!(rec.data, frame[..60]);
+}
+
+/// At the default snap length the eBPF engine copies headers only: the file still decodes to the replayed
+/// frames and gives the same `stats`, and frames are shorter than 256 bytes where their headers allow.
+#[test]
+fn the_default_snap_length_keeps_what_the_analyzer_reads() {
+    let what = "the_default_snap_length_keeps_what_the_analyzer_reads";
+    if !require_netns(what) {
+        return;
+    }
+    let _turn = one_capture_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let ns = Netns::new("ds");
+    let replay = dir.path().join("replay.pcap");
+    let sent = replayable(&corpus(), &replay);
+    let out = dir.path().join("cap.pcapng");
+    let child = ns.start_tracer(
+        dir.path(),
+        &["-i", "vb", "-w", out.to_str().unwrap(), "--engine", "ebpf"],
+    );
+    ns.replay_and_stop(child, &replay, 1, 20);
+    let (want, _) = frames(&replay);
+    let (got, _) = frames(&out);
+    assert_eq!(got.len(), sent);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "frame {} differs", i + 1);
+    }
+    assert_eq!(stats_view(&stats(&out)), stats_view(&stats(&replay)));
+    // Caplens: never above the snap length (plus a tag the kernel removed and userspace put back), and
+    // fewer bytes in all than the 256 a frame of before.
+    let mut reader = analyzer::source::CaptureReader::open(&out).unwrap();
+    let (mut n, mut shorter, mut bytes, mut before) = (0, 0, 0u64, 0u64);
+    while let Some(rec) = reader.next_record().unwrap() {
+        n += 1;
+        assert!(rec.caplen <= 256 + 4, "record {n}: caplen {}", rec.caplen);
+        shorter += usize::from(rec.caplen < rec.len.min(256));
+        bytes += u64::from(rec.caplen);
+        before += u64::from(rec.len.min(256));
+    }
+    // The corpus is mostly short frames, which stay whole; its data frames are cut.
+    assert!(
+        shorter > n / 4,
+        "only {shorter} of {n} records were cut short"
+    );
+    assert!(bytes < before, "{bytes} bytes captured, {before} before");
+    eprintln!("{shorter} of {n} records cut short; {bytes} bytes captured instead of {before}");
 }

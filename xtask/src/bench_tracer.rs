@@ -7,8 +7,9 @@
 //!   median shown beside it, because other work on the machine only ever adds time;
 //! - capture without loss: the corpus's RoCE, CNP, PFC and PAUSE frames replayed by tcpreplay at top speed
 //!   into a veth pair in a network namespace, each engine capturing on the peer; what was sent, captured and
-//!   reported dropped, the tracer's CPU time per frame, and for the eBPF engine the program's run time per
-//!   frame as the kernel counts it with `kernel.bpf_stats_enabled` (which adds two clock reads per run).
+//!   reported dropped, the tracer's CPU time per frame, and for the eBPF engine (several captures) the
+//!   program's run time per frame as the kernel counts it with `kernel.bpf_stats_enabled`, next to the run
+//!   time of an empty program attached beside it: what the counting itself adds (two clock reads per run).
 //!
 //! The load average is recorded before and after: the machine is shared, and the numbers mean little when
 //! something else was running.
@@ -28,6 +29,8 @@ use crate::{install, root, sh, target_dir};
 const PROBE_ROUNDS: usize = 5;
 /// Passes of the corpus per engine in the capture benchmark.
 const PASSES: u32 = 2000;
+/// Captures with the eBPF engine: the live run time swings by a third between runs on this shared VM.
+const LIVE_ROUNDS: usize = 5;
 /// A ring that fits in the caches, measured beside the default to show what the ring's memory costs.
 const SMALL_RING: u32 = 4 << 20;
 
@@ -125,6 +128,68 @@ fn replayable(src: &Path, dst: &Path) -> Result<u64> {
     }
     w.into_inner()?;
     Ok(n)
+}
+
+/// Names of the two replays in the tables.
+const CORPUS: &str = "corpus";
+const DATA: &str = "1 KiB writes";
+
+/// Frames per pass of the data-frame replay, and passes.
+const DATA_FRAMES: u32 = 200;
+const DATA_PASSES: u32 = 1500;
+
+/// Writes a pcap of RoCEv2 RDMA WRITE frames with 1 KiB payloads on four QPs (a WRITE FIRST with its RETH
+/// every 50 frames, WRITE MIDDLE otherwise): traffic made of data frames, where a header-only copy saves
+/// most of the 256 bytes the corpus's mostly short frames do not have. The ICRC is left zero: the probe
+/// does not check it. Returns the number of frames.
+fn data_frames(dst: &Path) -> Result<u64> {
+    let file = std::fs::File::create(dst)?;
+    let mut w = PcapWriter::new(std::io::BufWriter::new(file), LinkType::ETHERNET, 65535)?;
+    for i in 0..DATA_FRAMES {
+        let first = i % 50 == 0;
+        let mut roce = Vec::with_capacity(1100);
+        // BTH: opcode, solicited/migreq/pad/version, P_Key, reserved + destination QP, ack request + PSN.
+        roce.push(if first { 0x06 } else { 0x07 });
+        roce.push(0x40);
+        roce.extend_from_slice(&0xffffu16.to_be_bytes());
+        roce.extend_from_slice(&(0x10 + i % 4).to_be_bytes());
+        roce.extend_from_slice(&i.to_be_bytes());
+        if first {
+            // RETH: virtual address, R_Key, DMA length.
+            roce.extend_from_slice(&0x1000u64.to_be_bytes());
+            roce.extend_from_slice(&0x42u32.to_be_bytes());
+            roce.extend_from_slice(&65536u32.to_be_bytes());
+        }
+        roce.extend_from_slice(&[0xa5; 1024]);
+        roce.extend_from_slice(&[0; 4]);
+        let udp_len = 8 + roce.len();
+        let ip_len = 20 + udp_len;
+        let mut f = Vec::with_capacity(14 + ip_len);
+        f.extend_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00]);
+        // IPv4: DSCP 26 with ECT(0), don't fragment, UDP; the checksum is not needed on a veth.
+        f.extend_from_slice(&[0x45, (26 << 2) | 2]);
+        f.extend_from_slice(&(ip_len as u16).to_be_bytes());
+        f.extend_from_slice(&(i as u16).to_be_bytes());
+        f.extend_from_slice(&[0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        f.extend_from_slice(&49152u16.to_be_bytes());
+        f.extend_from_slice(&4791u16.to_be_bytes());
+        f.extend_from_slice(&(udp_len as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend_from_slice(&roce);
+        w.write_packet(u64::from(i) * 1000, &f, f.len() as u32)?;
+    }
+    w.into_inner()?;
+    Ok(u64::from(DATA_FRAMES))
+}
+
+/// What a capture benchmark replays.
+struct Workload {
+    name: &'static str,
+    path: std::path::PathBuf,
+    per_pass: u64,
+    passes: u32,
+    /// Also capture it with libpcap.
+    pcap: bool,
 }
 
 /// A network namespace with the veth pair `va` ↔ `vb`, deleted on drop.
@@ -240,6 +305,7 @@ impl Drop for BpfStats {
 }
 
 struct RateRow {
+    workload: &'static str,
     engine: &'static str,
     sent: u64,
     send_seconds: f64,
@@ -248,6 +314,8 @@ struct RateRow {
     cpu_ns_per_frame: f64,
     /// eBPF only: the ingress program's run time per run.
     prog_ns_per_run: Option<f64>,
+    /// eBPF only: the run time per run of the empty program attached beside it.
+    empty_ns_per_run: Option<f64>,
 }
 
 fn wait_ready(child: &mut Child, ready: &Path) -> Result<()> {
@@ -264,10 +332,81 @@ fn wait_ready(child: &mut Child, ready: &Path) -> Result<()> {
     Ok(())
 }
 
-fn capture_rate(tracer: &Path, replay: &Path, per_pass: u64, dir: &Path) -> Result<Vec<RateRow>> {
+/// The empty program attached to `iface` in `ns` by the probe-cost example, detached when this is dropped
+/// (its standard input closes).
+struct EmptyProgram {
+    child: Child,
+    ids: Vec<u64>,
+}
+
+impl EmptyProgram {
+    fn attach(ns: &Netns, example: &Path, iface: &str) -> Result<EmptyProgram> {
+        let before = prog_ids("tracer_baseline");
+        let mut child = ns
+            .cmd(&example.to_string_lossy())
+            .args(["--baseline", iface])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting probe_cost --baseline")?;
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line)?;
+        }
+        let ids = prog_ids("tracer_baseline")
+            .into_iter()
+            .filter(|id| !before.contains(id))
+            .collect();
+        let empty = EmptyProgram { child, ids };
+        if line.trim() != "attached" {
+            bail!("probe_cost --baseline did not attach");
+        }
+        Ok(empty)
+    }
+}
+
+impl Drop for EmptyProgram {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// (run_time_ns, run_cnt) of the one program in `ids`, or None.
+fn one_prog_stats(ids: &[u64]) -> Option<(u64, u64)> {
+    match ids {
+        [id] => prog_run_stats(*id),
+        _ => None,
+    }
+}
+
+fn per_run(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> Option<f64> {
+    match (before, after) {
+        (Some((t0, n0)), Some((t1, n1))) if n1 > n0 => Some((t1 - t0) as f64 / (n1 - n0) as f64),
+        _ => None,
+    }
+}
+
+fn capture_rate(
+    tracer: &Path,
+    example: &Path,
+    workloads: &[Workload],
+    dir: &Path,
+) -> Result<Vec<RateRow>> {
     let mut rows = Vec::new();
-    for engine in ["pcap", "ebpf"] {
-        eprintln!("xtask: capture rate, {engine} engine");
+    // The eBPF rounds of the workloads alternate, so that a noisy moment does not land on one only.
+    let mut runs: Vec<(&Workload, &'static str)> = workloads
+        .iter()
+        .filter(|w| w.pcap)
+        .map(|w| (w, "pcap"))
+        .collect();
+    for _ in 0..LIVE_ROUNDS {
+        runs.extend(workloads.iter().map(|w| (w, "ebpf")));
+    }
+    for (work, engine) in runs {
+        let (replay, per_pass, passes) = (&work.path, work.per_pass, work.passes);
+        eprintln!("xtask: capture rate, {}, {engine} engine", work.name);
         let ns = Netns::new()?;
         let out = dir.join(format!("{engine}.pcapng"));
         let ready = dir.join("ready");
@@ -293,14 +432,21 @@ fn capture_rate(tracer: &Path, replay: &Path, per_pass: u64, dir: &Path) -> Resu
             .into_iter()
             .filter(|id| !before_ids.contains(id))
             .collect();
+        // Attached after the probe, so it runs after it on every frame: the same frames, at the same time.
+        let empty = if engine == "ebpf" {
+            Some(EmptyProgram::attach(&ns, example, "vb")?)
+        } else {
+            None
+        };
+        let empty_ids = empty.as_ref().map(|e| e.ids.clone()).unwrap_or_default();
         let cpu_before = cpu_seconds(child.id()).unwrap_or(0.0);
-        let prog_before: Vec<(u64, u64)> =
-            ours.iter().filter_map(|&id| prog_run_stats(id)).collect();
+        let prog_before = one_prog_stats(&ours);
+        let empty_before = one_prog_stats(&empty_ids);
         let t = Instant::now();
         let status = ns
             .cmd("tcpreplay")
             .args(["-q", "-t", "-i", "va"])
-            .arg(format!("--loop={PASSES}"))
+            .arg(format!("--loop={passes}"))
             .arg(replay)
             .stdout(Stdio::null())
             .status()?;
@@ -311,8 +457,9 @@ fn capture_rate(tracer: &Path, replay: &Path, per_pass: u64, dir: &Path) -> Resu
         // Let the tracer drain what is queued before reading its CPU time.
         std::thread::sleep(Duration::from_millis(1500));
         let cpu_after = cpu_seconds(child.id()).unwrap_or(0.0);
-        let prog_after: Vec<(u64, u64)> =
-            ours.iter().filter_map(|&id| prog_run_stats(id)).collect();
+        let prog_after = one_prog_stats(&ours);
+        let empty_after = one_prog_stats(&empty_ids);
+        drop(empty);
         drop(stats);
         let _ = Command::new("kill")
             .args(["-INT", &child.id().to_string()])
@@ -335,18 +482,18 @@ fn capture_rate(tracer: &Path, replay: &Path, per_pass: u64, dir: &Path) -> Resu
         }
         let st = reader.if_stats().first().copied().unwrap_or_default();
         let dropped = st.dropped_iface.unwrap_or(0) + st.dropped_os.unwrap_or(0);
-        let prog_ns_per_run = match (prog_before.as_slice(), prog_after.as_slice()) {
-            ([(t0, n0)], [(t1, n1)]) if n1 > n0 => Some((t1 - t0) as f64 / (n1 - n0) as f64),
-            _ => None,
-        };
+        let prog_ns_per_run = per_run(prog_before, prog_after);
+        let empty_ns_per_run = per_run(empty_before, empty_after);
         rows.push(RateRow {
+            workload: work.name,
             engine,
-            sent: per_pass * u64::from(PASSES),
+            sent: per_pass * u64::from(passes),
             send_seconds,
             captured,
             dropped,
             cpu_ns_per_frame: (cpu_after - cpu_before) * 1e9 / captured.max(1) as f64,
             prog_ns_per_run,
+            empty_ns_per_run,
         });
     }
     Ok(rows)
@@ -396,18 +543,30 @@ fn render(
         ));
     }
     s.push_str(&format!(
-        "\n**Capture at the fastest sender here**: the corpus's {per_pass} RoCE/CNP/PFC/PAUSE frames replayed \
-         {PASSES} times by tcpreplay at top speed into a veth pair in a network namespace, the tracer on the \
-         peer with its defaults (snap length 256; eBPF: 64 MiB ring). The program's run time is the kernel's \
-         own count with `kernel.bpf_stats_enabled` on, which adds two clock reads to every run.\n\n"
+        "\n**Capture at the fastest sender here**: tcpreplay at top speed into a veth pair in a network \
+         namespace, the tracer on the peer with its defaults (snap length 256, so the eBPF probe copies \
+         headers only; 64 MiB ring). Two replays: the corpus's {per_pass} RoCE/CNP/PFC/PAUSE frames {PASSES} \
+         times (mostly short frames, which are whole at either copy length), and {DATA_FRAMES} RoCEv2 RDMA \
+         WRITE frames with 1 KiB payloads {DATA_PASSES} times (where the header-only copy matters); libpcap \
+         on the corpus once, the eBPF engine {LIVE_ROUNDS} times on each, the replays alternating. Run \
+         times are the kernel's own counts with `kernel.bpf_stats_enabled` on, which times every run with \
+         two clock reads: the empty program, attached beside the probe on the same interface and run on the \
+         same frames, shows what that timing adds by itself.\n\n"
     ));
     s.push_str(
-        "| engine | sent | sender rate | captured | reported dropped | unaccounted | tracer CPU per frame | \
-         probe run time per frame |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| traffic | engine | sent | sender rate | captured | reported dropped | unaccounted | tracer CPU per \
+         frame | probe run time per frame | empty program | probe − empty |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
+    let ns = |v: Option<f64>| v.map_or("–".to_string(), |ns| format!("{ns:.0} ns"));
     for r in rates {
+        let net = r
+            .prog_ns_per_run
+            .zip(r.empty_ns_per_run)
+            .map(|(p, e)| p - e);
         s.push_str(&format!(
-            "| {} | {} | {:.0} frames/s | {} | {} | {} | {:.2} µs | {} |\n",
+            "| {} | {} | {} | {:.0} frames/s | {} | {} | {} | {:.2} µs | {} | {} | {} |\n",
+            r.workload,
             r.engine,
             r.sent,
             r.sent as f64 / r.send_seconds.max(1e-9),
@@ -415,8 +574,30 @@ fn render(
             r.dropped,
             r.sent as i64 - r.captured as i64 - r.dropped as i64,
             r.cpu_ns_per_frame / 1e3,
-            r.prog_ns_per_run
-                .map_or("–".to_string(), |ns| format!("{ns:.0} ns")),
+            ns(r.prog_ns_per_run),
+            ns(r.empty_ns_per_run),
+            ns(net),
+        ));
+    }
+    for workload in [CORPUS, DATA] {
+        let summary = |f: &dyn Fn(&RateRow) -> Option<f64>| -> String {
+            let mut v: Vec<f64> = rates
+                .iter()
+                .filter(|r| r.workload == workload)
+                .filter_map(f)
+                .collect();
+            v.sort_by(f64::total_cmp);
+            match (v.first(), v.get(v.len() / 2)) {
+                (Some(best), Some(median)) => format!("best {best:.0} ns, median {median:.0} ns"),
+                _ => "not measured".to_string(),
+            }
+        };
+        s.push_str(&format!(
+            "\nThe eBPF probe live on the {workload} replay, per frame, over {LIVE_ROUNDS} captures: run time as \
+             counted (raw) {}; the empty program {}; raw minus empty {}.\n",
+            summary(&|r| r.prog_ns_per_run),
+            summary(&|r| r.empty_ns_per_run),
+            summary(&|r| r.prog_ns_per_run.zip(r.empty_ns_per_run).map(|(p, e)| p - e)),
         ));
     }
     s
@@ -444,10 +625,27 @@ pub fn run() -> Result<()> {
     std::fs::create_dir_all(&dir)?;
     let replay = dir.join("replay.pcap");
     let per_pass = replayable(&root().join("samples/corpus/corpus.pcap"), &replay)?;
+    let data = dir.join("data.pcap");
+    let workloads = [
+        Workload {
+            name: CORPUS,
+            path: replay,
+            per_pass,
+            passes: PASSES,
+            pcap: true,
+        },
+        Workload {
+            name: DATA,
+            path: data.clone(),
+            per_pass: data_frames(&data)?,
+            passes: DATA_PASSES,
+            pcap: false,
+        },
+    ];
 
     let load_before = load_average();
     let probe = probe_cost(&example)?;
-    let rates = capture_rate(&tracer, &replay, per_pass, &dir)?;
+    let rates = capture_rate(&tracer, &example, &workloads, &dir)?;
     let load_after = load_average();
 
     let report = render(&probe, &rates, per_pass, &load_before, &load_after);

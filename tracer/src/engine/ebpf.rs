@@ -23,8 +23,8 @@ use aya::programs::{SchedClassifier, TcAttachType};
 use aya::util::KernelVersion;
 use serde::Serialize;
 use tracer_common::{
-    Config, EVENT_HEADER_LEN, MAX_SNAPLEN, PRIO_SLOTS, PrioCounters, QpCounters, counter, flag,
-    maps,
+    Config, EVENT_HEADER_LEN, MAX_SNAPLEN, PRIO_SLOTS, PrioCounters, QpCounters, SMALL_SNAPLEN,
+    counter, flag, maps,
 };
 
 use super::{Captured, Engine, EngineConfig, Event, IfaceStats, Plumbing};
@@ -36,9 +36,19 @@ static PROBE: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tra
 /// Program names in the object.
 pub const INGRESS: &str = "tracer_ingress";
 pub const EGRESS: &str = "tracer_egress";
+/// A program that returns at once, for measuring what the kernel's run-time statistics add to each run.
+pub const BASELINE: &str = "tracer_baseline";
 
 /// The probe's ring-buffer size unless `--ring-bytes` says otherwise (the map's size in the object).
 pub const DEFAULT_RING_BYTES: u32 = 64 << 20;
+
+/// Whether the probe copies only each frame's headers ([`tracer_common::copy_len`]) at this snap length.
+/// Snap lengths up to [`SMALL_SNAPLEN`] (the default 256 among them) are for headers: copying 256 bytes
+/// into the ring was most of the probe's cost per frame, and a RoCE frame's headers take 54 to about
+/// 120 of them. A larger snap length asks for payloads, and gets its bytes as before.
+pub fn headers_only(snaplen: u32) -> bool {
+    snaplen as usize <= SMALL_SNAPLEN
+}
 
 /// How long the ring reader sleeps when nothing woke it: the probe submits records without a wakeup until
 /// [`wakeup_bytes`] of them wait, so this bounds how late a frame of a slow stream reaches the file.
@@ -389,7 +399,7 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, E
             snaplen: config.snaplen.min(MAX_SNAPLEN as u32),
             all_frames: u32::from(config.all_frames),
             wakeup_bytes: wakeup_bytes(config.ring_bytes.unwrap_or(DEFAULT_RING_BYTES)),
-            _pad: 0,
+            headers_only: u32::from(headers_only(config.snaplen)),
         },
         config.ring_bytes,
     )?;
