@@ -326,10 +326,10 @@ fn the_analyzer_reads_back_the_taps() {
                     let roce = f.roce.unwrap();
                     assert_eq!(roce.icrc, Icrc::Ok, "{} frame {n}", sc.name);
                     assert!(
-                        roce.stop.is_none(),
+                        roce.packet.stop.is_none(),
                         "{} frame {n}: {:?}",
                         sc.name,
-                        roce.stop
+                        roce.packet.stop
                     );
                     if f.kind == Kind::Cnp {
                         cnp += 1;
