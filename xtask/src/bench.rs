@@ -1,7 +1,8 @@
 //! `cargo xtask bench`: the analyzer's throughput and memory against the file-reading floor and tshark.
 //!
 //! Everything runs on one core (`taskset -c 0`) with a warm page cache, timed by GNU time for wall time and
-//! peak RSS; each measurement is the median of three runs. tshark is measured on a slice of the same file,
+//! peak RSS; each measurement is the median of three runs, and the floor/`stats` ratio is also taken over
+//! alternating pairs of runs. tshark is measured on a slice of the same file,
 //! because dissecting millions of frames with it takes many minutes; frames/s is what compares.
 
 use std::fs::File;
@@ -24,38 +25,68 @@ struct Measured {
     peak_rss_mb: f64,
 }
 
-/// Runs `argv` three times under GNU time on core 0, stdout to /dev/null; returns (median s, max RSS MB).
+/// Runs `argv` once under GNU time on core 0, stdout to /dev/null; returns (wall seconds, peak RSS MB).
+fn time_once(argv: &[&str]) -> Result<(f64, f64)> {
+    let timing = std::env::temp_dir().join("rocetrace-bench-time.txt");
+    let status = Command::new("/usr/bin/time")
+        .args(["-f", "%e %M", "-o"])
+        .arg(&timing)
+        .args(["taskset", "-c", "0"])
+        .args(argv)
+        .stdout(Stdio::null())
+        .status()
+        .with_context(|| format!("running {}", argv.join(" ")))?;
+    if !status.success() {
+        bail!("{} failed ({status})", argv.join(" "));
+    }
+    let text = std::fs::read_to_string(&timing)?;
+    let last = text.lines().last().unwrap_or_default().to_string();
+    let mut it = last.split_whitespace();
+    let secs: f64 = it
+        .next()
+        .and_then(|s| s.parse().ok())
+        .context("time output")?;
+    let kb: f64 = it
+        .next()
+        .and_then(|s| s.parse().ok())
+        .context("time output")?;
+    Ok((secs.max(0.001), kb / 1024.0))
+}
+
+/// Runs `argv` three times; returns (median s, max RSS MB).
 fn measure(argv: &[&str]) -> Result<(f64, f64)> {
     let mut runs = Vec::new();
-    let timing = std::env::temp_dir().join("rocetrace-bench-time.txt");
     for _ in 0..3 {
-        let status = Command::new("/usr/bin/time")
-            .args(["-f", "%e %M", "-o"])
-            .arg(&timing)
-            .args(["taskset", "-c", "0"])
-            .args(argv)
-            .stdout(Stdio::null())
-            .status()
-            .with_context(|| format!("running {}", argv.join(" ")))?;
-        if !status.success() {
-            bail!("{} failed ({status})", argv.join(" "));
-        }
-        let text = std::fs::read_to_string(&timing)?;
-        let last = text.lines().last().unwrap_or_default().to_string();
-        let mut it = last.split_whitespace();
-        let secs: f64 = it
-            .next()
-            .and_then(|s| s.parse().ok())
-            .context("time output")?;
-        let kb: f64 = it
-            .next()
-            .and_then(|s| s.parse().ok())
-            .context("time output")?;
-        runs.push((secs, kb / 1024.0));
+        runs.push(time_once(argv)?);
     }
     runs.sort_by(|a, b| a.0.total_cmp(&b.0));
     let rss = runs.iter().map(|r| r.1).fold(0.0, f64::max);
-    Ok((runs[1].0.max(0.001), rss))
+    Ok((runs[1].0, rss))
+}
+
+/// Alternating runs of the floor and `stats`, for their ratio. This VM's speed drifts by tens of percent
+/// over minutes whatever runs on it, so three floor runs followed by three `stats` runs can land in
+/// different phases; a floor and a `stats` run side by side see the same machine.
+const PAIRS: usize = 7;
+
+struct Paired {
+    /// (floor s, stats s) per pair.
+    runs: Vec<(f64, f64)>,
+}
+
+impl Paired {
+    fn ratios(&self) -> Vec<f64> {
+        let mut r: Vec<f64> = self.runs.iter().map(|(f, s)| s / f).collect();
+        r.sort_by(f64::total_cmp);
+        r
+    }
+
+    /// The fastest run of each: other work and slow phases only ever add time.
+    fn best(&self) -> (f64, f64) {
+        let f = self.runs.iter().map(|r| r.0).fold(f64::MAX, f64::min);
+        let s = self.runs.iter().map(|r| r.1).fold(f64::MAX, f64::min);
+        (f, s)
+    }
 }
 
 pub fn run(args: &[String]) -> Result<()> {
@@ -177,7 +208,14 @@ pub fn run(args: &[String]) -> Result<()> {
         TSHARK_SLICE,
         &[&a, "decode", "--json", &s],
     )?;
-    let report = render(&rows, &spec, size_mb);
+    eprintln!("xtask: {PAIRS} alternating runs of the floor and stats");
+    let mut paired = Paired { runs: Vec::new() };
+    for _ in 0..PAIRS {
+        let floor = time_once(&[&path(&bare), &f])?.0;
+        let stats = time_once(&[&a, "stats", &f])?.0;
+        paired.runs.push((floor, stats));
+    }
+    let report = render(&rows, &paired, &spec, size_mb);
     println!("{report}");
     let md = root().join("BENCHMARKS.md");
     let old = std::fs::read_to_string(&md).unwrap_or_default();
@@ -202,7 +240,7 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
-fn render(rows: &[Measured], spec: &BulkSpec, size_mb: f64) -> String {
+fn render(rows: &[Measured], paired: &Paired, spec: &BulkSpec, size_mb: f64) -> String {
     let fps = |m: &Measured| m.frames as f64 / m.seconds;
     let floor = rows.first().map(fps).unwrap_or(1.0);
     let stats = rows.get(1).map(fps).unwrap_or(0.0);
@@ -256,6 +294,18 @@ fn render(rows: &[Measured], spec: &BulkSpec, size_mb: f64) -> String {
         floor / 1e6,
         stats / tshark
     ));
+    let ratios = paired.ratios();
+    let (best_floor, best_stats) = paired.best();
+    if let (Some(lo), Some(hi)) = (ratios.first(), ratios.last()) {
+        s.push_str(&format!(
+            "\nPaired ({} alternating runs of the floor and `stats`, each pair on the same machine phase): \
+             stats/floor ratio median {:.2}× (range {lo:.2}–{hi:.2}); fastest runs {best_floor:.3} s for the floor \
+             and {best_stats:.3} s for `stats` ({:.1} M frames/s).\n",
+            ratios.len(),
+            ratios[ratios.len() / 2],
+            spec.frames as f64 / best_stats / 1e6,
+        ));
+    }
     s
 }
 
