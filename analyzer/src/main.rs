@@ -559,18 +559,21 @@ fn table(out: &mut impl Write, header: &[&str], rows: &[Vec<String>]) -> io::Res
             *w = (*w).max(c.chars().count());
         }
     }
-    let line = |out: &mut dyn Write, cells: &[String]| -> io::Result<()> {
-        let mut s = String::new();
+    // One line buffer for the whole table: a capture with thousands of flows made an allocation per padded
+    // cell show up in `stats`'s run time.
+    let mut s = String::new();
+    let mut line = |out: &mut dyn Write, cells: &[String]| -> io::Result<()> {
+        s.clear();
         for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
             if i > 0 {
                 s.push_str("  ");
             }
-            let pad = w - c.chars().count();
+            let pad = std::iter::repeat_n(' ', w.saturating_sub(c.chars().count()));
             if i < 3 {
                 s.push_str(c);
-                s.push_str(&" ".repeat(pad));
+                s.extend(pad);
             } else {
-                s.push_str(&" ".repeat(pad));
+                s.extend(pad);
                 s.push_str(c);
             }
         }

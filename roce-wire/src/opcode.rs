@@ -104,7 +104,21 @@ impl ExtLayout {
 
     /// True when no extension header follows the BTH.
     pub const fn is_empty(&self) -> bool {
-        self.len() == 0
+        !self.has_headers()
+    }
+
+    /// True when at least one extension header follows the BTH. The non-short-circuit `|` lets the compiler
+    /// test the flags together, without a branch per flag.
+    pub const fn has_headers(&self) -> bool {
+        self.xrceth
+            | self.rdeth
+            | self.deth
+            | self.reth
+            | self.atomic_eth
+            | self.aeth
+            | self.atomic_ack_eth
+            | self.imm
+            | self.ieth
     }
 }
 

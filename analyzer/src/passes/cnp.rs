@@ -79,7 +79,8 @@ impl CnpPass {
                 dscp: c.dscp,
             })
             .collect();
-        rows.sort_by(|a, b| {
+        // CNP streams are unique by key: a total order, so unstable sorting is deterministic.
+        rows.sort_unstable_by(|a, b| {
             b.count
                 .cmp(&a.count)
                 .then((a.src, a.dst, a.dest_qp).cmp(&(b.src, b.dst, b.dest_qp)))

@@ -101,8 +101,26 @@ pub struct FlowRow {
 /// Folds RoCE data frames (not CNPs) into per-flow statistics.
 /// A flow's key packed into machine words, so hashing and comparing it per frame is a handful of
 /// instructions (hashing `IpAddr`s field by field was a fifth of this pass).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Eq)]
 struct PackedKey([u64; 5]);
+
+impl std::hash::Hash for PackedKey {
+    /// The five words, as `eq` compares them (and without the length prefix an array's hash adds).
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for w in self.0 {
+            state.write_u64(w);
+        }
+    }
+}
+
+impl PartialEq for PackedKey {
+    /// Word by word without branches: the derived comparison of the array called `memcmp` for every lookup.
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b) = (&self.0, &other.0);
+        ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]) | (a[4] ^ b[4])) == 0
+    }
+}
 
 impl PackedKey {
     fn new(iface: u32, key: &FlowKey) -> Self {
@@ -124,12 +142,27 @@ impl PackedKey {
     }
 }
 
-#[derive(Debug, Default)]
+/// Slots of [`FlowsPass::recent`]: 64 Ki slots of 4 bytes, small enough to stay in the cache.
+const RECENT_SLOTS: usize = 1 << 16;
+
+#[derive(Debug)]
 pub struct FlowsPass {
     index: FxHashMap<PackedKey, usize>,
-    flows: Vec<(u32, FlowKey, FlowState)>,
-    /// The flow of the previous frame: frames come in bursts per QP, so this often saves the lookup.
-    last: Option<(PackedKey, usize)>,
+    flows: Vec<(PackedKey, u32, FlowKey, FlowState)>,
+    /// A flow index per low 16 bits of the destination QP, checked against the flow's full key before use.
+    /// QP numbers are handed out nearly in sequence, so thousands of interleaved flows rarely share a slot,
+    /// and most frames find their flow here without hashing; a miss falls back to the hash map.
+    recent: Vec<u32>,
+}
+
+impl Default for FlowsPass {
+    fn default() -> Self {
+        FlowsPass {
+            index: FxHashMap::default(),
+            flows: Vec::new(),
+            recent: vec![u32::MAX; RECENT_SLOTS],
+        }
+    }
 }
 
 impl FlowsPass {
@@ -150,8 +183,10 @@ impl FlowsPass {
             dest_qp: bth.dest_qp,
         };
         let packed = PackedKey::new(f.iface, &key);
-        let at = match self.last {
-            Some((k, at)) if k == packed => at,
+        let slot = bth.dest_qp as usize & (RECENT_SLOTS - 1);
+        let cached = self.recent.get(slot).map_or(usize::MAX, |&i| i as usize);
+        let at = match self.flows.get(cached) {
+            Some((k, ..)) if *k == packed => cached,
             _ => {
                 let next = self.flows.len();
                 let at = *self.index.entry(packed).or_insert(next);
@@ -160,13 +195,15 @@ impl FlowsPass {
                         first_ns: f.ts_ns,
                         ..FlowState::default()
                     };
-                    self.flows.push((f.iface, key, state));
+                    self.flows.push((packed, f.iface, key, state));
                 }
-                self.last = Some((packed, at));
+                if let (Some(r), Ok(i)) = (self.recent.get_mut(slot), u32::try_from(at)) {
+                    *r = i;
+                }
                 at
             }
         };
-        let Some((_, _, s)) = self.flows.get_mut(at) else {
+        let Some((_, _, _, s)) = self.flows.get_mut(at) else {
             return;
         };
         s.packets += 1;
@@ -223,7 +260,7 @@ impl FlowsPass {
         let mut rows: Vec<FlowRow> = self
             .flows
             .into_iter()
-            .map(|(iface, k, s)| {
+            .map(|(_, iface, k, s)| {
                 let span = s.last_ns.saturating_sub(s.first_ns);
                 let mut opcodes = BTreeMap::new();
                 for &(op, n) in &s.opcodes {
@@ -253,7 +290,9 @@ impl FlowsPass {
                 }
             })
             .collect();
-        rows.sort_by(|a, b| {
+        // Flows are unique by (iface, key), so this order is total and an unstable sort, which moves the large
+        // rows less, gives the same result.
+        rows.sort_unstable_by(|a, b| {
             b.bytes
                 .cmp(&a.bytes)
                 .then((a.src, a.dst, a.dest_qp, a.iface).cmp(&(b.src, b.dst, b.dest_qp, b.iface)))

@@ -61,6 +61,7 @@ pub struct PsnTracker {
 
 impl PsnTracker {
     /// Records a packet with `psn` that consumes one PSN, or a READ REQUEST for `read_len` bytes.
+    #[inline]
     pub fn observe(&mut self, psn: u32, read_len: Option<u32>) -> PsnEvent {
         let Some(mut next) = self.next else {
             self.advance_to(psn, read_len);
@@ -95,6 +96,7 @@ impl PsnTracker {
         }
     }
 
+    #[cold]
     fn add_hole(&mut self, first: u32, count: u32) {
         if self.holes.len() == MAX_HOLES
             && let Some((_, n)) = self.holes.pop_front()
@@ -104,6 +106,7 @@ impl PsnTracker {
         self.holes.push_back((first, count));
     }
 
+    #[cold]
     fn fill_hole(&mut self, psn: u32) -> bool {
         let Some(i) = self
             .holes
