@@ -49,7 +49,10 @@ struct ReadSpan {
     len: u32,
 }
 
+/// `repr(C)` keeps the fields every in-order packet reads (`next`, `read`) at the start, in the cache line
+/// the flow table gives the tracker; the holes are touched only when PSNs go missing.
 #[derive(Debug, Clone, Default)]
+#[repr(C)]
 pub struct PsnTracker {
     /// The PSN expected next (one past the highest carried).
     next: Option<u32>,
