@@ -7,13 +7,18 @@
 //! the kernel side and userspace see the same bytes through different compilers.
 #![no_std]
 
-/// The largest snap length the probe can copy: each ring-buffer record is a fixed-size reservation, so this
-/// bounds both the copy (the verifier needs a constant bound) and the ring's memory per frame.
+/// The largest snap length the probe can copy: each ring-buffer record is a reservation of one of a few
+/// fixed sizes (the verifier wants a constant size), so this bounds both the copy and the ring's memory per
+/// frame.
 pub const MAX_SNAPLEN: usize = 2048;
 
-/// Snap lengths up to this use records of this size instead: with the default snap length a 64 MiB ring
-/// then holds about 230 000 frames rather than 32 000.
+/// The largest record below [`MAX_SNAPLEN`]: copies up to this take a record of 64, 128 or this many data
+/// bytes, whichever is the smallest that holds them. At the default snap length a 64 MiB ring then holds
+/// 700 000 header copies of 64 bytes (96-byte records), rather than 32 000 frames at 2 KiB.
 pub const SMALL_SNAPLEN: usize = 256;
+
+/// The data sizes of the records below [`SMALL_SNAPLEN`], smallest first.
+pub const RECORD_CLASSES: [usize; 2] = [64, 128];
 
 pub mod kevents;
 
@@ -21,9 +26,7 @@ pub mod kevents;
 pub mod maps {
     /// Ring buffer of [`super::PacketEvent`] records.
     pub const EVENTS: &str = "EVENTS";
-    /// `Array<Config>` with one element, written by userspace before attaching.
-    pub const CONFIG: &str = "CONFIG";
-    /// `PerCpuArray<u64>` indexed by [`super::counter`].
+    /// `PerCpuArray<ProbeCounters>` with one element.
     pub const COUNTERS: &str = "COUNTERS";
     /// `PerCpuHashMap<u32 dest QP, QpCounters>`.
     pub const QP_STATS: &str = "QP_STATS";
@@ -37,6 +40,10 @@ pub mod maps {
     /// `PerCpuHashMap<DropKey, u64>`: kernel drops per protocol and reason.
     pub const DROPS: &str = "DROPS";
 }
+
+/// Name of the packet probe's [`Config`], a global in the object's read-only data that userspace sets when
+/// it loads the object (before the verifier sees the programs).
+pub const CONFIG_GLOBAL: &str = "PROBE_CONFIG";
 
 /// Name of the `skb:kfree_skb` tracepoint program in the eBPF object.
 pub const KFREE_SKB_PROGRAM: &str = "tracer_kfree_skb";
@@ -82,19 +89,24 @@ pub struct DropKey {
 }
 const _: () = assert!(core::mem::size_of::<DropKey>() == 8);
 
-/// Entries of the global `COUNTERS` map.
-pub mod counter {
+/// The packet probe's own counters, one per CPU (the `COUNTERS` map's only element): one struct rather than
+/// an array of counters, so the probe looks it up once per frame instead of once per counter.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProbeCounters {
     /// Frames the probe ran on.
-    pub const SEEN: u32 = 0;
+    pub seen: u64,
     /// Frames that matched (RoCE, CNP, PFC, PAUSE).
-    pub const MATCHED: u32 = 1;
+    pub matched: u64,
     /// Matched frames sent to userspace.
-    pub const EMITTED: u32 = 2;
+    pub emitted: u64,
     /// Matched frames lost because the ring buffer was full: the capture's drop count.
-    pub const RING_FULL: u32 = 3;
-    /// Number of entries.
-    pub const LEN: u32 = 4;
+    pub ring_full: u64,
+    /// Ring-buffer bytes this CPU's records have taken so far (headers and padding included): the probe
+    /// wakes the reader each time it passes a multiple of [`Config::wakeup_bytes`].
+    pub ring_bytes: u64,
 }
+const _: () = assert!(core::mem::size_of::<ProbeCounters>() == 40);
 
 /// Size of the per-interface drop map: the probe is attached to the `-i` interfaces only, so this is room
 /// for far more than a capture uses.
@@ -130,7 +142,8 @@ pub mod flag {
     pub const TS_REALTIME: u32 = 4;
 }
 
-/// Probe configuration, element 0 of the `CONFIG` array.
+/// Probe configuration: the object's [`CONFIG_GLOBAL`], fixed at load time so that the verifier knows
+/// every value and drops the code the configuration cannot reach.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Config {
@@ -138,10 +151,10 @@ pub struct Config {
     pub snaplen: u32,
     /// Non-zero: send every frame, not just the RoCE/CNP/PFC/PAUSE ones.
     pub all_frames: u32,
-    /// Wake the reader only once this many bytes wait in the ring; below that a record is submitted without
-    /// a wakeup and the reader finds it at its next poll timeout. Waking on every record costs an interrupt
-    /// per frame whenever the reader keeps up. Zero keeps the kernel's default (wake when the reader has
-    /// caught up with the record).
+    /// Wake the reader each time a CPU's records have taken another this many bytes of ring (a power of
+    /// two; userspace rounds down); other records are submitted without a wakeup and the reader finds them
+    /// at its next poll timeout. Waking on every record costs an interrupt per frame whenever the reader
+    /// keeps up. Zero keeps the kernel's default (wake when the reader has caught up with the record).
     pub wakeup_bytes: u32,
     /// Non-zero: copy each frame's headers only (see [`copy_len`]) instead of its first `snaplen` bytes.
     /// Userspace sets it for the short snap lengths, which exist to keep headers: the copy into the ring is
@@ -150,8 +163,10 @@ pub struct Config {
 }
 const _: () = assert!(core::mem::size_of::<Config>() == 16);
 
-/// One captured frame as the probe hands it to userspace, in a record of `N` data bytes (the probe uses
-/// [`SMALL_SNAPLEN`] or [`MAX_SNAPLEN`]). Only `data[..caplen]` is meaningful.
+/// One captured frame as the probe hands it to userspace, in a record of `N` data bytes (the probe picks
+/// the smallest of a few sizes that holds its copy). Only `data[..caplen]` is meaningful. The fields are
+/// as narrow as their values allow: every byte of a record is ring memory the probe writes for each frame,
+/// and writing memory not touched for a whole turn of the ring is most of its cost.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct PacketEvent<const N: usize> {
@@ -160,24 +175,27 @@ pub struct PacketEvent<const N: usize> {
     pub ts_ns: u64,
     /// Length of the frame on the wire, without a VLAN tag the kernel removed.
     pub len: u32,
-    pub caplen: u32,
     pub ifindex: u32,
-    /// [`flag`] bits.
-    pub flags: u32,
+    /// At most [`MAX_SNAPLEN`].
+    pub caplen: u16,
     pub vlan_tci: u16,
     /// The removed tag's TPID in host order (0x8100 or 0x88a8).
     pub vlan_proto: u16,
-    pub kind: u32,
+    /// [`flag`] bits.
+    pub flags: u8,
+    /// A [`kind`] value.
+    pub kind: u8,
     pub data: [u8; N],
 }
 
 /// Size of the header fields in front of `data`.
-pub const EVENT_HEADER_LEN: usize = 32;
+pub const EVENT_HEADER_LEN: usize = 24;
 const _: () =
     assert!(core::mem::size_of::<PacketEvent<MAX_SNAPLEN>>() == EVENT_HEADER_LEN + MAX_SNAPLEN);
 const _: () =
     assert!(core::mem::size_of::<PacketEvent<SMALL_SNAPLEN>>() == EVENT_HEADER_LEN + SMALL_SNAPLEN);
 const _: () = assert!(core::mem::offset_of!(PacketEvent<MAX_SNAPLEN>, data) == EVENT_HEADER_LEN);
+const _: () = assert!(MAX_SNAPLEN <= u16::MAX as usize);
 
 /// Per destination QP counters (per CPU in the kernel; userspace sums them).
 #[repr(C)]
@@ -221,6 +239,8 @@ mod user {
     unsafe impl aya::Pod for super::Config {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::QpCounters {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::ProbeCounters {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::PrioCounters {}
     // SAFETY: as above.
@@ -300,8 +320,33 @@ pub const HEADER_COPY_ROUND: usize = 64;
 /// counting a CNP's 16 reserved bytes as a header. Opcodes IBTA leaves undefined get the answer of the
 /// operation's RC column, which only decides how many bytes are copied: userspace decodes nothing after the
 /// BTH of an undefined opcode.
+///
+/// A table lookup rather than the branches that work it out: in the probe, branches on the opcode became
+/// one path per answer through the rest of the program, which the verifier then checked one by one (the
+/// copy's length, compared with the snap length, a constant there, had to stay exact on each), and code the
+/// CPU had to run through.
 #[inline(always)]
 pub fn ext_len(opcode: u8) -> usize {
+    match EXT_LEN.get(usize::from(opcode)) {
+        Some(&n) => n as usize,
+        None => 0,
+    }
+}
+
+/// [`ext_len`] of every opcode, worked out at compile time.
+static EXT_LEN: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut opcode = 0;
+    while opcode < 256 {
+        table[opcode] = ext_len_of(opcode as u8) as u8;
+        opcode += 1;
+    }
+    table
+};
+
+/// The extension headers' length from the opcode's two fields: the operation (low five bits) brings its
+/// own headers, the transport (high three) a datagram or XRC header on some of them.
+const fn ext_len_of(opcode: u8) -> usize {
     if opcode == OPCODE_CNP {
         return 16;
     }
@@ -318,7 +363,7 @@ pub fn ext_len(opcode: u8) -> usize {
         _ => 0,
     };
     // Responses (read responses and acknowledgements) carry no datagram or XRC header.
-    let response = matches!(operation, 0x0d..=0x12);
+    let response = operation >= 0x0d && operation <= 0x12;
     let transport = match opcode >> 5 {
         // RD: RDETH, and DETH on requests.
         2 => {
@@ -341,6 +386,14 @@ pub fn ext_len(opcode: u8) -> usize {
         _ => 0,
     };
     own + transport
+}
+
+/// Whether a CPU's count of ring bytes going from `before` to `after` passed a multiple of `threshold`, a
+/// power of two: the probe then wakes the reader. For a power of two, a multiple lies in `(before, after]`
+/// exactly when the two differ in a bit at or above it, which takes no division.
+#[inline(always)]
+pub fn passes_multiple(before: u64, after: u64, threshold: u64) -> bool {
+    before ^ after >= threshold
 }
 
 /// Bytes from the start of the frame through the last header userspace decodes: the BTH and the extension
@@ -765,6 +818,23 @@ mod tests {
         let s = classify(&buf[..n], None);
         assert_eq!((header_len(&s), n), (60, 60));
         assert_eq!(copy_len(&s, n as u32, &config(256, true)), 60);
+    }
+
+    #[test]
+    fn passing_a_multiple_is_seen_without_dividing() {
+        for threshold in [1u64, 8, 64, 4096] {
+            for before in 0..3 * threshold + 5 {
+                for step in [1, 7, 40, 296, 2080] {
+                    let after = before + step;
+                    let divided = before / threshold != after / threshold;
+                    assert_eq!(
+                        passes_multiple(before, after, threshold),
+                        divided,
+                        "{before} -> {after} over {threshold}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -7,35 +7,47 @@
 //! Where the time goes, and why the code is shaped this way (BENCHMARKS.md has the numbers): a helper call
 //! per header read cost more than the classification itself, so headers are read directly; reading the
 //! clock costs as much as the rest of a copy on a VM, so on ingress the stack's own receive stamp is used
-//! when it took one; and waking the reader for each record costs an interrupt, so records are submitted
-//! without a wakeup until enough of them wait (the reader also polls with a short timeout).
+//! when it took one; waking the reader for each record costs an interrupt, so records are submitted
+//! without a wakeup until enough of them have been written (the reader also polls with a short timeout);
+//! the configuration is a load-time constant, so the verifier removes the branches it rules out; the
+//! probe's own counters are one per-CPU struct, looked up once per frame; and records are no larger than
+//! their copy needs, because writing ring memory that no CPU has touched for a turn of the ring was the
+//! largest cost of all.
 
-use core::ptr::addr_of_mut;
+use core::ptr::{addr_of, addr_of_mut, read_volatile};
 
 use aya_ebpf::{
-    bindings::{__sk_buff, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
+    bindings::{__sk_buff, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_ktime_get_ns, bpf_skb_load_bytes},
     macros::{classifier, map},
-    maps::{Array, PerCpuArray, PerCpuHashMap, RingBuf},
+    maps::{PerCpuArray, PerCpuHashMap, RingBuf},
     programs::TcContext,
 };
 use tracer_common::{
-    Bytes, Config, MAX_IFACES, MAX_QPS, MAX_SNAPLEN, PRIO_SLOTS, PacketEvent, PrioCounters,
-    QpCounters, SMALL_SNAPLEN, counter, flag, kind,
+    Bytes, Config, EVENT_HEADER_LEN, MAX_IFACES, MAX_QPS, MAX_SNAPLEN, PRIO_SLOTS, PacketEvent,
+    PrioCounters, ProbeCounters, QpCounters, RECORD_CLASSES, SMALL_SNAPLEN, flag, kind,
 };
 
 /// `TCX_NEXT` (and `TC_ACT_UNSPEC` for a classic tc filter): let the next program, or the stack, decide.
 const CONTINUE: i32 = -1;
 
-/// 64 MiB: 230 000 frames of slack at the default snap length (288-byte records), 32 000 at 2 KiB.
+/// 64 MiB: 700 000 frames of slack for header copies of 64 bytes (96-byte records), 32 000 at 2 KiB.
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(64 << 20, 0);
 
-#[map]
-static CONFIG: Array<Config> = Array::with_max_entries(1, 0);
+/// Set by userspace when it loads the object ([`tracer_common::CONFIG_GLOBAL`]); read-only data, which the
+/// verifier reads as constants. Read it through [`config`] only: the compiler would otherwise fold in
+/// these zeros.
+#[unsafe(no_mangle)]
+static PROBE_CONFIG: Config = Config {
+    snaplen: 0,
+    all_frames: 0,
+    wakeup_bytes: 0,
+    headers_only: 0,
+};
 
 #[map]
-static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::LEN, 0);
+static COUNTERS: PerCpuArray<ProbeCounters> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
 static QP_STATS: PerCpuHashMap<u32, QpCounters> = PerCpuHashMap::with_max_entries(MAX_QPS, 0);
@@ -89,17 +101,30 @@ impl Bytes for Skb<'_> {
     }
 }
 
+/// The configuration as loaded.
 #[inline(always)]
-fn bump(index: u32) {
-    if let Some(p) = COUNTERS.get_ptr_mut(index) {
-        // SAFETY: a per-CPU slot, only this CPU touches it while the program runs.
-        unsafe { *p += 1 };
+fn config() -> Config {
+    // SAFETY: reads of a static's fields; volatile so that the values come from the loaded object.
+    unsafe {
+        Config {
+            snaplen: read_volatile(addr_of!(PROBE_CONFIG.snaplen)),
+            all_frames: read_volatile(addr_of!(PROBE_CONFIG.all_frames)),
+            wakeup_bytes: read_volatile(addr_of!(PROBE_CONFIG.wakeup_bytes)),
+            headers_only: read_volatile(addr_of!(PROBE_CONFIG.headers_only)),
+        }
     }
 }
 
 #[inline(always)]
 fn probe(ctx: &TcContext, direction: u32) {
-    bump(counter::SEEN);
+    // Index 0 of a one-element array always exists; the check is for the verifier.
+    let Some(c) = COUNTERS.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: this CPU's slot of a per-CPU map; nothing else touches it while the program runs (a TC
+    // program is not re-entered on its CPU).
+    let c = unsafe { &mut *c };
+    c.seen += 1;
     let skb: *mut __sk_buff = ctx.skb.skb;
     // SAFETY: the context pointer the kernel passed in; these fields are readable by any TC program.
     let (vlan_present, vlan_tci, vlan_proto, ifindex) = unsafe {
@@ -121,11 +146,11 @@ fn probe(ctx: &TcContext, direction: u32) {
         end: ctx.data_end(),
     };
     let s = tracer_common::classify(&bytes, offloaded);
-    let config = CONFIG.get(0).copied().unwrap_or_default();
+    let config = config();
     if s.kind == kind::OTHER && config.all_frames == 0 {
         return;
     }
-    bump(counter::MATCHED);
+    c.matched += 1;
     let len = ctx.len();
     count(&s, u64::from(len));
     if config.snaplen == 0 {
@@ -157,12 +182,22 @@ fn probe(ctx: &TcContext, direction: u32) {
         kind: s.kind,
     };
     let want = tracer_common::copy_len(&s, len, &config);
-    // Two record sizes, so that a short copy does not pay for 2 KiB of ring per frame.
-    if want <= SMALL_SNAPLEN {
-        emit::<SMALL_SNAPLEN>(&frame, want, config.wakeup_bytes);
+    // Records come in a few sizes (the verifier wants each reservation's size to be a constant), the
+    // smallest that holds the copy: a header copy of 64 bytes then takes 96 bytes of ring rather than the
+    // 296 of a 256-byte record, and consecutive records share cache lines. Ring memory the CPU has not
+    // touched for a whole turn of the ring was the probe's largest cost (the commit waits for the record's
+    // stores), so fewer lines per record is less of it. The copy is never longer than the snap length, so
+    // a short snap length (a constant here) leaves the large records out.
+    let data_len = if want <= RECORD_CLASSES[0] {
+        RECORD_CLASSES[0]
+    } else if want <= RECORD_CLASSES[1] {
+        RECORD_CLASSES[1]
+    } else if want <= SMALL_SNAPLEN || config.snaplen as usize <= SMALL_SNAPLEN {
+        SMALL_SNAPLEN
     } else {
-        emit::<MAX_SNAPLEN>(&frame, want, config.wakeup_bytes);
-    }
+        MAX_SNAPLEN
+    };
+    emit(c, &frame, want, data_len, config.wakeup_bytes);
 }
 
 /// What goes into a ring record besides the bytes.
@@ -179,8 +214,8 @@ struct Frame {
 }
 
 #[inline(always)]
-fn ring_full(ifindex: u32) {
-    bump(counter::RING_FULL);
+fn ring_full(c: &mut ProbeCounters, ifindex: u32) {
+    c.ring_full += 1;
     match RING_FULL_BY_IF.get_ptr_mut(ifindex) {
         // SAFETY: per-CPU value of an existing entry.
         Some(p) => unsafe { *p += 1 },
@@ -191,70 +226,79 @@ fn ring_full(ifindex: u32) {
     }
 }
 
+/// Writes one record of `data_len` bytes of frame data (one of the sizes above: a constant on each path
+/// the verifier follows) and submits it.
 #[inline(always)]
-fn emit<const N: usize>(f: &Frame, want: usize, wakeup_bytes: u32) {
-    let Some(mut entry) = EVENTS.reserve::<PacketEvent<N>>(0) else {
-        ring_full(f.ifindex);
+fn emit(c: &mut ProbeCounters, f: &Frame, want: usize, data_len: usize, wakeup_bytes: u32) {
+    let Some(mut entry) = EVENTS.reserve_bytes(EVENT_HEADER_LEN + data_len, 0) else {
+        ring_full(c, f.ifindex);
         return;
     };
-    let ev = entry.as_mut_ptr();
-    // `want` is already at most the frame's length. Read back through memory so that the compiler keeps
-    // the range check below: it can often prove the check redundant, but the verifier cannot follow its
-    // proof and rejects a copy it cannot bound away from zero.
-    let bounded = if want < N { want } else { N };
-    // SAFETY: a read of a local.
-    let mut caplen = unsafe { core::ptr::read_volatile(&bounded) };
+    // The header fields, then `data_len` bytes: a `PacketEvent` without its array.
+    let ev = entry.as_mut_ptr().cast::<PacketEvent<0>>();
     let (ts, ts_flag) = if f.stamp != 0 {
         (f.stamp, flag::TS_REALTIME)
     } else {
         // SAFETY: a helper without arguments.
         (unsafe { bpf_ktime_get_ns() }, 0)
     };
-    // SAFETY: `ev` points at a reserved record of the right size; fields are written before submit.
+    // SAFETY: `ev` points at a reserved record of `EVENT_HEADER_LEN + data_len` bytes, 8-byte aligned (the
+    // kernel aligns every record); the fields are written before submit.
     unsafe {
         addr_of_mut!((*ev).ts_ns).write(ts);
         addr_of_mut!((*ev).len).write(f.len);
         addr_of_mut!((*ev).ifindex).write(f.ifindex);
-        addr_of_mut!((*ev).flags).write(f.flags | ts_flag);
+        addr_of_mut!((*ev).flags).write((f.flags | ts_flag) as u8);
         addr_of_mut!((*ev).vlan_tci).write(f.vlan_tci);
         addr_of_mut!((*ev).vlan_proto).write(f.vlan_proto);
-        addr_of_mut!((*ev).kind).write(f.kind);
+        addr_of_mut!((*ev).kind).write(f.kind as u8);
+        // The copy's length goes through the record's memory on its way to the copy, so that the compiler
+        // keeps the range check below: it can often prove the check redundant, but the verifier cannot
+        // follow its proof and rejects a copy it cannot bound away from zero.
+        let caplen_at = addr_of_mut!((*ev).caplen);
+        caplen_at.write(if want < data_len { want } else { data_len } as u16);
+        let caplen = core::ptr::read_volatile(caplen_at) as usize;
         // The bytes go straight from the packet into the reserved record. The verifier wants a size it can
-        // bound away from zero and below the buffer's end.
-        if caplen > 0 && caplen <= N {
-            let data = addr_of_mut!((*ev).data).cast::<core::ffi::c_void>();
+        // bound away from zero and below the buffer's end: a minimum, then a test for zero, which it can
+        // follow (the compiler turns `0 < n && n <= N` into one unsigned test on `n - 1` that it cannot).
+        let caplen = if caplen < data_len { caplen } else { data_len };
+        caplen_at.write(caplen as u16);
+        if caplen != 0 {
+            let data = ev
+                .cast::<u8>()
+                .add(EVENT_HEADER_LEN)
+                .cast::<core::ffi::c_void>();
             if bpf_skb_load_bytes(f.skb.cast(), 0, data, caplen as u32) != 0 {
-                caplen = 0;
+                caplen_at.write(0);
             }
-        } else {
-            caplen = 0;
         }
-        addr_of_mut!((*ev).caplen).write(caplen as u32);
     }
-    entry.submit(wakeup::<N>(wakeup_bytes));
-    bump(counter::EMITTED);
+    entry.submit(wakeup(c, wakeup_bytes, record_bytes(data_len)));
+    c.emitted += 1;
 }
 
-/// Ring-buffer bytes a record of `N` data bytes takes: the kernel's 8-byte header, then the record rounded
-/// up to 8 bytes.
-const fn record_bytes<const N: usize>() -> u64 {
-    ((core::mem::size_of::<PacketEvent<N>>() + 8 + 7) / 8 * 8) as u64
-}
-
-/// The submit flags: wake the reader each time the data waiting in the ring grows past a multiple of
-/// `threshold` (with this record), and never otherwise. A wakeup costs an interrupt; waking on every record
-/// while a backlog exists (what `avail >= threshold` would do) costs one per frame exactly when the reader is
-/// behind. A wakeup missed because several CPUs raced past a multiple is covered by the reader's poll
-/// timeout. A threshold of 0 keeps the kernel's own policy.
+/// Ring-buffer bytes a record of `data_len` data bytes takes: the kernel's 8-byte header, then the record
+/// rounded up to 8 bytes.
 #[inline(always)]
-fn wakeup<const N: usize>(threshold: u32) -> u64 {
+fn record_bytes(data_len: usize) -> u64 {
+    (8 + EVENT_HEADER_LEN + data_len).next_multiple_of(8) as u64
+}
+
+/// The submit flags: wake the reader each time this CPU's records pass another multiple of `threshold`
+/// bytes of ring (a power of two), and never otherwise. A wakeup costs an interrupt, so this is one per
+/// several thousand records at the default threshold; the reader's poll timeout covers records that wait
+/// for the next multiple. Counting what this CPU wrote, rather than asking the ring how much waits
+/// (`bpf_ringbuf_query`), costs no helper call and no read of the reader's position. A threshold of 0
+/// keeps the kernel's own policy.
+#[inline(always)]
+fn wakeup(c: &mut ProbeCounters, threshold: u32, record_bytes: u64) -> u64 {
     if threshold == 0 {
         return 0;
     }
-    let threshold = u64::from(threshold);
-    let avail = EVENTS.query(u64::from(BPF_RB_AVAIL_DATA));
-    let before = avail.saturating_sub(record_bytes::<N>());
-    if avail / threshold != before / threshold {
+    let before = c.ring_bytes;
+    let after = before.wrapping_add(record_bytes);
+    c.ring_bytes = after;
+    if tracer_common::passes_multiple(before, after, u64::from(threshold)) {
         u64::from(BPF_RB_FORCE_WAKEUP)
     } else {
         u64::from(BPF_RB_NO_WAKEUP)
@@ -308,19 +352,21 @@ fn count(s: &tracer_common::Summary, len: u64) {
             }
         }
         kind::PFC => {
+            // Without a branch per priority: eight of them, each on a bit of the frame, were a path per
+            // combination for the verifier (most of what it checked in the whole program) and the largest
+            // part of the program's code. A priority the frame does not name gets zeros added.
+            let enable = u64::from(s.pfc_enable);
+            let nonzero = u64::from(s.pfc_nonzero);
             let mut prio = 0u32;
             while prio < 8 {
-                if s.pfc_enable & (1 << prio) != 0
-                    && let Some(p) = PRIO_STATS.get_ptr_mut(prio)
-                {
+                let named = (enable >> prio) & 1;
+                let xoff = named & (nonzero >> prio);
+                if let Some(p) = PRIO_STATS.get_ptr_mut(prio) {
                     // SAFETY: per-CPU slot.
                     unsafe {
-                        (*p).pfc_frames += 1;
-                        if s.pfc_nonzero & (1 << prio) != 0 {
-                            (*p).pfc_xoff += 1;
-                        } else {
-                            (*p).pfc_xon += 1;
-                        }
+                        (*p).pfc_frames += named;
+                        (*p).pfc_xoff += xoff;
+                        (*p).pfc_xon += named - xoff;
                     }
                 }
                 prio += 1;

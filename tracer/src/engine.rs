@@ -8,6 +8,7 @@ use analyzer::source::LinkType;
 
 pub mod ebpf;
 pub mod pcap;
+pub mod ring;
 
 /// One captured frame.
 #[derive(Debug, Clone, PartialEq, Eq)]

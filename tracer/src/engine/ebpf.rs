@@ -1,9 +1,9 @@
 //! The eBPF engine: the `tracer-ebpf` TC probe on ingress and egress of each interface, a ring buffer read by
-//! one thread, and the probe's per-CPU counters read at the end.
+//! one thread (in batches, see [`super::ring`]), and the probe's per-CPU counters read at the end.
 //!
 //! The probe selects RoCE, CNP, PFC and PAUSE frames (or all with `--all-frames`); a user's `--filter` is
 //! compiled by libpcap and run here on each record, so it narrows that selection and cannot widen it. The
-//! probe wakes the reader only as the ring fills (see [`wakeup_bytes`]), so the reader also polls every
+//! probe wakes the reader only once per many records (see [`wakeup_bytes`]), so the reader also polls every
 //! [`POLL_MS`]. Ring-buffer losses are counted per interface, for each interface's statistics block.
 //!
 //! The probe is attached through TCX links (kernel 6.6 and later), which belong to this process: they go
@@ -11,6 +11,7 @@
 //! aya's netlink attachment to a clsact qdisc, which we then remove ourselves at exit.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::ControlFlow;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
@@ -18,15 +19,16 @@ use std::time::{Duration, Instant};
 
 use analyzer::source::LinkType;
 use aya::Ebpf;
-use aya::maps::{Array, MapData, PerCpuArray, PerCpuHashMap, RingBuf};
+use aya::maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf};
 use aya::programs::{SchedClassifier, TcAttachType};
 use aya::util::KernelVersion;
 use serde::Serialize;
 use tracer_common::{
-    Config, EVENT_HEADER_LEN, MAX_SNAPLEN, PRIO_SLOTS, PrioCounters, QpCounters, SMALL_SNAPLEN,
-    counter, flag, maps,
+    Config, EVENT_HEADER_LEN, MAX_SNAPLEN, PRIO_SLOTS, PacketEvent, PrioCounters, ProbeCounters,
+    QpCounters, SMALL_SNAPLEN, flag, maps,
 };
 
+use super::ring::{RingError, RingReader, Stop};
 use super::{Captured, Engine, EngineConfig, Event, IfaceStats, Plumbing};
 use crate::sys;
 
@@ -50,13 +52,14 @@ pub fn headers_only(snaplen: u32) -> bool {
     snaplen as usize <= SMALL_SNAPLEN
 }
 
-/// How long the ring reader sleeps when nothing woke it: the probe submits records without a wakeup until
-/// [`wakeup_bytes`] of them wait, so this bounds how late a frame of a slow stream reaches the file.
+/// How long the ring reader sleeps when nothing woke it: the probe submits records without a wakeup until a
+/// CPU has written another [`wakeup_bytes`] of them, so this bounds how late a frame of a slow stream
+/// reaches the file.
 pub const POLL_MS: i32 = 10;
 
-/// The probe wakes the reader once a sixteenth of the ring is waiting: rarely enough that a fast stream
-/// costs a wakeup per several thousand frames, early enough that the reader starts draining long before
-/// the ring is full.
+/// The probe wakes the reader each time one CPU's records have filled another sixteenth of the ring: rarely
+/// enough that a fast stream costs a wakeup per several thousand frames, early enough that the reader starts
+/// draining long before the ring is full (it also wakes every [`POLL_MS`] by itself).
 pub fn wakeup_bytes(ring_bytes: u32) -> u32 {
     (ring_bytes / 16).max(1)
 }
@@ -106,6 +109,10 @@ pub enum EbpfStartError {
     },
     #[error("cannot start the ring-buffer reader")]
     Thread(#[from] std::io::Error),
+    #[error("eBPF map {0} is not a ring buffer")]
+    NotARing(&'static str),
+    #[error("cannot read the probe's ring buffer")]
+    Ring(#[from] RingError),
 }
 
 fn map_err(name: &'static str) -> impl Fn(aya::maps::MapError) -> EbpfStartError {
@@ -124,23 +131,28 @@ pub fn probe_object() -> Result<&'static [u8], EbpfStartError> {
     Ok(PROBE)
 }
 
-/// Loads the probe, writes its configuration and loads (verifies) both programs, without attaching them:
-/// the capture attaches them, the tests run them through `BPF_PROG_TEST_RUN`.
+/// Loads the probe with its configuration and loads (verifies) both programs, without attaching them: the
+/// capture attaches them, the tests run them through `BPF_PROG_TEST_RUN`. The configuration is written into
+/// the object's read-only data before the programs are verified, so the verifier sees it as constants and
+/// removes what it rules out (the large records at short snap lengths, for one). The snap length is capped
+/// at [`MAX_SNAPLEN`], and `wakeup_bytes` rounded down to a power of two, which the probe's test for
+/// passing a multiple needs.
 pub fn load_probe(config: Config, ring_bytes: Option<u32>) -> Result<Ebpf, EbpfStartError> {
     let object = probe_object()?;
+    let config = Config {
+        snaplen: config.snaplen.min(MAX_SNAPLEN as u32),
+        wakeup_bytes: match config.wakeup_bytes {
+            0 => 0,
+            n => 1 << n.ilog2(),
+        },
+        ..config
+    };
     let mut loader = aya::EbpfLoader::new();
     if let Some(bytes) = ring_bytes {
         loader.map_max_entries(maps::EVENTS, bytes);
     }
+    loader.override_global(tracer_common::CONFIG_GLOBAL, &config, true);
     let mut ebpf = loader.load(object)?;
-    {
-        let map = ebpf
-            .map_mut(maps::CONFIG)
-            .ok_or(EbpfStartError::MissingMap(maps::CONFIG))?;
-        let mut array: Array<&mut MapData, Config> =
-            Array::try_from(map).map_err(map_err(maps::CONFIG))?;
-        array.set(0, config, 0).map_err(map_err(maps::CONFIG))?;
-    }
     for name in [INGRESS, EGRESS] {
         let prog: &mut SchedClassifier = ebpf
             .program_mut(name)
@@ -158,6 +170,16 @@ pub fn take_ring(ebpf: &mut Ebpf) -> Result<RingBuf<MapData>, EbpfStartError> {
         .take_map(maps::EVENTS)
         .ok_or(EbpfStartError::MissingMap(maps::EVENTS))?;
     RingBuf::try_from(map).map_err(map_err(maps::EVENTS))
+}
+
+/// Takes the ring buffer out of a loaded probe as the capture reads it: through [`RingReader`], which
+/// gives space back to the kernel once per batch of records (see [`super::ring`]).
+pub fn take_ring_reader(ebpf: &mut Ebpf) -> Result<RingReader, EbpfStartError> {
+    match ebpf.take_map(maps::EVENTS) {
+        Some(aya::maps::Map::RingBuf(map)) => Ok(RingReader::new(map)?),
+        Some(_) => Err(EbpfStartError::NotARing(maps::EVENTS)),
+        None => Err(EbpfStartError::MissingMap(maps::EVENTS)),
+    }
 }
 
 /// A ring-buffer record, decoded from its bytes (no pointer casts: the record is plain data in a known
@@ -200,14 +222,16 @@ fn ne_u16(b: &[u8], at: usize) -> Option<u16> {
 impl RingRecord {
     /// Reads a record; `None` for one too short to be ours.
     pub fn parse(b: &[u8]) -> Option<RingRecord> {
+        use core::mem::offset_of;
+        type Header = PacketEvent<0>;
         let ts_ns = u64::from_ne_bytes(b.get(0..8)?.try_into().ok()?);
-        let len = ne_u32(b, 8)?;
-        let caplen = ne_u32(b, 12)? as usize;
-        let ifindex = ne_u32(b, 16)?;
-        let flags = ne_u32(b, 20)?;
-        let vlan_tci = ne_u16(b, 24)?;
-        let vlan_proto = ne_u16(b, 26)?;
-        let kind = ne_u32(b, 28)?;
+        let len = ne_u32(b, offset_of!(Header, len))?;
+        let ifindex = ne_u32(b, offset_of!(Header, ifindex))?;
+        let caplen = usize::from(ne_u16(b, offset_of!(Header, caplen))?);
+        let vlan_tci = ne_u16(b, offset_of!(Header, vlan_tci))?;
+        let vlan_proto = ne_u16(b, offset_of!(Header, vlan_proto))?;
+        let flags = u32::from(*b.get(offset_of!(Header, flags))?);
+        let kind = u32::from(*b.get(offset_of!(Header, kind))?);
         let bytes = b.get(EVENT_HEADER_LEN..EVENT_HEADER_LEN + caplen.min(MAX_SNAPLEN))?;
         let mut data = Vec::with_capacity(bytes.len() + 4);
         let mut wire_len = len;
@@ -270,10 +294,10 @@ pub struct PrioRow {
 
 /// Frames lost to a full ring buffer so far, summed over CPUs.
 pub fn ring_full(ebpf: &Ebpf) -> Option<u64> {
-    let counters: PerCpuArray<&MapData, u64> =
+    let counters: PerCpuArray<&MapData, ProbeCounters> =
         PerCpuArray::try_from(ebpf.map(maps::COUNTERS)?).ok()?;
-    let v = counters.get(&counter::RING_FULL, 0).ok()?;
-    Some(v.iter().sum())
+    let v = counters.get(&0, 0).ok()?;
+    Some(v.iter().map(|c| c.ring_full).sum())
 }
 
 /// Frames lost to a full ring buffer so far, per interface index, summed over CPUs.
@@ -300,16 +324,14 @@ pub fn probe_stats(ebpf: &Ebpf) -> Result<ProbeStats, EbpfStartError> {
     let map = ebpf
         .map(maps::COUNTERS)
         .ok_or(EbpfStartError::MissingMap(maps::COUNTERS))?;
-    let counters: PerCpuArray<&MapData, u64> =
+    let counters: PerCpuArray<&MapData, ProbeCounters> =
         PerCpuArray::try_from(map).map_err(map_err(maps::COUNTERS))?;
-    let sum = |i: u32| -> Result<u64, EbpfStartError> {
-        let v = counters.get(&i, 0).map_err(map_err(maps::COUNTERS))?;
-        Ok(v.iter().sum())
-    };
-    st.seen = sum(counter::SEEN)?;
-    st.matched = sum(counter::MATCHED)?;
-    st.emitted = sum(counter::EMITTED)?;
-    st.ring_full = sum(counter::RING_FULL)?;
+    for c in counters.get(&0, 0).map_err(map_err(maps::COUNTERS))?.iter() {
+        st.seen += c.seen;
+        st.matched += c.matched;
+        st.emitted += c.emitted;
+        st.ring_full += c.ring_full;
+    }
 
     let map = ebpf
         .map(maps::QP_STATS)
@@ -434,7 +456,7 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, E
                 })?;
         }
     }
-    let ring = take_ring(&mut ebpf)?;
+    let ring = take_ring_reader(&mut ebpf)?;
     let names = config.interfaces.clone();
     let plumbing = plumbing.clone();
     let reader_index = index_of.clone();
@@ -464,7 +486,7 @@ fn wait_readable(fd: i32, timeout_ms: i32) {
 }
 
 fn read_ring(
-    mut ring: RingBuf<MapData>,
+    mut ring: RingReader,
     index_of: HashMap<u32, u32>,
     names: Vec<String>,
     filter: Option<pcap::BpfProgram>,
@@ -474,31 +496,56 @@ fn read_ring(
     let mut received = vec![0u64; names.len()];
     let mut gone = vec![false; names.len()];
     let mut last_check = Instant::now();
+    let batch = ring_batch(ring.size());
     loop {
         let stopping = p.stop.load(Ordering::Relaxed);
-        while let Some(item) = ring.next() {
-            let Some(rec) = RingRecord::parse(&item) else {
-                continue;
-            };
-            drop(item);
-            let Some(&iface) = index_of.get(&rec.ifindex) else {
-                continue;
-            };
-            // On the frame as it was on the wire (a tag the kernel removed is back in place).
-            if filter.as_ref().is_some_and(|f| !f.filter(&rec.data)) {
-                continue;
+        let mut read = 0;
+        loop {
+            let walk = ring.drain(batch, |bytes| {
+                let Some(rec) = RingRecord::parse(bytes) else {
+                    return ControlFlow::Continue(());
+                };
+                let Some(&iface) = index_of.get(&rec.ifindex) else {
+                    return ControlFlow::Continue(());
+                };
+                // On the frame as it was on the wire (a tag the kernel removed is back in place).
+                if filter.as_ref().is_some_and(|f| !f.filter(&rec.data)) {
+                    return ControlFlow::Continue(());
+                }
+                if let Some(r) = received.get_mut(iface as usize) {
+                    *r += 1;
+                }
+                let frame = Captured {
+                    iface,
+                    ts_ns: rec.wall_ns(offset),
+                    len: rec.wire_len,
+                    data: rec.data,
+                };
+                if p.tx.send(Event::Frame(frame)).is_err() {
+                    return ControlFlow::Break(());
+                }
+                ControlFlow::Continue(())
+            });
+            if let Ok(w) = &walk {
+                read += w.records;
             }
-            if let Some(r) = received.get_mut(iface as usize) {
-                *r += 1;
-            }
-            let frame = Captured {
-                iface,
-                ts_ns: rec.wall_ns(offset),
-                len: rec.wire_len,
-                data: rec.data,
-            };
-            if p.tx.send(Event::Frame(frame)).is_err() {
-                return received;
+            match walk {
+                Ok(w) if w.stop == Stop::Limit => continue,
+                Ok(w) if w.stop == Stop::Callback => return received,
+                Ok(_) => break,
+                Err(e) => {
+                    // Nothing after a corrupt record can be trusted. The probe keeps counting what it can no
+                    // longer hand over as ring-buffer losses, so the statistics still add up.
+                    for (i, g) in gone.iter().enumerate() {
+                        if !g {
+                            let _ = p.tx.send(Event::Ended {
+                                iface: i as u32,
+                                reason: format!("the eBPF ring buffer cannot be read: {e}"),
+                            });
+                        }
+                    }
+                    return received;
+                }
             }
         }
         if stopping {
@@ -521,8 +568,32 @@ fn read_ring(
                 }
             }
         }
-        wait_readable(ring.as_raw_fd(), POLL_MS);
+        if read > 0 {
+            // Frames are arriving and the reader has caught up: let a batch build up rather than chase the
+            // probe record by record (see [`NAP`]).
+            std::thread::sleep(NAP);
+        } else {
+            wait_readable(ring.as_raw_fd(), POLL_MS);
+        }
     }
+}
+
+/// How long the reader sleeps after catching up with a stream of frames before it reads again. Polling
+/// would return at once, since the ring is readable as soon as it holds one record, and a reader that
+/// follows the probe record by record pulls the ring's positions and newest records over to its own CPU
+/// for every frame, which the probe then pays for: each of its reservations reads the consumer position
+/// and writes the producer position, and consecutive records share cache lines, so the line the reader
+/// just read is often the one the probe writes next. A millisecond is 500 frames at half a million frames
+/// per second, a small part of any ring but the smallest.
+pub const NAP: Duration = Duration::from_millis(1);
+
+/// How many bytes of records the reader reads before it gives their space back to the kernel. Each time
+/// it does, the cache line with the consumer position moves to the reader's CPU and back to the probe's
+/// (which reads it for every record it reserves), so this should be many records; but space not yet given
+/// back looks full to the probe, so it should be a small part of the ring. A thirty-second: 2 MiB, about
+/// 20 000 header copies, of the default ring; each record of 2 KiB in a 16 KiB ring.
+pub fn ring_batch(ring_bytes: usize) -> usize {
+    (ring_bytes / 32).max(1)
 }
 
 impl Engine for EbpfEngine {
