@@ -8,9 +8,21 @@
 //! threshold), so the numbers include the ring-buffer bookkeeping a capture pays. The last case is the
 //! object's empty program, what a test run costs when the program does nothing.
 //!
+//! `--reader record|batch` drains the ring from a thread on core 1 while the test runs go on, the way a
+//! capture's reader does: `record` with aya's `RingBuf`, which hands each record's space back to the kernel
+//! as soon as it is read, `batch` with the tracer's own reader (once per batch, napping between batches).
+//! Without it the ring is drained between batches of runs, while nothing runs.
+//!
+//! `probe_cost --verifier` loads the probe with each configuration the captures and the tests use and
+//! prints, per program, how many instructions the verifier processed, how long the load took and the JIT
+//! code's size: the configuration is a load-time constant, so each one is verified (and pruned) on its own.
+//!
 //! `probe_cost --baseline IFACE` instead attaches that empty program to IFACE's ingress and keeps it there
 //! until its standard input closes: the benchmark runs it beside a live capture so that the kernel's
 //! run-time count of a program that does nothing can be read next to the probe's.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use aya::TestRunOptions;
 use aya::programs::{SchedClassifier, TcAttachType, TestRun as _};
@@ -81,6 +93,45 @@ fn baseline(iface: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Loads the probe with the configurations in use and prints what verifying each program cost.
+fn verifier() -> anyhow::Result<()> {
+    for (snaplen, headers_only) in [
+        (0, false),
+        (60, true),
+        (256, true),
+        (256, false),
+        (2048, false),
+    ] {
+        let config = Config {
+            snaplen,
+            all_frames: 0,
+            wakeup_bytes: ebpf::wakeup_bytes(ebpf::DEFAULT_RING_BYTES),
+            headers_only: u32::from(headers_only),
+        };
+        let started = std::time::Instant::now();
+        // A small ring: only the programs matter here.
+        let bpf = ebpf::load_probe(config, Some(1 << 16))?;
+        let elapsed = started.elapsed();
+        for name in [ebpf::INGRESS, ebpf::EGRESS] {
+            let prog: &SchedClassifier = bpf
+                .program(name)
+                .ok_or_else(|| anyhow::anyhow!("no {name} program"))?
+                .try_into()?;
+            let info = prog.info()?;
+            println!(
+                "snaplen={snaplen} headers_only={} program={name} verified_insns={} jited_bytes={} \
+                 xlated_bytes={} load_ms_both={}",
+                u8::from(headers_only),
+                info.verified_instruction_count().unwrap_or(0),
+                info.size_jitted(),
+                info.size_translated().unwrap_or(0),
+                elapsed.as_millis()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Best, median and worst of `BATCHES` kernel averages of `prog` over `frame`.
 fn time_runs(
     prog: &mut SchedClassifier,
@@ -103,16 +154,98 @@ fn time_runs(
     Ok((runs[0], runs[BATCHES / 2], runs[BATCHES - 1]))
 }
 
+/// Who empties the ring while the test runs go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    /// Nobody: the ring is drained between batches.
+    Between,
+    /// aya's `RingBuf` on core 1, spinning.
+    Record,
+    /// The tracer's `RingReader` on core 1, as the capture runs it.
+    Batch,
+}
+
+/// Pins the calling thread to `cpu` (best effort: on a machine with one core the reader shares it).
+fn pin_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it; sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// Starts the reader thread of `mode`, which runs until `stop` is set.
+fn spawn_reader(
+    mode: Reader,
+    bpf: &mut aya::Ebpf,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<Option<std::thread::JoinHandle<u64>>> {
+    let stop = Arc::clone(stop);
+    Ok(match mode {
+        Reader::Between => None,
+        Reader::Record => {
+            let mut ring = ebpf::take_ring(bpf)?;
+            Some(std::thread::spawn(move || {
+                pin_to(1);
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    while ring.next().is_some() {
+                        n += 1;
+                    }
+                }
+                n
+            }))
+        }
+        Reader::Batch => {
+            let mut ring = ebpf::take_ring_reader(bpf)?;
+            let batch = ebpf::ring_batch(ring.size());
+            Some(std::thread::spawn(move || {
+                pin_to(1);
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let mut read = 0;
+                    while let Ok(w) = ring.drain(batch, |_| std::ops::ControlFlow::Continue(())) {
+                        read += w.records;
+                        if w.stop != tracer::engine::ring::Stop::Limit {
+                            break;
+                        }
+                    }
+                    n += read as u64;
+                    std::thread::sleep(ebpf::NAP);
+                }
+                n
+            }))
+        }
+    })
+}
+
 fn main() -> anyhow::Result<()> {
     // `--ring-bytes N`: a ring other than the capture's default, to see what the ring's memory costs (a
     // ring that fits in the caches is cheaper to write than a 64 MiB one).
+    let usage = "usage: probe_cost [--ring-bytes N] [--reader record|batch] | --verifier | --baseline IFACE";
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let ring_bytes = match args.as_slice() {
-        [] => None,
-        [flag, n] if flag == "--ring-bytes" => Some(n.parse::<u32>()?),
-        [flag, iface] if flag == "--baseline" => return baseline(iface),
-        _ => anyhow::bail!("usage: probe_cost [--ring-bytes N | --baseline IFACE]"),
-    };
+    let mut ring_bytes = None;
+    let mut reader = Reader::Between;
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        if flag == "--verifier" {
+            return verifier();
+        }
+        let value = it.next().ok_or_else(|| anyhow::anyhow!("{usage}"))?;
+        match flag.as_str() {
+            "--ring-bytes" => ring_bytes = Some(value.parse::<u32>()?),
+            "--reader" => {
+                reader = match value.as_str() {
+                    "record" => Reader::Record,
+                    "batch" => Reader::Batch,
+                    _ => anyhow::bail!("{usage}"),
+                }
+            }
+            "--baseline" => return baseline(value),
+            _ => anyhow::bail!("{usage}"),
+        }
+    }
     let ring = ring_bytes.unwrap_or(ebpf::DEFAULT_RING_BYTES);
     let frame = frame();
     let mut stamped = [0u8; SKB_LEN];
@@ -166,16 +299,39 @@ fn main() -> anyhow::Result<()> {
             },
             ring_bytes,
         )?;
-        let mut events = ebpf::take_ring(&mut bpf)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = spawn_reader(reader, &mut bpf, &stop)?;
+        let mut events = match thread {
+            None => Some(ebpf::take_ring_reader(&mut bpf)?),
+            Some(_) => None,
+        };
         let prog: &mut SchedClassifier = bpf
             .program_mut(ebpf::INGRESS)
             .ok_or_else(|| anyhow::anyhow!("no ingress program"))?
             .try_into()?;
-        let (best, median, worst) =
-            time_runs(prog, &frame, ctx, || while events.next().is_some() {})?;
+        let (best, median, worst) = time_runs(prog, &frame, ctx, || {
+            if let Some(ring) = events.as_mut() {
+                let _ = ring.drain(usize::MAX, |_| std::ops::ControlFlow::Continue(()));
+            }
+        })?;
+        stop.store(true, Ordering::Relaxed);
+        let read = thread.map(|t| t.join().unwrap_or(0));
+        let lost = ebpf::ring_full(&bpf).unwrap_or(0);
+        let reader_note = match (reader, read) {
+            (Reader::Between, _) => String::new(),
+            (mode, n) => format!(
+                "reader={} read={} lost={lost} ",
+                if mode == Reader::Record {
+                    "record"
+                } else {
+                    "batch"
+                },
+                n.unwrap_or(0)
+            ),
+        };
         println!(
             "best_ns={best} median_ns={median} worst_ns={worst} snaplen={snaplen} ring_bytes={ring} \
-             case={what}"
+             {reader_note}case={what}"
         );
     }
     let mut bpf = empty_object()?;

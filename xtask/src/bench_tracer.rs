@@ -4,7 +4,10 @@
 //! Two measurements, both with the release build of `roce-tracer`:
 //! - the eBPF probe's own cost per frame: `tracer/examples/probe_cost.rs` drives the ingress program through
 //!   `BPF_PROG_TEST_RUN` (the kernel times it); several rounds, pinned to one core, the best kept and the
-//!   median shown beside it, because other work on the machine only ever adds time;
+//!   median shown beside it, because other work on the machine only ever adds time; the ring either
+//!   drained between batches of runs or read meanwhile from the other core, by aya's reader (space handed
+//!   back per record) and by the capture's (per batch); and what verifying the programs costs, with the
+//!   size of their JIT code;
 //! - capture without loss: the corpus's RoCE, CNP, PFC and PAUSE frames replayed by tcpreplay at top speed
 //!   into a veth pair in a network namespace, each engine capturing on the peer; what was sent, captured and
 //!   reported dropped, the tracer's CPU time per frame, and for the eBPF engine (several captures) the
@@ -52,6 +55,8 @@ fn is_root() -> bool {
 struct ProbeCase {
     case: String,
     ring_bytes: u64,
+    /// Who read the ring during the runs: "" (nobody: drained between batches), "record" or "batch".
+    reader: String,
     bests: Vec<u64>,
     medians: Vec<u64>,
 }
@@ -59,13 +64,21 @@ struct ProbeCase {
 fn probe_cost(example: &Path) -> Result<Vec<ProbeCase>> {
     let mut cases: Vec<ProbeCase> = Vec::new();
     for round in 0..PROBE_ROUNDS {
-        // Alternate the ring sizes so that a noisy moment does not land on one of them only.
-        for ring in [None, Some(SMALL_RING)] {
+        // Alternate the ring sizes and readers so that a noisy moment does not land on one of them only.
+        for (ring, reader) in [
+            (None, None),
+            (Some(SMALL_RING), None),
+            (None, Some("record")),
+            (None, Some("batch")),
+        ] {
             eprintln!("xtask: probe cost, round {}", round + 1);
             let mut cmd = Command::new("taskset");
             cmd.args(["-c", "0"]).arg(example);
             if let Some(r) = ring {
                 cmd.args(["--ring-bytes", &r.to_string()]);
+            }
+            if let Some(r) = reader {
+                cmd.args(["--reader", r]);
             }
             let out = cmd.output().context("running probe_cost")?;
             if !out.status.success() {
@@ -89,9 +102,14 @@ fn probe_cost(example: &Path) -> Result<Vec<ProbeCase>> {
                 let ring_bytes = get("ring_bytes")?;
                 let best = get("best_ns")?;
                 let median = get("median_ns")?;
+                let reader = numbers
+                    .split_whitespace()
+                    .find_map(|kv| kv.strip_prefix("reader="))
+                    .unwrap_or_default()
+                    .to_string();
                 match cases
                     .iter_mut()
-                    .find(|c| c.case == case && c.ring_bytes == ring_bytes)
+                    .find(|c| c.case == case && c.ring_bytes == ring_bytes && c.reader == reader)
                 {
                     Some(c) => {
                         c.bests.push(best);
@@ -100,6 +118,7 @@ fn probe_cost(example: &Path) -> Result<Vec<ProbeCase>> {
                     None => cases.push(ProbeCase {
                         case,
                         ring_bytes,
+                        reader,
                         bests: vec![best],
                         medians: vec![median],
                     }),
@@ -108,6 +127,25 @@ fn probe_cost(example: &Path) -> Result<Vec<ProbeCase>> {
         }
     }
     Ok(cases)
+}
+
+/// `probe_cost --verifier`: per configuration and program, the instructions the verifier processed, the
+/// JIT code's size and the load time, as printed (`key=value` pairs).
+fn verifier_costs(example: &Path) -> Result<Vec<String>> {
+    let out = Command::new(example)
+        .arg("--verifier")
+        .output()
+        .context("running probe_cost --verifier")?;
+    if !out.status.success() {
+        bail!(
+            "probe_cost --verifier failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect())
 }
 
 /// Writes the Ethernet frames of `src` that are not `other` to a classic pcap tcpreplay can send; returns
@@ -507,6 +545,7 @@ fn kernel() -> String {
 
 fn render(
     probe: &[ProbeCase],
+    verifier: &[String],
     rates: &[RateRow],
     per_pass: u64,
     load_before: &str,
@@ -530,16 +569,51 @@ fn render(
          frame, {PROBE_ROUNDS} rounds of 20 kernel averages over 10 000 runs; best and median of the rounds' \
          best averages):\n\n"
     ));
-    s.push_str("| case | ring | best ns/frame | median ns/frame |\n|---|---|---:|---:|\n");
+    s.push_str(
+        "| case | ring | ring read during the runs | best ns/frame | median ns/frame |\n\
+         |---|---|---|---:|---:|\n",
+    );
     for c in probe {
         let mut b = c.bests.clone();
         b.sort_unstable();
         let best = b.first().copied().unwrap_or(0);
         let median = b.get(b.len() / 2).copied().unwrap_or(0);
+        let reader = match c.reader.as_str() {
+            "" => "no (drained between batches)",
+            "record" => "from core 1, aya's reader (per record)",
+            "batch" => "from core 1, the capture's reader (per batch)",
+            other => other,
+        };
         s.push_str(&format!(
-            "| {} | {} MiB | {best} | {median} |\n",
+            "| {} | {} MiB | {reader} | {best} | {median} |\n",
             c.case,
             c.ring_bytes >> 20
+        ));
+    }
+    s.push_str(
+        "\n**Verifying and compiling the probe** (`probe_cost --verifier`: the configuration is a load-time \
+         constant, so each is verified on its own; instructions the verifier processed, and the JIT code):\n\n\
+         | snap length | headers only | program | verified instructions | JIT bytes | load of both, ms |\n\
+         |---:|---|---|---:|---:|---:|\n",
+    );
+    for line in verifier {
+        let get = |key: &str| {
+            line.split_whitespace()
+                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                .unwrap_or("?")
+        };
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            get("snaplen"),
+            if get("headers_only") == "1" {
+                "yes"
+            } else {
+                "no"
+            },
+            get("program"),
+            get("verified_insns"),
+            get("jited_bytes"),
+            get("load_ms_both"),
         ));
     }
     s.push_str(&format!(
@@ -645,10 +719,18 @@ pub fn run() -> Result<()> {
 
     let load_before = load_average();
     let probe = probe_cost(&example)?;
+    let verifier = verifier_costs(&example)?;
     let rates = capture_rate(&tracer, &example, &workloads, &dir)?;
     let load_after = load_average();
 
-    let report = render(&probe, &rates, per_pass, &load_before, &load_after);
+    let report = render(
+        &probe,
+        &verifier,
+        &rates,
+        per_pass,
+        &load_before,
+        &load_after,
+    );
     println!("{report}");
     let md = root().join("BENCHMARKS.md");
     let old = std::fs::read_to_string(&md).unwrap_or_default();
