@@ -22,9 +22,7 @@ fn capture_corpus(
         "the corpus should have well over 100 RoCE/CNP/PFC frames, has {sent}"
     );
     let out = dir.join("cap.pcapng");
-    let mut args = vec!["-i", "vb", "-w", out.to_str().unwrap(), "--engine", engine];
-    args.extend_from_slice(extra);
-    let child = ns.start_tracer(dir, &args);
+    let child = ns.capture_on_vb(dir, &out, &[&["--engine", engine], extra].concat());
     let result = ns.replay_and_stop(child, &replay, 1, 20);
     let stderr = String::from_utf8_lossy(&result.stderr).into_owned();
     (replay, out, stderr, sent)
@@ -125,7 +123,7 @@ fn second_signal_exits_at_once_with_a_valid_file() {
     let dir = tempfile::tempdir().unwrap();
     let ns = Netns::new("s2");
     let out = dir.path().join("cap.pcapng");
-    let child = ns.start_tracer(dir.path(), &["-i", "vb", "-w", out.to_str().unwrap()]);
+    let child = ns.capture_on_vb(dir.path(), &out, &[]);
     let replay = dir.path().join("replay.pcap");
     replayable(&corpus(), &replay);
     ns.replay(&replay, 1);
@@ -152,7 +150,7 @@ fn vanishing_interface_ends_the_capture_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let ns = Netns::new("vi");
     let out = dir.path().join("cap.pcapng");
-    let child = ns.start_tracer(dir.path(), &["-i", "vb", "-w", out.to_str().unwrap()]);
+    let child = ns.capture_on_vb(dir.path(), &out, &[]);
     let replay = dir.path().join("replay.pcap");
     let sent = replayable(&corpus(), &replay);
     ns.replay(&replay, 1);
@@ -195,10 +193,7 @@ fn full_disk_stops_with_a_clear_error_and_a_valid_file() {
     let _guard = Unmount(mnt.clone());
     let ns = Netns::new("fd");
     let out = mnt.join("cap.pcapng");
-    let child = ns.start_tracer(
-        dir.path(),
-        &["-i", "vb", "-w", out.to_str().unwrap(), "-s", "2048"],
-    );
+    let child = ns.capture_on_vb(dir.path(), &out, &["-s", "2048"]);
     let replay = dir.path().join("replay.pcap");
     replayable(&corpus(), &replay);
     // About 40 KiB a pass: 20 passes are far beyond 256 KiB.
@@ -285,13 +280,10 @@ fn counters_and_knobs_travel_in_the_capture() {
     put("ethtool-S/other", "NIC statistics:\n     rx_prio3_pause: 1");
     let ns = Netns::new("ct");
     let out = dir.path().join("cap.pcapng");
-    let child = ns.start_tracer(
+    let child = ns.capture_on_vb(
         dir.path(),
+        &out,
         &[
-            "-i",
-            "vb",
-            "-w",
-            out.to_str().unwrap(),
             "--counters",
             "--interval",
             "200ms",
@@ -386,18 +378,7 @@ fn ethtool_statistics_by_ioctl_on_a_veth_pair() {
     let replay = dir.path().join("replay.pcap");
     let per_pass = replayable(&corpus(), &replay) as u64;
     let out = dir.path().join("cap.pcapng");
-    let child = ns.start_tracer(
-        dir.path(),
-        &[
-            "-i",
-            "vb",
-            "-w",
-            out.to_str().unwrap(),
-            "--counters",
-            "--interval",
-            "200ms",
-        ],
-    );
+    let child = ns.capture_on_vb(dir.path(), &out, &["--counters", "--interval", "200ms"]);
     // Let the first sample be taken before any traffic.
     std::thread::sleep(std::time::Duration::from_millis(400));
     let passes = 3;
@@ -467,19 +448,7 @@ fn rotation_by_size_splits_into_complete_files() {
     let replay = dir.path().join("replay.pcap");
     let sent = replayable(&corpus(), &replay);
     let base = dir.path().join("run.pcapng");
-    let child = ns.start_tracer(
-        dir.path(),
-        &[
-            "-i",
-            "vb",
-            "-w",
-            base.to_str().unwrap(),
-            "-s",
-            "2048",
-            "--rotate-size",
-            "16k",
-        ],
-    );
+    let child = ns.capture_on_vb(dir.path(), &base, &["-s", "2048", "--rotate-size", "16k"]);
     ns.replay_and_stop(child, &replay, 1, 20);
     assert!(!base.exists(), "with rotation, -w names the sequence");
     let mut all = Vec::new();
@@ -515,18 +484,10 @@ fn rotation_by_time_without_traffic() {
     let dir = tempfile::tempdir().unwrap();
     let ns = Netns::new("rt");
     let base = dir.path().join("t.pcapng");
-    let child = ns.start_tracer(
+    let child = ns.capture_on_vb(
         dir.path(),
-        &[
-            "-i",
-            "vb",
-            "-w",
-            base.to_str().unwrap(),
-            "--rotate-seconds",
-            "1",
-            "--duration",
-            "3500ms",
-        ],
+        &base,
+        &["--rotate-seconds", "1", "--duration", "3500ms"],
     );
     let result = wait(child, 15);
     assert!(

@@ -420,19 +420,7 @@ fn ebpf_engine_captures_the_corpus_and_leaves_nothing_behind() {
     let replay = dir.path().join("replay.pcap");
     let sent = replayable(&corpus(), &replay);
     let out = dir.path().join("cap.pcapng");
-    let child = ns.start_tracer(
-        dir.path(),
-        &[
-            "-i",
-            "vb",
-            "-w",
-            out.to_str().unwrap(),
-            "--engine",
-            "ebpf",
-            "-s",
-            "2048",
-        ],
-    );
+    let child = ns.capture_on_vb(dir.path(), &out, &["--engine", "ebpf", "-s", "2048"]);
     ns.replay_and_stop(child, &replay, 1, 20);
     let (want, _) = frames(&replay);
     let (got, reader) = frames(&out);
@@ -446,16 +434,10 @@ fn ebpf_engine_captures_the_corpus_and_leaves_nothing_behind() {
     assert_nothing_attached(&ns);
 
     // After SIGKILL too: the TCX links die with the process.
-    let child = ns.start_tracer(
+    let child = ns.capture_on_vb(
         dir.path(),
-        &[
-            "-i",
-            "vb",
-            "-w",
-            dir.path().join("k.pcapng").to_str().unwrap(),
-            "--engine",
-            "ebpf",
-        ],
+        &dir.path().join("k.pcapng"),
+        &["--engine", "ebpf"],
     );
     assert_eq!(tracer_links(), 2, "ingress and egress links while running");
     signal(&child, "KILL");
@@ -478,20 +460,10 @@ fn ring_overflow_is_counted_frame_for_frame() {
     let sent = per_pass * passes as usize;
     let out = dir.path().join("cap.pcapng");
     // A 16 KiB ring holds 7 records of 2 KiB: a burst at full speed overflows it.
-    let child = ns.start_tracer(
+    let child = ns.capture_on_vb(
         dir.path(),
-        &[
-            "-i",
-            "vb",
-            "-w",
-            out.to_str().unwrap(),
-            "--engine",
-            "ebpf",
-            "-s",
-            "2048",
-            "--ring-bytes",
-            "16384",
-        ],
+        &out,
+        &["--engine", "ebpf", "-s", "2048", "--ring-bytes", "16384"],
     );
     ns.replay_and_stop(child, &replay, passes, 20);
     let (got, reader) = frames(&out);
@@ -622,15 +594,12 @@ fn ring_losses_are_reported_per_interface() {
     let replay = dir.path().join("replay.pcap");
     let per_pass = replayable(&corpus(), &replay) as u64;
     let out = dir.path().join("cap.pcapng");
-    let child = ns.start_tracer(
+    let child = ns.capture_on_vb(
         dir.path(),
+        &out,
         &[
             "-i",
-            "vb",
-            "-i",
             "vd",
-            "-w",
-            out.to_str().unwrap(),
             "--engine",
             "ebpf",
             "-s",
@@ -691,18 +660,10 @@ fn filter_narrows_the_ebpf_capture_like_the_pcap_one() {
     for engine in ["ebpf", "pcap"] {
         let ns = Netns::new(&format!("f{}", &engine[..1]));
         let out = dir.path().join(format!("{engine}.pcapng"));
-        let child = ns.start_tracer(
+        let child = ns.capture_on_vb(
             dir.path(),
-            &[
-                "-i",
-                "vb",
-                "-w",
-                out.to_str().unwrap(),
-                "--engine",
-                engine,
-                "--filter",
-                "vlan and host 10.0.0.1",
-            ],
+            &out,
+            &["--engine", engine, "--filter", "vlan and host 10.0.0.1"],
         );
         ns.replay_and_stop(child, &replay, 1, 20);
         let (got, reader) = frames(&out);
@@ -737,19 +698,7 @@ fn a_trickle_reaches_the_file_without_wakeups() {
     let three = dir.path().join("three.pcap");
     first_records(&all, &three, 3);
     let out = dir.path().join("cap.pcapng");
-    let child = ns.start_tracer(
-        dir.path(),
-        &[
-            "-i",
-            "vb",
-            "-w",
-            out.to_str().unwrap(),
-            "--engine",
-            "ebpf",
-            "-c",
-            "3",
-        ],
-    );
+    let child = ns.capture_on_vb(dir.path(), &out, &["--engine", "ebpf", "-c", "3"]);
     ns.replay(&three, 1);
     let sent_at = std::time::Instant::now();
     let result = wait(child, 10);
@@ -936,10 +885,7 @@ fn the_default_snap_length_keeps_what_the_analyzer_reads() {
     let replay = dir.path().join("replay.pcap");
     let sent = replayable(&corpus(), &replay);
     let out = dir.path().join("cap.pcapng");
-    let child = ns.start_tracer(
-        dir.path(),
-        &["-i", "vb", "-w", out.to_str().unwrap(), "--engine", "ebpf"],
-    );
+    let child = ns.capture_on_vb(dir.path(), &out, &["--engine", "ebpf"]);
     ns.replay_and_stop(child, &replay, 1, 20);
     let (want, _) = frames(&replay);
     let (got, _) = frames(&out);

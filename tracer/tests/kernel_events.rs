@@ -140,19 +140,10 @@ fn drops_with(engine: &str) {
         let _ = ns.cmd("sysctl").args(["-qw", key]).output();
     }
     let out = dir.path().join("cap.pcapng");
-    let child = ns.start_tracer(
+    let child = ns.capture_on_vb(
         dir.path(),
-        &[
-            "-i",
-            "vb",
-            "--engine",
-            engine,
-            "-w",
-            out.to_str().unwrap(),
-            "--kernel-events",
-            "--interval",
-            "200ms",
-        ],
+        &out,
+        &["--engine", engine, "--kernel-events", "--interval", "200ms"],
     );
     let result = ns.replay_and_stop(child, &frames_path, 1, 15);
     let stderr = String::from_utf8_lossy(&result.stderr);
@@ -304,13 +295,10 @@ fn recorder_delivers_exactly_the_events_caused() {
 
     let ns = Netns::new("kr");
     let out = dir.path().join("cap.pcapng");
-    let child = ns.start_tracer(
+    let child = ns.capture_on_vb(
         dir.path(),
+        &out,
         &[
-            "-i",
-            "vb",
-            "-w",
-            out.to_str().unwrap(),
             "--kernel-events",
             "--interval",
             "200ms",
@@ -924,13 +912,10 @@ fn every_rotated_file_carries_its_kernel_events() {
     let dir = tempfile::tempdir().unwrap();
     let ns = Netns::new("kt");
     let base = dir.path().join("rot.pcapng");
-    let child = ns.start_tracer(
+    let child = ns.capture_on_vb(
         dir.path(),
+        &base,
         &[
-            "-i",
-            "vb",
-            "-w",
-            base.to_str().unwrap(),
             "--kernel-events",
             "--interval",
             "300ms",

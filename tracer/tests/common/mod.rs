@@ -186,6 +186,15 @@ impl Netns {
         child
     }
 
+    /// [`Netns::start_tracer`] capturing `vb` into `out`, with `extra` arguments: the setup nearly every
+    /// replay test shares.
+    pub fn capture_on_vb(&self, dir: &Path, out: &Path, extra: &[&str]) -> Child {
+        let out = out.to_string_lossy();
+        let mut args = vec!["-i", "vb", "-w", &out];
+        args.extend_from_slice(extra);
+        self.start_tracer(dir, &args)
+    }
+
     /// Replays `pcap` `loops` times into a tracer already capturing on `vb`, lets the last frames reach the
     /// capture, stops the tracer with SIGINT and returns its output once it has exited cleanly.
     pub fn replay_and_stop(
