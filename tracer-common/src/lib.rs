@@ -628,6 +628,17 @@ mod tests {
         }
     }
 
+    fn v6() -> IpSpec {
+        IpSpec::V6 {
+            src: [0xfe; 16],
+            dst: [0xfd; 16],
+            dscp: 48,
+            ecn: 1,
+            flow_label: 0,
+            hop_limit: 64,
+        }
+    }
+
     #[test]
     fn roce_v4_tagged_and_untagged() {
         let (buf, n) = roce(v4(3), None, Opcode::RC_SEND_ONLY, 0x12_3456, 0xab_cdef);
@@ -661,14 +672,7 @@ mod tests {
 
     #[test]
     fn cnp_over_ipv6() {
-        let ip = IpSpec::V6 {
-            src: [0xfe; 16],
-            dst: [0xfd; 16],
-            dscp: 48,
-            ecn: 1,
-            flow_label: 0,
-            hop_limit: 64,
-        };
+        let ip = v6();
         let (buf, n) = roce(ip, None, Opcode::CNP, 0x77, 0);
         let s = classify(&buf[..n], None);
         assert_eq!((s.kind, s.dest_qp, s.ecn), (kind::CNP, 0x77, 1));
@@ -751,14 +755,7 @@ mod tests {
         let (buf, n) = roce(v4(0), Some(vlan), Opcode::RC_SEND_ONLY, 5, 6);
         assert_eq!(header_len(&classify(&buf[..n], None)), n - 32 - 4);
         // A CNP is all headers but its ICRC.
-        let ip = IpSpec::V6 {
-            src: [0xfe; 16],
-            dst: [0xfd; 16],
-            dscp: 48,
-            ecn: 1,
-            flow_label: 0,
-            hop_limit: 64,
-        };
+        let ip = v6();
         let (buf, n) = roce(ip, None, Opcode::CNP, 0x77, 0);
         assert_eq!(header_len(&classify(&buf[..n], None)), n - 4);
         // Without a BTH nothing is known.

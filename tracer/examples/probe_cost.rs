@@ -77,14 +77,20 @@ fn empty_object() -> anyhow::Result<aya::Ebpf> {
         .load(ebpf::probe_object()?)?)
 }
 
-/// Attaches the empty program to `iface`'s ingress until standard input closes.
-fn baseline(iface: &str) -> anyhow::Result<()> {
-    let mut bpf = empty_object()?;
+/// The empty program of `bpf`, loaded into the kernel.
+fn load_baseline(bpf: &mut aya::Ebpf) -> anyhow::Result<&mut SchedClassifier> {
     let prog: &mut SchedClassifier = bpf
         .program_mut(ebpf::BASELINE)
         .ok_or_else(|| anyhow::anyhow!("no {} program", ebpf::BASELINE))?
         .try_into()?;
     prog.load()?;
+    Ok(prog)
+}
+
+/// Attaches the empty program to `iface`'s ingress until standard input closes.
+fn baseline(iface: &str) -> anyhow::Result<()> {
+    let mut bpf = empty_object()?;
+    let prog = load_baseline(&mut bpf)?;
     prog.attach(iface, TcAttachType::Ingress)?;
     println!("attached");
     std::io::Write::flush(&mut std::io::stdout())?;
@@ -335,11 +341,7 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let mut bpf = empty_object()?;
-    let prog: &mut SchedClassifier = bpf
-        .program_mut(ebpf::BASELINE)
-        .ok_or_else(|| anyhow::anyhow!("no {} program", ebpf::BASELINE))?
-        .try_into()?;
-    prog.load()?;
+    let prog = load_baseline(&mut bpf)?;
     let (best, median, worst) = time_runs(prog, &frame, None, || {})?;
     println!(
         "best_ns={best} median_ns={median} worst_ns={worst} snaplen=0 ring_bytes={ring} \
