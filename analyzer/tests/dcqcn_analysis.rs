@@ -1,6 +1,8 @@
 //! The DCQCN analysis on a capture whose sender really was paced by the model: the analysis must find the
 //! pairing, follow the rate, and fit back the knobs the sender used.
 
+mod common;
+
 use analyzer::blocks;
 use analyzer::dcqcn::analysis::{DcqcnPass, DcqcnReport, Options};
 use analyzer::dcqcn::{Knobs, Profile, Rp};
@@ -9,7 +11,7 @@ use analyzer::passes::pairing::Method;
 use analyzer::sink::{PcapWriter, PcapngWriter, SectionInfo};
 use analyzer::source::{CaptureReader, LinkType};
 use roce_wire::ext::AethRepr;
-use roce_wire::{BthRepr, ExtHeaders, IpSpec, Opcode, RoceFrame};
+use roce_wire::{BthRepr, ExtHeaders, Opcode};
 
 const LINE_MBPS: f64 = 100_000.0;
 const PAYLOAD: usize = 4096;
@@ -17,27 +19,7 @@ const SENDER_QP: u32 = 0x51;
 const RECEIVER_QP: u32 = 0x7a;
 
 fn frame(src: u8, dst: u8, bth: BthRepr, ext: ExtHeaders, payload: &[u8]) -> Vec<u8> {
-    let f = RoceFrame {
-        src_mac: [2, 0, 0, 0, 0, src],
-        dst_mac: [2, 0, 0, 0, 0, dst],
-        vlan: None,
-        ip: IpSpec::V4 {
-            src: [10, 0, 0, src],
-            dst: [10, 0, 0, dst],
-            dscp: 26,
-            ecn: 2,
-            ttl: 64,
-            ident: 0,
-        },
-        sport: 50000,
-        bth,
-        ext,
-        payload,
-    };
-    let mut buf = vec![0; f.len()];
-    let n = f.emit(&mut buf).unwrap();
-    buf.truncate(n);
-    buf
+    common::v4_frame(src, dst, 2, bth, ext, payload)
 }
 
 fn bth(opcode: Opcode, dest_qp: u32, psn: u32) -> BthRepr {

@@ -2,33 +2,16 @@
 //! never mix two flows up: flows whose QPs share a slot, and flows to the same QP from different hosts, are
 //! interleaved frame by frame here and each must come out with exactly its own packets and PSN story.
 
+mod common;
+
 use analyzer::decode::Decoder;
 use analyzer::passes::flows::FlowsPass;
 use analyzer::source::{LinkType, Record};
-use roce_wire::{BthRepr, ExtHeaders, IpSpec, Opcode, RoceFrame};
+use roce_wire::{BthRepr, ExtHeaders, Opcode};
 
 fn frame(src: u8, qp: u32, psn: u32) -> Vec<u8> {
-    let f = RoceFrame {
-        src_mac: [2, 0, 0, 0, 0, src],
-        dst_mac: [2, 0, 0, 0, 0, 9],
-        vlan: None,
-        ip: IpSpec::V4 {
-            src: [10, 0, 0, src],
-            dst: [10, 0, 0, 9],
-            dscp: 26,
-            ecn: 2,
-            ttl: 64,
-            ident: 0,
-        },
-        sport: 50000,
-        bth: BthRepr::new(Opcode::RC_SEND_ONLY, qp, psn),
-        ext: ExtHeaders::default(),
-        payload: &[0; 64],
-    };
-    let mut buf = vec![0; f.len()];
-    let n = f.emit(&mut buf).unwrap();
-    buf.truncate(n);
-    buf
+    let bth = BthRepr::new(Opcode::RC_SEND_ONLY, qp, psn);
+    common::v4_frame(src, 9, 2, bth, ExtHeaders::default(), &[0; 64])
 }
 
 #[test]

@@ -10,7 +10,7 @@ use analyzer::passes::flows::FlowKey;
 use analyzer::passes::pairing::{Method, Pairing, PairingPass};
 use analyzer::source::{CaptureReader, LinkType, Record};
 use common::shared_capture;
-use roce_wire::{BthRepr, ExtHeaders, IpSpec, Opcode, RoceFrame};
+use roce_wire::{BthRepr, ExtHeaders, Opcode};
 
 fn pair_file(path: &Path) -> Pairing {
     let mut r = CaptureReader::open(path).unwrap();
@@ -60,27 +60,7 @@ fn acks_pair_a_connection_without_cm() {
 }
 
 fn frame(src: u8, dst: u8, ecn: u8, bth: BthRepr, payload: &[u8]) -> Vec<u8> {
-    let f = RoceFrame {
-        src_mac: [2, 0, 0, 0, 0, src],
-        dst_mac: [2, 0, 0, 0, 0, dst],
-        vlan: None,
-        ip: IpSpec::V4 {
-            src: [10, 0, 0, src],
-            dst: [10, 0, 0, dst],
-            dscp: 26,
-            ecn,
-            ttl: 64,
-            ident: 0,
-        },
-        sport: 50000,
-        bth,
-        ext: ExtHeaders::default(),
-        payload,
-    };
-    let mut buf = vec![0; f.len()];
-    let n = f.emit(&mut buf).unwrap();
-    buf.truncate(n);
-    buf
+    common::v4_frame(src, dst, ecn, bth, ExtHeaders::default(), payload)
 }
 
 fn send(qp: u32, psn: u32) -> BthRepr {

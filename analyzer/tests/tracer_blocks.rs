@@ -749,27 +749,7 @@ fn snapshot_qps_label_only_flows_at_their_host() {
 
 /// One frame from 10.0.0.`src` to 10.0.0.`dst`.
 fn rc_frame(src: u8, dst: u8, bth: BthRepr, ext: ExtHeaders, payload: &[u8]) -> Vec<u8> {
-    let f = RoceFrame {
-        src_mac: [2, 0, 0, 0, 0, src],
-        dst_mac: [2, 0, 0, 0, 0, dst],
-        vlan: None,
-        ip: IpSpec::V4 {
-            src: [10, 0, 0, src],
-            dst: [10, 0, 0, dst],
-            dscp: 26,
-            ecn: 2,
-            ttl: 64,
-            ident: 0,
-        },
-        sport: 49152,
-        bth,
-        ext,
-        payload,
-    };
-    let mut buf = vec![0; f.len()];
-    let n = f.emit(&mut buf).unwrap();
-    buf.truncate(n);
-    buf
+    common::v4_frame(src, dst, 2, bth, ext, payload)
 }
 
 #[test]

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use roce_wire::{BthRepr, ExtHeaders, IpSpec, RoceFrame};
 use serde_json::Value;
 
 pub fn workspace() -> PathBuf {
@@ -83,4 +84,37 @@ pub fn tshark_fields(file: &Path, decode_as: &[&str], fields: &[&str]) -> Vec<Ve
         .lines()
         .map(|l| l.split('\t').map(String::from).collect())
         .collect()
+}
+
+/// A RoCEv2 frame over IPv4 from 10.0.0.`src` to 10.0.0.`dst` (MACs ending in the same bytes, DSCP 26), built
+/// by roce-wire as a sender puts it on the wire, ICRC included.
+pub fn v4_frame(
+    src: u8,
+    dst: u8,
+    ecn: u8,
+    bth: BthRepr,
+    ext: ExtHeaders,
+    payload: &[u8],
+) -> Vec<u8> {
+    let f = RoceFrame {
+        src_mac: [2, 0, 0, 0, 0, src],
+        dst_mac: [2, 0, 0, 0, 0, dst],
+        vlan: None,
+        ip: IpSpec::V4 {
+            src: [10, 0, 0, src],
+            dst: [10, 0, 0, dst],
+            dscp: 26,
+            ecn,
+            ttl: 64,
+            ident: 0,
+        },
+        sport: 50000,
+        bth,
+        ext,
+        payload,
+    };
+    let mut buf = vec![0; f.len()];
+    let n = f.emit(&mut buf).expect("a frame of its own length");
+    buf.truncate(n);
+    buf
 }
