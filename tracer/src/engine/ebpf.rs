@@ -418,7 +418,8 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, E
     let filter = config.filter.as_deref().map(compile_filter).transpose()?;
     let mut ebpf = load_probe(
         Config {
-            snaplen: config.snaplen.min(MAX_SNAPLEN as u32),
+            // `load_probe` caps it at what a record holds.
+            snaplen: config.snaplen,
             all_frames: u32::from(config.all_frames),
             wakeup_bytes: wakeup_bytes(config.ring_bytes.unwrap_or(DEFAULT_RING_BYTES)),
             headers_only: u32::from(headers_only(config.snaplen)),
