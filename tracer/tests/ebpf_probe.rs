@@ -211,6 +211,23 @@ fn load_or_skip(what: &str, config: Config, ring: Option<u32>) -> Option<aya::Eb
     }
 }
 
+/// Runs program `name` once on `frame` through `BPF_PROG_TEST_RUN` and returns the record it put in the
+/// ring, if any.
+fn run_once(
+    bpf: &mut aya::Ebpf,
+    ring: &mut aya::maps::RingBuf<aya::maps::MapData>,
+    name: &str,
+    frame: &[u8],
+) -> Option<RingRecord> {
+    let prog: &mut SchedClassifier = bpf.program_mut(name).unwrap().try_into().unwrap();
+    prog.test_run(TestRunOptions {
+        data_in: Some(frame),
+        ..TestRunOptions::default()
+    })
+    .unwrap();
+    ring.next().map(|i| RingRecord::parse(&i).unwrap())
+}
+
 #[test]
 fn probe_agrees_with_the_analyzer_on_crafted_frames() {
     let Some(mut bpf) = load_or_skip(
@@ -326,13 +343,7 @@ fn snaplen_cuts_the_copy_not_the_counting() {
     };
     let mut ring = ebpf::take_ring(&mut bpf).unwrap();
     let frame = roce(v4(3), None, Opcode::RC_SEND_ONLY, 0x77, 5, 900);
-    let prog: &mut SchedClassifier = bpf.program_mut(ebpf::EGRESS).unwrap().try_into().unwrap();
-    prog.test_run(TestRunOptions {
-        data_in: Some(&frame),
-        ..TestRunOptions::default()
-    })
-    .unwrap();
-    let rec = ring.next().map(|i| RingRecord::parse(&i).unwrap()).unwrap();
+    let rec = run_once(&mut bpf, &mut ring, ebpf::EGRESS, &frame).unwrap();
     assert_eq!(rec.data, frame[..60]);
     assert_eq!(rec.wire_len as usize, frame.len());
     assert_ne!(rec.flags & tracer_common::flag::EGRESS, 0);
@@ -769,16 +780,7 @@ fn header_copies_decode_like_whole_frames_and_cm_mads_keep_their_bytes() {
         return;
     };
     let mut ring = ebpf::take_ring(&mut bpf).unwrap();
-    let mut run = |frame: &[u8]| -> Option<RingRecord> {
-        let prog: &mut SchedClassifier =
-            bpf.program_mut(ebpf::INGRESS).unwrap().try_into().unwrap();
-        prog.test_run(TestRunOptions {
-            data_in: Some(frame),
-            ..TestRunOptions::default()
-        })
-        .unwrap();
-        ring.next().map(|i| RingRecord::parse(&i).unwrap())
-    };
+    let mut run = |frame: &[u8]| run_once(&mut bpf, &mut ring, ebpf::INGRESS, frame);
     let decode = |data: &[u8], len: usize| -> String {
         let rec = Record {
             iface: 0,
@@ -861,13 +863,7 @@ fn header_copies_decode_like_whole_frames_and_cm_mads_keep_their_bytes() {
         return;
     };
     let mut ring = ebpf::take_ring(&mut bpf).unwrap();
-    let prog: &mut SchedClassifier = bpf.program_mut(ebpf::INGRESS).unwrap().try_into().unwrap();
-    prog.test_run(TestRunOptions {
-        data_in: Some(&frame),
-        ..TestRunOptions::default()
-    })
-    .unwrap();
-    let rec = ring.next().map(|i| RingRecord::parse(&i).unwrap()).unwrap();
+    let rec = run_once(&mut bpf, &mut ring, ebpf::INGRESS, &frame).unwrap();
     assert_eq!(rec.data, frame[..60]);
 }
 
