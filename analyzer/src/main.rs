@@ -94,6 +94,9 @@ struct ModelArgs {
     /// Skip the knob fit.
     #[arg(long)]
     no_fit: bool,
+    /// Fit the knobs of this many flows, those with the most CNPs (each fit replays the model 41 times).
+    #[arg(long, value_name = "N", default_value_t = analyzer::dcqcn::analysis::DEFAULT_FIT_FLOWS)]
+    fit_flows: usize,
 }
 
 #[derive(Debug, Args)]
@@ -374,6 +377,7 @@ fn model_options(m: &ModelArgs) -> Result<Options> {
         cnp_delay_ns: m.cnp_delay,
         bin_ns: m.bin,
         fit: !m.no_fit,
+        fit_flows: m.fit_flows,
         // Knobs the user gave win over the ones recorded in the capture.
         recorded_knobs: m.knobs.is_none() && m.set.is_empty(),
         ..Options::default()

@@ -29,14 +29,15 @@ fn bth(opcode: Opcode, dest_qp: u32, psn: u32) -> BthRepr {
 /// 3 ms of a backlogged sender paced at the model's Rc, CNPs at `cnps_us`, an ACK every 16 packets.
 fn paced_capture(knobs: &Knobs, cnps_us: &[u64]) -> Vec<u8> {
     let mut out = PcapWriter::new(Vec::new(), LinkType::ETHERNET, 65535).unwrap();
-    for (ts, frame) in paced_frames(knobs, cnps_us) {
+    for (ts, frame) in paced_frames(knobs, cnps_us, (1, 2)) {
         out.write_packet(ts, &frame, frame.len() as u32).unwrap();
     }
     out.into_inner().unwrap()
 }
 
-/// The frames of [`paced_capture`] with their timestamps, in order.
-fn paced_frames(knobs: &Knobs, cnps_us: &[u64]) -> Vec<(u64, Vec<u8>)> {
+/// The frames of [`paced_capture`] with their timestamps, in order, between the hosts `(sender, receiver)`.
+fn paced_frames(knobs: &Knobs, cnps_us: &[u64], hosts: (u8, u8)) -> Vec<(u64, Vec<u8>)> {
+    let (tx, rx) = hosts;
     let mut rp = Rp::new(Profile::ConnectX, knobs, LINE_MBPS).unwrap();
     let mut out = Vec::new();
     let t0 = 1_000_000_000u64;
@@ -50,8 +51,8 @@ fn paced_frames(knobs: &Knobs, cnps_us: &[u64]) -> Vec<(u64, Vec<u8>)> {
             let tc = cnps_us[next_cnp] * 1000;
             rp.on_cnp(tc, &mut sink);
             let cnp = frame(
-                2,
-                1,
+                rx,
+                tx,
                 BthRepr::cnp(SENDER_QP),
                 ExtHeaders::default(),
                 &[0; 16],
@@ -61,8 +62,8 @@ fn paced_frames(knobs: &Knobs, cnps_us: &[u64]) -> Vec<(u64, Vec<u8>)> {
         }
         rp.advance(t, &mut sink);
         let data = frame(
-            1,
-            2,
+            tx,
+            rx,
             bth(Opcode::RC_RDMA_WRITE_MIDDLE, RECEIVER_QP, psn),
             ExtHeaders::default(),
             &payload,
@@ -77,7 +78,13 @@ fn paced_frames(knobs: &Knobs, cnps_us: &[u64]) -> Vec<(u64, Vec<u8>)> {
                 }),
                 ..ExtHeaders::default()
             };
-            let a = frame(2, 1, bth(Opcode::RC_ACKNOWLEDGE, SENDER_QP, psn), ack, &[]);
+            let a = frame(
+                rx,
+                tx,
+                bth(Opcode::RC_ACKNOWLEDGE, SENDER_QP, psn),
+                ack,
+                &[],
+            );
             out.push((t0 + t + 500, a));
         }
         psn += 1;
@@ -200,7 +207,7 @@ fn knobs_recorded_in_the_capture_are_the_default() {
     )
     .unwrap();
     w.write_custom(blocks::PEN, &block, true).unwrap();
-    for (ts, f) in paced_frames(&knobs, &CNPS_US) {
+    for (ts, f) in paced_frames(&knobs, &CNPS_US, (1, 2)) {
         w.write_packet(0, ts, &f, f.len() as u32).unwrap();
     }
     let bytes = w.into_inner().unwrap();
@@ -230,4 +237,34 @@ fn knobs_recorded_in_the_capture_are_the_default() {
     // With the recorded knobs the model already explains the rate: the fit finds nothing better.
     assert_eq!(fit.rpg_gd, 10, "{fit:?}");
     assert!(fit.given_error_gbps <= fit.error_gbps + 1e-9, "{fit:?}");
+}
+
+/// Only the flows with the most CNPs are fitted, as many as `fit_flows` says; the others keep their model.
+#[test]
+fn the_fit_goes_to_the_flows_with_the_most_cnps() {
+    let knobs = Knobs::default();
+    let mut frames = paced_frames(&knobs, &CNPS_US, (1, 2));
+    frames.extend(paced_frames(&knobs, &CNPS_US[..3], (3, 4)));
+    frames.sort_by_key(|(ts, _)| *ts);
+    let mut out = PcapWriter::new(Vec::new(), LinkType::ETHERNET, 65535).unwrap();
+    for (ts, f) in &frames {
+        out.write_packet(*ts, f, f.len() as u32).unwrap();
+    }
+    let bytes = out.into_inner().unwrap();
+    for fit_flows in [0, 1, 2] {
+        let opts = Options {
+            bin_ns: Some(20_000),
+            fit_flows,
+            ..Options::default()
+        };
+        let report = analyse(bytes.clone(), &opts);
+        let fitted: Vec<(u64, bool)> = report
+            .flows
+            .iter()
+            .map(|f| (f.cnps, f.fit.is_some()))
+            .collect();
+        let want: Vec<(u64, bool)> = [(6, fit_flows >= 1), (3, fit_flows >= 2)].into();
+        assert_eq!(fitted, want, "fit_flows {fit_flows}");
+        assert!(report.flows.iter().all(|f| !f.model.is_empty()));
+    }
 }

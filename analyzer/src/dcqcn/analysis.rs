@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use super::{DcqcnError, Event, EventKind, Knobs, Profile, replay};
+use super::{DcqcnError, Event, EventKind, Knobs, Profile, Rp, replay_on};
 use crate::decode::{Frame, Kind};
 use crate::passes::flows::FlowKey;
 use crate::passes::pairing::{Method, Pairing, PairingPass};
@@ -36,6 +36,9 @@ pub struct Options {
     pub reaction_window_ns: u64,
     /// Fit the alpha gain and the cut factor.
     pub fit: bool,
+    /// Fit only this many flows, those with the most CNPs: each fit replays the model 41 times over the
+    /// flow's whole span, which for thousands of flows would take far longer than the rest of the analysis.
+    pub fit_flows: usize,
     /// Use the knobs the tracer recorded in the capture, when it did (set false when the user gave knobs).
     pub recorded_knobs: bool,
 }
@@ -67,6 +70,10 @@ impl Options {
     }
 }
 
+/// Enough for every flow of a small test, and for the heaviest ones of a large capture, whose findings
+/// lead the report anyway.
+pub const DEFAULT_FIT_FLOWS: usize = 32;
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -79,6 +86,7 @@ impl Default for Options {
             burst_gap_ns: 100_000,
             reaction_window_ns: 200_000,
             fit: true,
+            fit_flows: DEFAULT_FIT_FLOWS,
             recorded_knobs: true,
         }
     }
@@ -282,6 +290,14 @@ impl DcqcnPass {
                     b.receiver_qp,
                 )))
         });
+        if opts.fit {
+            for f in flows.iter_mut().take(opts.fit_flows) {
+                let model_times = model_times(&f.cnp_ts_ns, opts);
+                if !model_times.is_empty() {
+                    f.fit = fit_knobs(&model_times, &f.observed, width, end, opts)?;
+                }
+            }
+        }
         let mut unpaired_cnps: Vec<UnpairedCnps> = cnp_streams
             .into_iter()
             .map(|(k, t)| UnpairedCnps {
@@ -317,6 +333,26 @@ fn shifted(t: u64, delay: i64) -> u64 {
     t.saturating_add_signed(delay)
 }
 
+/// The model's events but its alpha ticks, which nothing here reads: without them a replay costs a
+/// multiplication per tick (a tick per µs at the ConnectX default) instead of an event per tick.
+fn model_events(
+    opts: &Options,
+    knobs: &Knobs,
+    cnps: &[u64],
+    end: u64,
+) -> Result<Vec<Event>, DcqcnError> {
+    let rp = Rp::new(opts.profile, knobs, opts.line_mbps)?.without_alpha_ticks();
+    Ok(replay_on(rp, cnps, end))
+}
+
+/// The sorted CNP arrival times as the sender's reaction point sees them.
+fn model_times(cnp_ts: &[u64], opts: &Options) -> Vec<u64> {
+    cnp_ts
+        .iter()
+        .map(|&t| shifted(t, opts.cnp_delay_ns))
+        .collect()
+}
+
 #[allow(clippy::too_many_arguments)]
 fn analyse_flow(
     key: &FlowKey,
@@ -330,11 +366,8 @@ fn analyse_flow(
 ) -> Result<FlowDcqcn, DcqcnError> {
     let mut cnp_ts: Vec<u64> = cnp_times.to_vec();
     cnp_ts.sort_unstable();
-    let model_times: Vec<u64> = cnp_ts
-        .iter()
-        .map(|&t| shifted(t, opts.cnp_delay_ns))
-        .collect();
-    let events = replay(opts.profile, &opts.knobs, opts.line_mbps, &model_times, end)?;
+    let model_times = model_times(&cnp_ts, opts);
+    let events = model_events(opts, &opts.knobs, &model_times, end)?;
     let cuts = events
         .iter()
         .filter(|e| e.kind == EventKind::Cut)
@@ -375,11 +408,6 @@ fn analyse_flow(
         Some(&first) => above_model(&events, &observed, width, first, opts.line_mbps),
         None => 0.0,
     };
-    let fit = if opts.fit && !model_times.is_empty() {
-        fit_knobs(&model_times, &observed, width, end, opts)?
-    } else {
-        None
-    };
     Ok(FlowDcqcn {
         sender: key.src,
         receiver: key.dst,
@@ -393,7 +421,8 @@ fn analyse_flow(
         observed,
         observed_cuts,
         above_model_fraction,
-        fit,
+        // Filled in for the flows with the most CNPs, once they are known.
+        fit: None,
     })
 }
 
@@ -519,7 +548,7 @@ fn fit_knobs(
     opts: &Options,
 ) -> Result<Option<Fit>, DcqcnError> {
     let first = cnps[0];
-    let given = replay(opts.profile, &opts.knobs, opts.line_mbps, cnps, end)?;
+    let given = model_events(opts, &opts.knobs, cnps, end)?;
     let (given_error, n) = model_error(&given, observed, width, first, opts.line_mbps);
     if n == 0 || !matches!(opts.profile, Profile::ConnectX) {
         return Ok(None);
@@ -532,7 +561,7 @@ fn fit_knobs(
                 rpg_gd: gd,
                 ..opts.knobs.clone()
             };
-            let ev = replay(opts.profile, &knobs, opts.line_mbps, cnps, end)?;
+            let ev = model_events(opts, &knobs, cnps, end)?;
             let (e, _) = model_error(&ev, observed, width, first, opts.line_mbps);
             if e < best.0 - 1e-12 {
                 best = (e, g, gd);

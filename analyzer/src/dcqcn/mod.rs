@@ -160,6 +160,8 @@ pub struct Rp {
     dec_next: u64,
     inc_next: u64,
     byte_next: u64,
+    /// Whether alpha ticks are emitted (see [`Rp::without_alpha_ticks`]).
+    alpha_ticks: bool,
 }
 
 impl Rp {
@@ -215,7 +217,18 @@ impl Rp {
             dec_next: NEVER,
             inc_next: NEVER,
             byte_next: NEVER,
+            alpha_ticks: true,
         })
+    }
+
+    /// Stops emitting [`EventKind::AlphaTick`] events. Alpha still moves tick by tick, with the same
+    /// multiplications as with them, so every other event is bit for bit the same; but a run of ticks with
+    /// nothing else due costs a multiplication each instead of an event. With the ConnectX default of a tick
+    /// per µs, replaying a second of capture is a million ticks per flow, which is what an analysis of
+    /// thousands of flows could not afford.
+    pub fn without_alpha_ticks(mut self) -> Rp {
+        self.alpha_ticks = false;
+        self
     }
 
     /// Current rate Rc, Mb/s: the pacing rate the simulator should send at.
@@ -270,10 +283,49 @@ impl Rp {
             if next == NEVER || next > t_ns {
                 break;
             }
+            if !self.alpha_ticks && next == self.alpha_next {
+                // Ticks up to and including the next other event: at one instant the tick comes first (rule 6),
+                // so the event then sees the alpha it would have seen after a tick-by-tick run.
+                let until = t_ns
+                    .min(self.dec_next)
+                    .min(self.inc_next)
+                    .min(self.byte_next);
+                let last = self.silent_alpha_ticks(until);
+                self.clock = self.clock.max(last);
+                continue;
+            }
             self.clock = self.clock.max(next);
             self.fire(next, emit);
         }
         self.clock = self.clock.max(t_ns);
+    }
+
+    /// Every alpha tick from `alpha_next` to `until` (at least one), without events; returns the last tick's
+    /// time. The arithmetic is that of [`Rp::fire`], one multiplication per tick, so the result is the same to
+    /// the bit. Once a tick leaves alpha as it was, so would every later one, and they are skipped: after a
+    /// long quiet stretch alpha ends on zero or on a subnormal that rounds back to itself.
+    fn silent_alpha_ticks(&mut self, until: u64) -> u64 {
+        let period = self.alpha_period;
+        let n = (until - self.alpha_next) / period + 1;
+        let last = self.alpha_next + (n - 1) * period;
+        self.alpha_next = last.saturating_add(period);
+        let mut left = n;
+        if matches!(self.profile, Profile::ConnectX) && self.cnp_alpha {
+            self.alpha = ((1.0 - self.g) * self.alpha + self.g).min(1023.0 / 1024.0);
+            self.cnp_alpha = false;
+            left -= 1;
+        }
+        let keep = 1.0 - self.g;
+        while left > 0 {
+            let next = self.alpha * keep;
+            if next == self.alpha {
+                // A fixed point: zero, or a subnormal that the product rounds back to itself.
+                break;
+            }
+            self.alpha = next;
+            left -= 1;
+        }
+        last
     }
 
     fn next_due(&self) -> u64 {
@@ -566,7 +618,15 @@ pub fn replay(
     cnp_times_ns: &[u64],
     end_ns: u64,
 ) -> Result<Vec<Event>, DcqcnError> {
-    let mut rp = Rp::new(profile, knobs, line_mbps)?;
+    Ok(replay_on(
+        Rp::new(profile, knobs, line_mbps)?,
+        cnp_times_ns,
+        end_ns,
+    ))
+}
+
+/// [`replay`] on an RP the caller made, such as one [`Rp::without_alpha_ticks`].
+pub fn replay_on(mut rp: Rp, cnp_times_ns: &[u64], end_ns: u64) -> Vec<Event> {
     let mut sorted;
     let mut times = cnp_times_ns;
     if !times.is_sorted() {
@@ -580,5 +640,5 @@ pub fn replay(
         rp.on_cnp(t, &mut push);
     }
     rp.advance(end_ns, &mut push);
-    Ok(out)
+    out
 }

@@ -412,12 +412,20 @@ fn small_steps_give_the_same_events_as_one_replay() {
     let end = 3_000 * US;
     let want = replay(Profile::ConnectX, &k, LINE, &cnps, end).unwrap();
     let mut rp = Rp::new(Profile::ConnectX, &k, LINE).unwrap();
+    let got = in_steps(&mut rp, &cnps, end, 777);
+    assert!(want.iter().any(|e| e.cause == Cause::ByteCounter));
+    assert_eq!(got, want);
+    assert_eq!(rp.rc_mbps(), want.last().unwrap().rc_mbps);
+}
+
+/// Drives `rp` to `end` in advances of `step` ns, each CNP given as its step reaches it.
+fn in_steps(rp: &mut Rp, cnps: &[u64], end: u64, step: u64) -> Vec<Event> {
     let mut got = Vec::new();
     let mut push = |e: Event| got.push(e);
     let mut next_cnp = cnps.iter().peekable();
     let mut t = 0;
     while t < end {
-        t = (t + 777).min(end);
+        t = (t + step).min(end);
         while let Some(&&c) = next_cnp.peek() {
             if c > t {
                 break;
@@ -427,9 +435,7 @@ fn small_steps_give_the_same_events_as_one_replay() {
         }
         rp.advance(t, &mut push);
     }
-    assert!(want.iter().any(|e| e.cause == Cause::ByteCounter));
-    assert_eq!(got, want);
-    assert_eq!(rp.rc_mbps(), want.last().unwrap().rc_mbps);
+    got
 }
 
 #[test]
@@ -596,4 +602,77 @@ fn events_serialize_for_json() {
         (p["profile"].as_str(), p["f"].as_u64()),
         (Some("paper"), Some(5))
     );
+}
+
+/// The events a replay without alpha ticks gives must be those of the full replay minus its ticks, bit for bit:
+/// the analysis relies on it, and only the speed may differ.
+#[test]
+fn replay_without_alpha_ticks_drops_only_the_ticks() {
+    let mut frequent_bytes = Knobs::default();
+    frequent_bytes.set("rpg_byte_reset", "1000").unwrap();
+    let mut slow_alpha = Knobs::default();
+    slow_alpha.set("dce_tcp_rtt", "7").unwrap();
+    // CNPs on and between tick instants, bursts, a CNP on a decrease tick, and a long quiet tail in which
+    // alpha decays until a tick leaves it unchanged (g = 1/1024: about 760 000 ticks), so that skip runs too.
+    let cnps = [
+        0,
+        US,
+        3 * US,
+        4 * US + 1,
+        50 * US + 7,
+        52 * US,
+        55 * US,
+        400 * US + 1,
+        1_200 * US,
+        1_200 * US + 999,
+    ];
+    let cases = [
+        (Profile::ConnectX, &Knobs::default(), 2_000 * US),
+        (Profile::ConnectX, &frequent_bytes, 3_000 * US),
+        (Profile::ConnectX, &slow_alpha, 3_000 * US),
+        (Profile::ConnectX, &Knobs::default(), 900_000 * US),
+        (Profile::paper(), &Knobs::default(), 3_000 * US),
+    ];
+    for (profile, knobs, end) in cases {
+        let full = replay(profile, knobs, LINE, &cnps, end).unwrap();
+        let want: Vec<Event> = full
+            .iter()
+            .filter(|e| e.kind != AlphaTick)
+            .copied()
+            .collect();
+        let rp = Rp::new(profile, knobs, LINE).unwrap().without_alpha_ticks();
+        let got = replay_on(rp, &cnps, end);
+        assert!(full.len() > got.len(), "the full replay has ticks");
+        assert!(got.iter().all(|e| e.kind != AlphaTick));
+        assert_eq!(got, want, "{profile:?}, end {end}");
+    }
+    // The quiet tail reaches the point where a tick no longer changes alpha.
+    let long = replay(
+        Profile::ConnectX,
+        &Knobs::default(),
+        LINE,
+        &cnps,
+        900_000 * US,
+    )
+    .unwrap();
+    let alpha = long.last().map_or(1.0, |e| e.alpha);
+    assert!(alpha < 1e-300, "alpha {alpha}");
+    assert_eq!(alpha * (1.0 - 1.0 / 1024.0), alpha);
+}
+
+/// Stepping an RP without ticks in small advances gives what one replay without ticks gives.
+#[test]
+fn small_steps_without_alpha_ticks_match_one_replay() {
+    let k = Knobs::default();
+    let cnps = [3 * US, 50 * US + 7, 52 * US, 400 * US + 1];
+    let end = 2_000 * US;
+    let quiet = || {
+        Rp::new(Profile::ConnectX, &k, LINE)
+            .unwrap()
+            .without_alpha_ticks()
+    };
+    let want = replay_on(quiet(), &cnps, end);
+    let got = in_steps(&mut quiet(), &cnps, end, 333);
+    assert!(!want.is_empty());
+    assert_eq!(got, want);
 }
