@@ -44,24 +44,172 @@ impl TableFormat {
     }
 }
 
-fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, Value)>) {
+/// Adds the cells of one row to `columns`, naming nested fields `outer.inner`: a new name becomes a new
+/// column, empty in the rows before.
+fn flatten(prefix: &str, v: Value, row: usize, columns: &mut Columns) {
     match v {
         Value::Object(map) => {
             for (k, v) in map {
                 let name = if prefix.is_empty() {
-                    k.clone()
+                    k
                 } else {
                     format!("{prefix}.{k}")
                 };
-                flatten(&name, v, out);
+                flatten(&name, v, row, columns);
             }
         }
         // Lists (interfaces, eight pause times) have no column shape; keep them as JSON text.
-        Value::Array(_) => {
-            out.push((prefix.to_string(), Value::String(v.to_string())));
+        Value::Array(_) => columns.set(prefix, row, Some(Cell::Text(v.to_string()))),
+        // A null still names its column: a field that is null in every row is an empty column, not none.
+        Value::Null => columns.set(prefix, row, None),
+        Value::Number(n) => columns.set(prefix, row, Some(Cell::Number(n))),
+        Value::Bool(b) => columns.set(prefix, row, Some(Cell::Bool(b))),
+        Value::String(s) => columns.set(prefix, row, Some(Cell::Text(s))),
+    }
+}
+
+/// One non-null value of a flattened row.
+enum Cell {
+    Number(serde_json::Number),
+    Bool(bool),
+    Text(String),
+}
+
+impl Cell {
+    /// How the value reads in a text column: JSON's spelling of numbers and booleans.
+    fn into_text(self) -> String {
+        match self {
+            Cell::Number(n) => n.to_string(),
+            Cell::Bool(b) => b.to_string(),
+            Cell::Text(s) => s,
         }
-        _ => {
-            out.push((prefix.to_string(), v.clone()));
+    }
+}
+
+/// A column's cells as they arrive, held as compactly as their kind allows: a model table of millions of
+/// rows (every event of thousands of flows) would otherwise hold a JSON value, or a map per row.
+enum Cells {
+    Numbers(Vec<Option<serde_json::Number>>),
+    Bools(Vec<Option<bool>>),
+    Texts(Vec<Option<String>>),
+}
+
+impl Cells {
+    fn len(&self) -> usize {
+        match self {
+            Cells::Numbers(v) => v.len(),
+            Cells::Bools(v) => v.len(),
+            Cells::Texts(v) => v.len(),
+        }
+    }
+
+    fn has_values(&self) -> bool {
+        match self {
+            Cells::Numbers(v) => v.iter().any(Option::is_some),
+            Cells::Bools(v) => v.iter().any(Option::is_some),
+            Cells::Texts(v) => v.iter().any(Option::is_some),
+        }
+    }
+
+    /// Fills the rows up to `row` with nulls and puts `cell` in it. A cell of another kind than the column's
+    /// turns the column into text, as a mixed column always was; a column of nulls only takes the cell's kind.
+    fn push_at(&mut self, row: usize, cell: Cell) {
+        let same = matches!(
+            (&*self, &cell),
+            (Cells::Numbers(_), Cell::Number(_))
+                | (Cells::Bools(_), Cell::Bool(_))
+                | (Cells::Texts(_), _)
+        );
+        if !same {
+            let len = self.len();
+            *self = if self.has_values() {
+                Cells::Texts(self.take_texts())
+            } else {
+                match cell {
+                    Cell::Number(_) => Cells::Numbers(vec![None; len]),
+                    Cell::Bool(_) => Cells::Bools(vec![None; len]),
+                    Cell::Text(_) => Cells::Texts(vec![None; len]),
+                }
+            };
+        }
+        match (self, cell) {
+            (Cells::Numbers(v), Cell::Number(n)) => {
+                v.resize(row, None);
+                v.push(Some(n));
+            }
+            (Cells::Bools(v), Cell::Bool(b)) => {
+                v.resize(row, None);
+                v.push(Some(b));
+            }
+            (Cells::Texts(v), cell) => {
+                v.resize(row, None);
+                v.push(Some(cell.into_text()));
+            }
+            // Not reached: the column was given the cell's kind above.
+            _ => {}
+        }
+    }
+
+    fn take_texts(&mut self) -> Vec<Option<String>> {
+        match self {
+            Cells::Numbers(v) => v.drain(..).map(|c| c.map(|n| n.to_string())).collect(),
+            Cells::Bools(v) => v.drain(..).map(|c| c.map(|b| b.to_string())).collect(),
+            Cells::Texts(v) => std::mem::take(v),
+        }
+    }
+
+    /// The polars column: numbers as unsigned, signed or float, whichever holds them all.
+    fn into_column(self, name: &str, rows: usize) -> Column {
+        match self {
+            Cells::Numbers(mut v) => {
+                v.resize(rows, None);
+                let present = || v.iter().flatten();
+                if present().all(serde_json::Number::is_u64) {
+                    let v: Vec<Option<u64>> = v.iter().map(|c| c.as_ref()?.as_u64()).collect();
+                    Column::new(name.into(), v)
+                } else if present().all(|n| n.is_i64() || n.is_u64()) {
+                    let v: Vec<Option<i64>> = v.iter().map(|c| c.as_ref()?.as_i64()).collect();
+                    Column::new(name.into(), v)
+                } else {
+                    let v: Vec<Option<f64>> = v.iter().map(|c| c.as_ref()?.as_f64()).collect();
+                    Column::new(name.into(), v)
+                }
+            }
+            Cells::Bools(mut v) => {
+                v.resize(rows, None);
+                Column::new(name.into(), v)
+            }
+            Cells::Texts(mut v) => {
+                v.resize(rows, None);
+                Column::new(name.into(), v)
+            }
+        }
+    }
+}
+
+/// The columns of a table, filled row by row.
+#[derive(Default)]
+struct Columns {
+    names: Vec<String>,
+    cells: Vec<Cells>,
+}
+
+impl Columns {
+    /// Sets the cell of `row` (the rows come in order) in column `name`, unless this row already set it.
+    fn set(&mut self, name: &str, row: usize, cell: Option<Cell>) {
+        let at = match self.names.iter().position(|n| n == name) {
+            Some(at) => at,
+            None => {
+                self.names.push(name.to_string());
+                // Numbers until a cell says otherwise; a column of nulls only is typed as before, unsigned.
+                self.cells.push(Cells::Numbers(Vec::new()));
+                self.cells.len() - 1
+            }
+        };
+        if let (Some(col), Some(cell)) = (self.cells.get_mut(at), cell)
+            && col.len() <= row
+        {
+            col.push_at(row, cell);
         }
     }
 }
@@ -73,64 +221,18 @@ pub fn dataframe<T: Serialize>(table: &str, rows: &[T]) -> Result<DataFrame, Tab
         table: table.to_string(),
         source: e,
     };
-    let mut flat: Vec<Vec<(String, Value)>> = Vec::with_capacity(rows.len());
-    let mut order: Vec<String> = Vec::new();
-    for row in rows {
+    let mut columns = Columns::default();
+    for (i, row) in rows.iter().enumerate() {
         let v = serde_json::to_value(row).map_err(|e| shape(Box::new(e)))?;
-        let mut m = Vec::new();
-        flatten("", &v, &mut m);
-        for (k, _) in &m {
-            if !order.contains(k) {
-                order.push(k.clone());
-            }
-        }
-        flat.push(m);
+        flatten("", v, i, &mut columns);
     }
-    let columns: Vec<Column> = order
+    let columns: Vec<Column> = columns
+        .names
         .iter()
-        .map(|name| {
-            let cells: Vec<Option<&Value>> = flat
-                .iter()
-                .map(|m| {
-                    m.iter()
-                        .find(|(k, _)| k == name)
-                        .map(|(_, v)| v)
-                        .filter(|v| !v.is_null())
-                })
-                .collect();
-            column(name, &cells)
-        })
+        .zip(columns.cells)
+        .map(|(name, cells)| cells.into_column(name, rows.len()))
         .collect();
     DataFrame::new(rows.len(), columns).map_err(|e| shape(Box::new(e)))
-}
-
-/// One column, typed by what its cells hold: unsigned, signed, float, bool, else text.
-fn column(name: &str, cells: &[Option<&Value>]) -> Column {
-    let present = || cells.iter().flatten();
-    if present().all(|v| v.is_u64()) {
-        let v: Vec<Option<u64>> = cells.iter().map(|c| c.and_then(Value::as_u64)).collect();
-        Column::new(name.into(), v)
-    } else if present().all(|v| v.is_i64() || v.is_u64()) {
-        let v: Vec<Option<i64>> = cells.iter().map(|c| c.and_then(Value::as_i64)).collect();
-        Column::new(name.into(), v)
-    } else if present().all(|v| v.is_number()) {
-        let v: Vec<Option<f64>> = cells.iter().map(|c| c.and_then(Value::as_f64)).collect();
-        Column::new(name.into(), v)
-    } else if present().all(|v| v.is_boolean()) {
-        let v: Vec<Option<bool>> = cells.iter().map(|c| c.and_then(Value::as_bool)).collect();
-        Column::new(name.into(), v)
-    } else {
-        let v: Vec<Option<String>> = cells
-            .iter()
-            .map(|c| {
-                c.map(|v| match v {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
-            })
-            .collect();
-        Column::new(name.into(), v)
-    }
 }
 
 /// Writes `rows` as `DIR/NAME.csv` or `DIR/NAME.parquet`, creating DIR. Returns the path written.
@@ -140,19 +242,47 @@ pub fn write<T: Serialize>(
     rows: &[T],
     format: TableFormat,
 ) -> Result<PathBuf, TableError> {
+    create_dir(dir)?;
+    write_frame(&mut dataframe(name, rows)?, dir, name, format)
+}
+
+/// [`write`] in several formats from one table: building it is most of the cost for a large one.
+/// Returns the paths written, in the order of `formats`.
+pub fn write_formats<T: Serialize>(
+    dir: &Path,
+    name: &str,
+    rows: &[T],
+    formats: &[TableFormat],
+) -> Result<Vec<PathBuf>, TableError> {
+    create_dir(dir)?;
+    let mut df = dataframe(name, rows)?;
+    formats
+        .iter()
+        .map(|&format| write_frame(&mut df, dir, name, format))
+        .collect()
+}
+
+fn create_dir(dir: &Path) -> Result<(), TableError> {
     std::fs::create_dir_all(dir).map_err(|source| TableError::Io {
         path: dir.to_path_buf(),
         source,
-    })?;
+    })
+}
+
+fn write_frame(
+    df: &mut DataFrame,
+    dir: &Path,
+    name: &str,
+    format: TableFormat,
+) -> Result<PathBuf, TableError> {
     let path = dir.join(format!("{name}.{}", format.extension()));
-    let mut df = dataframe(name, rows)?;
     let file = File::create(&path).map_err(|source| TableError::Io {
         path: path.clone(),
         source,
     })?;
     let res = match format {
-        TableFormat::Csv => CsvWriter::new(file).finish(&mut df),
-        TableFormat::Parquet => ParquetWriter::new(file).finish(&mut df).map(|_| ()),
+        TableFormat::Csv => CsvWriter::new(file).finish(df),
+        TableFormat::Parquet => ParquetWriter::new(file).finish(df).map(|_| ()),
     };
     res.map_err(|source| TableError::Polars {
         path: path.clone(),
@@ -197,6 +327,31 @@ mod tests {
         assert_eq!(df.column("rate").unwrap().dtype(), &DataType::Float64);
         assert_eq!(df.column("nested.x").unwrap().null_count(), 1);
         assert_eq!(df.column("name").unwrap().dtype(), &DataType::String);
+    }
+
+    /// Cells are typed as the whole column allows: a number next to a string makes the column text, a
+    /// null-only field still makes a column, a field first seen in a later row leaves the earlier ones empty.
+    #[test]
+    fn columns_are_typed_by_all_their_cells() {
+        let rows: Vec<Value> = vec![
+            serde_json::json!({"mixed": 1, "signed": 3, "flag": null, "never": null}),
+            serde_json::json!({"mixed": "x", "signed": -2, "flag": true, "never": null, "late": 1.5}),
+            serde_json::json!({"mixed": 2.5, "signed": 4, "flag": false, "never": null}),
+        ];
+        let df = dataframe("t", &rows).unwrap();
+        let names: Vec<&str> = df.get_column_names().iter().map(|n| n.as_str()).collect();
+        assert_eq!(names, ["mixed", "signed", "flag", "never", "late"]);
+        let mixed = df.column("mixed").unwrap();
+        assert_eq!(mixed.dtype(), &DataType::String);
+        let text: Vec<Option<&str>> = mixed.str().unwrap().iter().collect();
+        assert_eq!(text, [Some("1"), Some("x"), Some("2.5")]);
+        assert_eq!(df.column("signed").unwrap().dtype(), &DataType::Int64);
+        assert_eq!(df.column("flag").unwrap().dtype(), &DataType::Boolean);
+        assert_eq!(df.column("flag").unwrap().null_count(), 1);
+        assert_eq!(df.column("never").unwrap().null_count(), 3);
+        let late = df.column("late").unwrap();
+        assert_eq!(late.dtype(), &DataType::Float64);
+        assert_eq!(late.null_count(), 2);
     }
 
     #[test]

@@ -1140,29 +1140,83 @@ fn write_tables(dir: &Path, input: &ReportInput<'_>) -> Result<Vec<PathBuf>, Rep
         })
         .collect();
     let mut out = Vec::new();
-    let mut both = |f: &dyn Fn(TableFormat) -> Result<PathBuf, TableError>| {
-        for fmt in [TableFormat::Csv, TableFormat::Parquet] {
-            out.push(f(fmt)?);
-        }
+    let mut both = |paths: Result<Vec<PathBuf>, TableError>| {
+        out.extend(paths?);
         Ok::<(), ReportError>(())
     };
-    both(&|fmt| tables::write(dir, "flows", &input.stats.flows, fmt))?;
-    both(&|fmt| tables::write(dir, "cnps", &input.stats.cnps, fmt))?;
-    both(&|fmt| tables::write(dir, "pfc", &input.stats.pfc, fmt))?;
-    both(&|fmt| tables::write(dir, "dcqcn_flows", &dcqcn_flows, fmt))?;
-    both(&|fmt| tables::write(dir, "cuts", &cuts, fmt))?;
-    both(&|fmt| tables::write(dir, "observed_cuts", &observed_cuts, fmt))?;
-    both(&|fmt| tables::write(dir, "model", &model, fmt))?;
-    both(&|fmt| tables::write(dir, "unpaired_cnps", &d.unpaired_cnps, fmt))?;
-    both(&|fmt| tables::write(dir, "pause_intervals", &input.pauses.intervals, fmt))?;
-    both(&|fmt| tables::write(dir, "storms", &input.pauses.storms, fmt))?;
-    both(&|fmt| tables::write(dir, "findings", input.findings, fmt))?;
+    let formats = [TableFormat::Csv, TableFormat::Parquet];
+    both(tables::write_formats(
+        dir,
+        "flows",
+        &input.stats.flows,
+        &formats,
+    ))?;
+    both(tables::write_formats(
+        dir,
+        "cnps",
+        &input.stats.cnps,
+        &formats,
+    ))?;
+    both(tables::write_formats(
+        dir,
+        "pfc",
+        &input.stats.pfc,
+        &formats,
+    ))?;
+    both(tables::write_formats(
+        dir,
+        "dcqcn_flows",
+        &dcqcn_flows,
+        &formats,
+    ))?;
+    both(tables::write_formats(dir, "cuts", &cuts, &formats))?;
+    both(tables::write_formats(
+        dir,
+        "observed_cuts",
+        &observed_cuts,
+        &formats,
+    ))?;
+    both(tables::write_formats(dir, "model", &model, &formats))?;
+    both(tables::write_formats(
+        dir,
+        "unpaired_cnps",
+        &d.unpaired_cnps,
+        &formats,
+    ))?;
+    both(tables::write_formats(
+        dir,
+        "pause_intervals",
+        &input.pauses.intervals,
+        &formats,
+    ))?;
+    both(tables::write_formats(
+        dir,
+        "storms",
+        &input.pauses.storms,
+        &formats,
+    ))?;
+    both(tables::write_formats(
+        dir,
+        "findings",
+        input.findings,
+        &formats,
+    ))?;
     // Only captures made with `roce-tracer --counters` / `--kernel-events` carry these.
     if !input.stats.counters.is_empty() {
-        both(&|fmt| tables::write(dir, "counters", &input.stats.counters, fmt))?;
+        both(tables::write_formats(
+            dir,
+            "counters",
+            &input.stats.counters,
+            &formats,
+        ))?;
     }
     if !input.stats.kernel_drops.is_empty() {
-        both(&|fmt| tables::write(dir, "kernel_drops", &input.stats.kernel_drops, fmt))?;
+        both(tables::write_formats(
+            dir,
+            "kernel_drops",
+            &input.stats.kernel_drops,
+            &formats,
+        ))?;
     }
     Ok(out)
 }
