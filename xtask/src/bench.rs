@@ -182,6 +182,14 @@ pub fn run(args: &[String]) -> Result<()> {
         n,
         &[&a, "decode", "--json", &f],
     )?;
+    // The whole report (DCQCN model and fit, charts, tables, HTML) on the same file: it once took over ten
+    // minutes and 19 GB on it, so it is measured here too, though no target names it.
+    let report_dir = path(&target_dir().join("bench").join("report"));
+    add(
+        "roce-analyzer report",
+        n,
+        &[&a, "report", &f, "-o", &report_dir],
+    )?;
     add(
         "tshark -T fields (BTH, ECN)",
         TSHARK_SLICE,
