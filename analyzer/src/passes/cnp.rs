@@ -37,10 +37,16 @@ pub struct CnpPass {
 }
 
 impl CnpPass {
+    /// One test for the frames that are not CNPs (nearly all), inlined into the caller's loop.
+    #[inline]
     pub fn frame(&mut self, f: &Frame<'_>) {
-        if f.kind != Kind::Cnp {
-            return;
+        if f.kind == Kind::Cnp {
+            self.cnp(f);
         }
+    }
+
+    #[inline(never)]
+    fn cnp(&mut self, f: &Frame<'_>) {
         let (Some(ip), Some(bth)) = (f.ip, f.bth()) else {
             return;
         };
