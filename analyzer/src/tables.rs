@@ -262,6 +262,96 @@ pub fn write_formats<T: Serialize>(
         .collect()
 }
 
+/// [`write_formats`] for a table that comes in chunks of rows, so that it is never held whole: the report's
+/// model table has a row per model event of every flow, millions for a large capture. Every chunk must give
+/// the same columns with the same types (a chunk that does not is an error, never a mixed file); an empty
+/// sequence writes the empty table [`write_formats`] would.
+pub fn write_formats_chunked<T: Serialize>(
+    dir: &Path,
+    name: &str,
+    chunks: impl IntoIterator<Item = Vec<T>>,
+    formats: &[TableFormat],
+) -> Result<Vec<PathBuf>, TableError> {
+    create_dir(dir)?;
+    let mut writers: Option<(Schema, Vec<Batched>)> = None;
+    let paths: Vec<PathBuf> = formats
+        .iter()
+        .map(|f| dir.join(format!("{name}.{}", f.extension())))
+        .collect();
+    let polars_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| TableError::Polars { path, source }
+    };
+    for chunk in chunks {
+        if chunk.is_empty() {
+            continue;
+        }
+        let mut df = dataframe(name, &chunk)?;
+        df.align_chunks();
+        let (schema, batched) = match &mut writers {
+            Some(w) => w,
+            None => {
+                let schema = df.schema().as_ref().clone();
+                let mut batched = Vec::new();
+                for (format, path) in formats.iter().zip(&paths) {
+                    let file = File::create(path).map_err(|source| TableError::Io {
+                        path: path.clone(),
+                        source,
+                    })?;
+                    batched.push(match format {
+                        TableFormat::Csv => Batched::Csv(
+                            CsvWriter::new(file)
+                                .batched(&schema)
+                                .map_err(polars_err(path))?,
+                        ),
+                        TableFormat::Parquet => Batched::Parquet(Box::new(
+                            ParquetWriter::new(file)
+                                .batched(&schema)
+                                .map_err(polars_err(path))?,
+                        )),
+                    });
+                }
+                writers.insert((schema, batched))
+            }
+        };
+        if df.schema().as_ref() != &*schema {
+            return Err(TableError::Shape {
+                table: name.to_string(),
+                source: format!(
+                    "a chunk's columns {:?} differ from the first chunk's {:?}",
+                    df.schema(),
+                    schema
+                )
+                .into(),
+            });
+        }
+        for (w, path) in batched.iter_mut().zip(&paths) {
+            match w {
+                Batched::Csv(w) => w.write_batch(&df),
+                Batched::Parquet(w) => w.write_batch(&df),
+            }
+            .map_err(polars_err(path))?;
+        }
+    }
+    let Some((_, batched)) = writers else {
+        return write_formats::<T>(dir, name, &[], formats);
+    };
+    for (w, path) in batched.into_iter().zip(&paths) {
+        match w {
+            Batched::Csv(mut w) => w.finish(),
+            Batched::Parquet(w) => w.finish().map(|_| ()),
+        }
+        .map_err(polars_err(path))?;
+    }
+    Ok(paths)
+}
+
+/// A file being written a chunk at a time.
+enum Batched {
+    Csv(polars::io::csv::write::BatchedWriter<File>),
+    Parquet(Box<polars::io::parquet::write::BatchedWriter<File>>),
+}
+
 fn create_dir(dir: &Path) -> Result<(), TableError> {
     std::fs::create_dir_all(dir).map_err(|source| TableError::Io {
         path: dir.to_path_buf(),
@@ -352,6 +442,64 @@ mod tests {
         let late = df.column("late").unwrap();
         assert_eq!(late.dtype(), &DataType::Float64);
         assert_eq!(late.null_count(), 2);
+    }
+
+    #[derive(Serialize, Clone)]
+    struct Point {
+        host: &'static str,
+        t: u64,
+        v: f64,
+    }
+
+    fn points(n: u64) -> Vec<Point> {
+        (0..n)
+            .map(|t| Point {
+                host: if t % 3 == 0 { "a" } else { "b" },
+                t,
+                v: t as f64 / 7.0,
+            })
+            .collect()
+    }
+
+    /// A table written in chunks reads back as the same table written at once; the CSV is the same bytes.
+    #[test]
+    fn chunked_tables_match_whole_ones() {
+        let rows = points(1000);
+        let formats = [TableFormat::Csv, TableFormat::Parquet];
+        let whole = tempfile::tempdir().unwrap();
+        let parts = tempfile::tempdir().unwrap();
+        write_formats(whole.path(), "t", &rows, &formats).unwrap();
+        let chunks: Vec<Vec<Point>> = rows.chunks(333).map(<[Point]>::to_vec).collect();
+        let written = write_formats_chunked(parts.path(), "t", chunks, &formats).unwrap();
+        assert_eq!(written.len(), 2);
+        let csv = |d: &tempfile::TempDir| std::fs::read(d.path().join("t.csv")).unwrap();
+        assert_eq!(csv(&parts), csv(&whole));
+        let parquet = |d: &tempfile::TempDir| {
+            let file = File::open(d.path().join("t.parquet")).unwrap();
+            ParquetReader::new(file).finish().unwrap()
+        };
+        let (a, b) = (parquet(&parts), parquet(&whole));
+        assert_eq!(a.height(), 1000);
+        assert!(a.equals(&b), "{a:?} vs {b:?}");
+    }
+
+    #[test]
+    fn chunks_of_another_shape_are_refused_and_no_chunks_is_an_empty_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let chunks = vec![
+            vec![serde_json::json!({"t": 1, "v": 1.5})],
+            vec![serde_json::json!({"t": 2, "v": "text"})],
+        ];
+        let err = write_formats_chunked(dir.path(), "t", chunks, &[TableFormat::Csv]).unwrap_err();
+        assert!(matches!(err, TableError::Shape { .. }), "{err}");
+        let none: Vec<Vec<Point>> = vec![Vec::new()];
+        write_formats_chunked(dir.path(), "e", none, &[TableFormat::Csv]).unwrap();
+        let empty = std::fs::read_to_string(dir.path().join("e.csv")).unwrap();
+        write_formats::<Point>(dir.path(), "w", &[], &[TableFormat::Csv]).unwrap();
+        assert_eq!(
+            empty,
+            std::fs::read_to_string(dir.path().join("w.csv")).unwrap()
+        );
     }
 
     #[test]
