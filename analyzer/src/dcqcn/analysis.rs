@@ -329,10 +329,6 @@ impl DcqcnPass {
     }
 }
 
-fn shifted(t: u64, delay: i64) -> u64 {
-    t.saturating_add_signed(delay)
-}
-
 /// The model's events but its alpha ticks, which nothing here reads: without them a replay costs a
 /// multiplication per tick (a tick per µs at the ConnectX default) instead of an event per tick.
 fn model_events(
@@ -349,7 +345,7 @@ fn model_events(
 fn model_times(cnp_ts: &[u64], opts: &Options) -> Vec<u64> {
     cnp_ts
         .iter()
-        .map(|&t| shifted(t, opts.cnp_delay_ns))
+        .map(|&t| t.saturating_add_signed(opts.cnp_delay_ns))
         .collect()
 }
 

@@ -301,31 +301,38 @@ impl Rp {
     }
 
     /// Every alpha tick from `alpha_next` to `until` (at least one), without events; returns the last tick's
-    /// time. The arithmetic is that of [`Rp::fire`], one multiplication per tick, so the result is the same to
-    /// the bit. Once a tick leaves alpha as it was, so would every later one, and they are skipped: after a
-    /// long quiet stretch alpha ends on zero or on a subnormal that rounds back to itself.
+    /// time. Each tick is [`Rp::alpha_tick`], as in [`Rp::fire`], so the result is the same to the bit. Once a
+    /// tick without a pending CNP leaves alpha as it was, so would every later one, and they are skipped: after
+    /// a long quiet stretch alpha ends on zero or on a subnormal that rounds back to itself.
     fn silent_alpha_ticks(&mut self, until: u64) -> u64 {
         let period = self.alpha_period;
         let n = (until - self.alpha_next) / period + 1;
         let last = self.alpha_next + (n - 1) * period;
         self.alpha_next = last.saturating_add(period);
-        let mut left = n;
-        if matches!(self.profile, Profile::ConnectX) && self.cnp_alpha {
-            self.alpha = ((1.0 - self.g) * self.alpha + self.g).min(1023.0 / 1024.0);
-            self.cnp_alpha = false;
-            left -= 1;
-        }
-        let keep = 1.0 - self.g;
-        while left > 0 {
-            let next = self.alpha * keep;
-            if next == self.alpha {
-                // A fixed point: zero, or a subnormal that the product rounds back to itself.
+        for _ in 0..n {
+            let (before, cnp) = (self.alpha, self.cnp_alpha);
+            self.alpha_tick();
+            if !cnp && self.alpha == before {
                 break;
             }
-            self.alpha = next;
-            left -= 1;
         }
         last
+    }
+
+    /// Rule 3 (ConnectX: alpha rises toward 1 if a CNP came since the last tick, else decays) or the paper's
+    /// decay: one alpha timer expiry.
+    fn alpha_tick(&mut self) {
+        match self.profile {
+            Profile::ConnectX => {
+                self.alpha = if self.cnp_alpha {
+                    ((1.0 - self.g) * self.alpha + self.g).min(1023.0 / 1024.0)
+                } else {
+                    (1.0 - self.g) * self.alpha
+                };
+                self.cnp_alpha = false;
+            }
+            Profile::Paper(_) => self.alpha *= 1.0 - self.g,
+        }
     }
 
     fn next_due(&self) -> u64 {
@@ -341,17 +348,7 @@ impl Rp {
         if self.alpha_next == now {
             self.alpha_next = now.saturating_add(self.alpha_period);
             let before = self.rc;
-            match self.profile {
-                Profile::ConnectX => {
-                    self.alpha = if self.cnp_alpha {
-                        ((1.0 - self.g) * self.alpha + self.g).min(1023.0 / 1024.0)
-                    } else {
-                        (1.0 - self.g) * self.alpha
-                    };
-                    self.cnp_alpha = false;
-                }
-                Profile::Paper(_) => self.alpha *= 1.0 - self.g,
-            }
+            self.alpha_tick();
             emit(self.event(now, EventKind::AlphaTick, Cause::AlphaTimer, before));
         }
         if self.dec_next == now {
