@@ -97,6 +97,11 @@ struct ModelArgs {
     /// Fit the knobs of this many flows, those with the most CNPs (each fit replays the model 41 times).
     #[arg(long, value_name = "N", default_value_t = analyzer::dcqcn::analysis::DEFAULT_FIT_FLOWS)]
     fit_flows: usize,
+    /// Model events kept over all flows (about 50 bytes each), shared out evenly and at most a million a
+    /// flow; a flow whose model needs more stops early, with a warning.
+    #[arg(long, value_name = "N", default_value_t = analyzer::dcqcn::analysis::DEFAULT_MAX_MODEL_EVENTS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    model_events: usize,
 }
 
 #[derive(Debug, Args)]
@@ -378,6 +383,7 @@ fn model_options(m: &ModelArgs) -> Result<Options> {
         bin_ns: m.bin,
         fit: !m.no_fit,
         fit_flows: m.fit_flows,
+        max_model_events: m.model_events,
         // Knobs the user gave win over the ones recorded in the capture.
         recorded_knobs: m.knobs.is_none() && m.set.is_empty(),
         ..Options::default()
@@ -425,6 +431,9 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
     for f in &analysis.findings {
         println!("  [{:?}] {}", f.severity, f.title);
     }
+    for limit in analysis.dcqcn.limits() {
+        eprintln!("roce-analyzer: warning: {limit}");
+    }
     Ok(match damage {
         Some(e) => damage_warning(&e),
         None => ExitCode::SUCCESS,
@@ -450,6 +459,9 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
     let mut opts = opts;
     opts.apply_recorded_knobs(reader.custom_blocks());
     let report = pass.finish(&opts)?;
+    for limit in report.limits() {
+        eprintln!("roce-analyzer: warning: {limit}");
+    }
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {
         serde_json::to_writer(&mut out, &report)?;

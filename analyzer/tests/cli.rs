@@ -328,3 +328,57 @@ fn broken_pipe_is_not_an_error() {
     assert!(stderr.is_empty(), "{stderr}");
     assert_eq!(out.status.code(), Some(0), "{:?}", out.status);
 }
+
+/// A sample whose last record's timestamp is 75 years late, as a bit flip in a pcap seconds field makes it.
+fn sample_with_a_far_timestamp(dir: &Path) -> PathBuf {
+    use analyzer::sink::PcapWriter;
+    use analyzer::source::{CaptureReader, LinkType};
+    let sample = workspace().join("samples/captures/incast_dcqcn.pcapng");
+    let mut reader = CaptureReader::open(&sample).unwrap();
+    let mut records = Vec::new();
+    while let Some(rec) = reader.next_record().unwrap() {
+        records.push((rec.ts_ns, rec.data.to_vec(), rec.len));
+    }
+    let last = records.len() - 1;
+    records[last].0 += 75 * 365 * 24 * 3_600 * 1_000_000_000;
+    let path = dir.join("far.pcap");
+    let file = std::fs::File::create(&path).unwrap();
+    let mut out = PcapWriter::new(file, LinkType::ETHERNET, 65535).unwrap();
+    for (ts, data, len) in &records {
+        out.write_packet(*ts, data, *len).unwrap();
+    }
+    out.into_inner().unwrap();
+    path
+}
+
+/// Before the model had an event budget, `dcqcn` ran out of memory on this file (its timers ran to the far
+/// record), and with `--bin` it aborted asking for 16 PB of bins.
+#[test]
+fn a_corrupt_timestamp_years_ahead_is_survived_with_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let far = sample_with_a_far_timestamp(dir.path());
+    for args in [&["dcqcn"][..], &["dcqcn", "--bin", "10us"][..]] {
+        let out = run(analyzer()
+            .args(args)
+            .args(["--model-events", "100000"])
+            .arg(&far));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(stderr.contains("stopped early"), "{args:?}: {stderr}");
+        if args.len() > 1 {
+            assert!(stderr.contains("requested 10000 ns"), "{stderr}");
+        }
+    }
+    let report = dir.path().join("report");
+    let out = run(analyzer()
+        .args(["report", "--model-events", "100000", "-o"])
+        .arg(&report)
+        .arg(&far));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(
+        html.contains("Limit reached: the DCQCN model of"),
+        "the report says it too"
+    );
+}

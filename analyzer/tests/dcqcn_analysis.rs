@@ -28,11 +28,25 @@ fn bth(opcode: Opcode, dest_qp: u32, psn: u32) -> BthRepr {
 
 /// 3 ms of a backlogged sender paced at the model's Rc, CNPs at `cnps_us`, an ACK every 16 packets.
 fn paced_capture(knobs: &Knobs, cnps_us: &[u64]) -> Vec<u8> {
+    pcap_of(&paced_frames(knobs, cnps_us, (1, 2)))
+}
+
+/// A pcap of `frames` (timestamp, bytes), in the order given.
+fn pcap_of(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
     let mut out = PcapWriter::new(Vec::new(), LinkType::ETHERNET, 65535).unwrap();
-    for (ts, frame) in paced_frames(knobs, cnps_us, (1, 2)) {
-        out.write_packet(ts, &frame, frame.len() as u32).unwrap();
+    for (ts, f) in frames {
+        out.write_packet(*ts, f, f.len() as u32).unwrap();
     }
     out.into_inner().unwrap()
+}
+
+/// Two paced flows: hosts 1 → 2 with all of [`CNPS_US`], 3 → 4 with its first three.
+fn two_flows() -> Vec<u8> {
+    let knobs = Knobs::default();
+    let mut frames = paced_frames(&knobs, &CNPS_US, (1, 2));
+    frames.extend(paced_frames(&knobs, &CNPS_US[..3], (3, 4)));
+    frames.sort_by_key(|(ts, _)| *ts);
+    pcap_of(&frames)
 }
 
 /// The frames of [`paced_capture`] with their timestamps, in order, between the hosts `(sender, receiver)`.
@@ -242,15 +256,7 @@ fn knobs_recorded_in_the_capture_are_the_default() {
 /// Only the flows with the most CNPs are fitted, as many as `fit_flows` says; the others keep their model.
 #[test]
 fn the_fit_goes_to_the_flows_with_the_most_cnps() {
-    let knobs = Knobs::default();
-    let mut frames = paced_frames(&knobs, &CNPS_US, (1, 2));
-    frames.extend(paced_frames(&knobs, &CNPS_US[..3], (3, 4)));
-    frames.sort_by_key(|(ts, _)| *ts);
-    let mut out = PcapWriter::new(Vec::new(), LinkType::ETHERNET, 65535).unwrap();
-    for (ts, f) in &frames {
-        out.write_packet(*ts, f, f.len() as u32).unwrap();
-    }
-    let bytes = out.into_inner().unwrap();
+    let bytes = two_flows();
     for fit_flows in [0, 1, 2] {
         let opts = Options {
             bin_ns: Some(20_000),
@@ -267,4 +273,98 @@ fn the_fit_goes_to_the_flows_with_the_most_cnps() {
         assert_eq!(fitted, want, "fit_flows {fit_flows}");
         assert!(report.flows.iter().all(|f| !f.model.is_empty()));
     }
+}
+
+/// About 75 years, in ns: what a bit flip in the seconds field of a pcap record can add.
+const YEARS_NS: u64 = 75 * 365 * 24 * 3_600 * 1_000_000_000;
+
+/// The frames of [`paced_frames`] and, last, one more data frame of the same flow stamped years later.
+fn capture_with_a_far_frame(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    let mut frames = frames.to_vec();
+    let (ts, last) = frames.last().cloned().unwrap();
+    frames.push((ts + YEARS_NS, last));
+    pcap_of(&frames)
+}
+
+#[test]
+fn a_timestamp_years_ahead_stops_the_model_not_the_analysis() {
+    let knobs = Knobs::default();
+    let frames = paced_frames(&knobs, &CNPS_US, (1, 2));
+    let opts = Options {
+        max_model_events: 20_000,
+        fit_flows: 1,
+        ..Options::default()
+    };
+    let normal = analyse(pcap_of(&frames), &opts);
+    let far = analyse(capture_with_a_far_frame(&frames), &opts);
+    let (n, f) = (&normal.flows[0], &far.flows[0]);
+    assert_eq!(n.model_stopped_ns, None);
+    assert!(normal.limits().is_empty(), "{:?}", normal.limits());
+    let stop = f
+        .model_stopped_ns
+        .expect("the far frame's flow stopped at its budget");
+    assert!(
+        f.model.len() >= 20_000 && f.model.len() < 20_008,
+        "{}",
+        f.model.len()
+    );
+    assert!(f.model.iter().all(|p| p.t_ns <= stop));
+    // Up to the normal capture's end, the model is the same; the cuts all happen in that time.
+    let end = frames.last().unwrap().0;
+    let early: Vec<_> = f.model.iter().filter(|p| p.t_ns <= end).copied().collect();
+    assert_eq!(early, n.model);
+    assert_eq!(f.cuts, n.cuts);
+    assert_eq!(f.cnps, n.cnps);
+    // The far frame made every automatic bin days wide, so no bin ends before the stop: nothing to compare.
+    let busy = f.observed.iter().filter(|o| o.gbps > 0.0).count();
+    assert_eq!(busy, 2, "the paced frames' bin and the far frame's");
+    assert_eq!((f.fit, f.above_model_fraction), (None, 0.0));
+    let limits = far.limits();
+    assert!(
+        limits
+            .iter()
+            .any(|l| l.contains("1 of 1 flows stopped early")),
+        "{limits:?}"
+    );
+}
+
+#[test]
+fn the_event_budget_is_shared_between_flows() {
+    let bytes = two_flows();
+    let whole = analyse(bytes.clone(), &Options::default());
+    assert!(whole.flows.iter().all(|f| f.model_stopped_ns.is_none()));
+    let most = whole.flows.iter().map(|f| f.model.len()).max().unwrap();
+    let opts = Options {
+        max_model_events: most,
+        ..Options::default()
+    };
+    let shared = analyse(bytes, &opts);
+    assert_eq!(shared.flows.len(), 2);
+    for (s, w) in shared.flows.iter().zip(&whole.flows) {
+        let stop = s.model_stopped_ns.expect("half the budget is too little");
+        assert!(s.model.len() >= most / 2 && s.model.len() < most / 2 + 8);
+        let want: Vec<_> = w.model.iter().filter(|p| p.t_ns <= stop).copied().collect();
+        assert_eq!(s.model, want);
+    }
+}
+
+#[test]
+fn a_fixed_bin_too_fine_for_the_span_widens_instead_of_failing() {
+    let frames = paced_frames(&Knobs::default(), &CNPS_US, (1, 2));
+    let opts = Options {
+        bin_ns: Some(10_000),
+        max_model_events: 10_000,
+        ..Options::default()
+    };
+    // At 10 µs, 75 years would be 2.4e14 bins.
+    let report = analyse(capture_with_a_far_frame(&frames), &opts);
+    assert_eq!(report.requested_bin_ns, Some(10_000));
+    assert!(report.bin_ns > 10_000);
+    let bins: usize = report.flows.iter().map(|f| f.observed.len()).sum();
+    assert!(bins <= analyzer::passes::rates::MAX_FIXED_BINS, "{bins}");
+    let limits = report.limits();
+    assert!(
+        limits.iter().any(|l| l.contains("requested 10000 ns")),
+        "{limits:?}"
+    );
 }

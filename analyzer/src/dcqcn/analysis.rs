@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use super::{DcqcnError, Event, EventKind, Knobs, Profile, Rp, replay_on};
+use super::{DcqcnError, Event, EventKind, Knobs, Profile, Replay, Rp, replay_within};
 use crate::decode::{Frame, Kind};
 use crate::passes::flows::FlowKey;
 use crate::passes::pairing::{Method, Pairing, PairingPass};
@@ -41,6 +41,9 @@ pub struct Options {
     pub fit_flows: usize,
     /// Use the knobs the tracer recorded in the capture, when it did (set false when the user gave knobs).
     pub recorded_knobs: bool,
+    /// Model events kept over all flows, shared out evenly (at most [`MAX_FLOW_MODEL_EVENTS`] a flow). A flow
+    /// whose model would go beyond its share stops there, and says so in `model_stopped_ns`.
+    pub max_model_events: usize,
 }
 
 impl Options {
@@ -74,6 +77,13 @@ impl Options {
 /// lead the report anyway.
 pub const DEFAULT_FIT_FLOWS: usize = 32;
 
+/// About 1 GB of events. The benchmark capture (4,096 flows with CNPs over 387 ms) needs 7 M.
+pub const DEFAULT_MAX_MODEL_EVENTS: usize = 20_000_000;
+
+/// No flow gets more, however few there are: at line rate the ConnectX timers make about 10,000 events per
+/// second, so this is minutes of model time, and the knob fit replays it 41 times more.
+pub const MAX_FLOW_MODEL_EVENTS: usize = 1_000_000;
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -88,6 +98,7 @@ impl Default for Options {
             fit: true,
             fit_flows: DEFAULT_FIT_FLOWS,
             recorded_knobs: true,
+            max_model_events: DEFAULT_MAX_MODEL_EVENTS,
         }
     }
 }
@@ -167,6 +178,10 @@ pub struct FlowDcqcn {
     /// by more than 20 %. Rc is a ceiling, so a sender that obeys its limiter stays low here.
     pub above_model_fraction: f64,
     pub fit: Option<Fit>,
+    /// Null when the model ran to the end of the capture. Otherwise the flow's share of the event budget
+    /// ran out here: `model` and `cuts` stop at this instant, and the comparisons with the observed rate
+    /// (`above_model_fraction`, `fit`) use only the bins that end before it.
+    pub model_stopped_ns: Option<u64>,
 }
 
 /// A CNP stream no data flow could be tied to: reported, never dropped.
@@ -186,9 +201,45 @@ pub struct DcqcnReport {
     pub knob_source: String,
     pub line_gbps: f64,
     pub bin_ns: u64,
+    /// The `--bin` width asked for, when the capture spans more than that width's grid could hold (see
+    /// [`crate::passes::rates::MAX_FIXED_BINS`]) and `bin_ns` had to be wider; null otherwise.
+    pub requested_bin_ns: Option<u64>,
     pub cnp_delay_ns: i64,
     pub flows: Vec<FlowDcqcn>,
     pub unpaired_cnps: Vec<UnpairedCnps>,
+}
+
+impl DcqcnReport {
+    /// What the analysis could not do as asked, in words for the console and the report: a bin width that
+    /// had to widen, models that stopped at their event budget.
+    pub fn limits(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(asked) = self.requested_bin_ns {
+            out.push(format!(
+                "the capture spans more than {} bins of the requested {} ns hold, so the rate bins are {} ns wide",
+                crate::passes::rates::MAX_FIXED_BINS,
+                asked,
+                self.bin_ns
+            ));
+        }
+        let stopped: Vec<&FlowDcqcn> = self
+            .flows
+            .iter()
+            .filter(|f| f.model_stopped_ns.is_some())
+            .collect();
+        if let Some(first) = stopped.iter().filter_map(|f| f.model_stopped_ns).min() {
+            out.push(format!(
+                "the DCQCN model of {} of {} flows stopped early, at its share of the event budget \
+                 (--model-events), the earliest at {}.{:09} s: their model, cuts and fit cover only the time \
+                 before (a long capture, or a record whose timestamp lies far beyond the others, does this)",
+                stopped.len(),
+                self.flows.len(),
+                first / 1_000_000_000,
+                first % 1_000_000_000
+            ));
+        }
+        out
+    }
 }
 
 /// The streaming part: one decode per frame, state per flow and per CNP stream.
@@ -240,6 +291,7 @@ impl DcqcnPass {
         let pairing = self.pairing.finish();
         let start = self.rates.start_ns();
         let width = self.rates.width_ns();
+        let requested_bin_ns = self.rates.requested_width_ns();
         let end = self.last_ns;
         let series = self.rates.finish();
         let mut cnp_streams = self.cnps;
@@ -256,6 +308,7 @@ impl DcqcnPass {
         }
         let mut chosen: Vec<&FlowSeries> = best.into_values().collect();
         chosen.sort_by_key(|s| (s.key, s.iface));
+        let mut todo = Vec::new();
         for s in chosen {
             let pair = pairing.of_flow(&s.key);
             let cnp_key = pair.map(|p| FlowKey {
@@ -267,17 +320,20 @@ impl DcqcnPass {
                 .and_then(|k| cnp_streams.remove(&k))
                 .unwrap_or_default();
             let ce: u64 = s.bins.iter().map(|b| b.ce).sum();
-            if cnp_times.is_empty() && ce == 0 {
-                continue;
+            if !cnp_times.is_empty() || ce > 0 {
+                todo.push((s, pair, cnp_times));
             }
+        }
+        let budget = (opts.max_model_events / todo.len().max(1)).clamp(1, MAX_FLOW_MODEL_EVENTS);
+        for (s, pair, cnp_times) in todo {
             flows.push(analyse_flow(
                 &s.key,
                 pair.map(|p| (p.sender_qp, p.method)),
                 &cnp_times,
                 &s.bins,
-                start,
-                width,
+                Grid { start, width },
                 end,
+                budget,
                 opts,
             )?);
         }
@@ -294,7 +350,13 @@ impl DcqcnPass {
             for f in flows.iter_mut().take(opts.fit_flows) {
                 let model_times = model_times(&f.cnp_ts_ns, opts);
                 if !model_times.is_empty() {
-                    f.fit = fit_knobs(&model_times, &f.observed, width, end, opts)?;
+                    let horizon = Horizon {
+                        end: f.model_stopped_ns.unwrap_or(end),
+                        until: f.model_stopped_ns,
+                        // Other knobs make about as many events; the margin keeps them all comparable.
+                        budget: budget.saturating_mul(4),
+                    };
+                    f.fit = fit_knobs(&model_times, &f.observed, width, horizon, opts)?;
                 }
             }
         }
@@ -315,6 +377,7 @@ impl DcqcnPass {
             knob_source: opts.knob_source.clone(),
             line_gbps: opts.line_mbps / 1000.0,
             bin_ns: width,
+            requested_bin_ns,
             cnp_delay_ns: opts.cnp_delay_ns,
             flows,
             unpaired_cnps,
@@ -336,9 +399,26 @@ fn model_events(
     knobs: &Knobs,
     cnps: &[u64],
     end: u64,
-) -> Result<Vec<Event>, DcqcnError> {
+    budget: usize,
+) -> Result<Replay, DcqcnError> {
     let rp = Rp::new(opts.profile, knobs, opts.line_mbps)?.without_alpha_ticks();
-    Ok(replay_on(rp, cnps, end))
+    Ok(replay_within(rp, cnps, end, budget))
+}
+
+/// The shared bin grid: where it starts and how wide each bin is.
+#[derive(Debug, Clone, Copy)]
+struct Grid {
+    start: u64,
+    width: u64,
+}
+
+/// How far a fit's replays run: to `end` with at most `budget` events, compared with the observed rate in
+/// the bins that end by `until` (all of them when `None`).
+#[derive(Debug, Clone, Copy)]
+struct Horizon {
+    end: u64,
+    until: Option<u64>,
+    budget: usize,
 }
 
 /// The sorted CNP arrival times as the sender's reaction point sees them.
@@ -355,15 +435,16 @@ fn analyse_flow(
     pair: Option<(u32, Method)>,
     cnp_times: &[u64],
     bins: &[Bin],
-    start: u64,
-    width: u64,
+    grid: Grid,
     end: u64,
+    budget: usize,
     opts: &Options,
 ) -> Result<FlowDcqcn, DcqcnError> {
+    let Grid { start, width } = grid;
     let mut cnp_ts: Vec<u64> = cnp_times.to_vec();
     cnp_ts.sort_unstable();
     let model_times = model_times(&cnp_ts, opts);
-    let events = model_events(opts, &opts.knobs, &model_times, end)?;
+    let Replay { events, stopped_ns } = model_events(opts, &opts.knobs, &model_times, end, budget)?;
     let cuts = events
         .iter()
         .filter(|e| e.kind == EventKind::Cut)
@@ -401,7 +482,16 @@ fn analyse_flow(
         .collect();
     let observed_cuts = observed_cuts(&model_times, &observed, width, opts);
     let above_model_fraction = match model_times.first() {
-        Some(&first) => above_model(&events, &observed, width, first, opts.line_mbps),
+        Some(&first) => above_model(
+            &events,
+            &observed,
+            Window {
+                width,
+                first_cnp: first,
+                until: stopped_ns,
+            },
+            opts.line_mbps,
+        ),
         None => 0.0,
     };
     Ok(FlowDcqcn {
@@ -419,24 +509,39 @@ fn analyse_flow(
         above_model_fraction,
         // Filled in for the flows with the most CNPs, once they are known.
         fit: None,
+        model_stopped_ns: stopped_ns,
     })
 }
 
-/// Rc averaged over each bin with traffic after `first_cnp`, paired with the observed rate.
+/// Which bins a comparison of model and observation uses: those with traffic from the first CNP on, and
+/// when the model stopped early, only those that end by then.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    width: u64,
+    first_cnp: u64,
+    until: Option<u64>,
+}
+
+/// Rc averaged over each bin of the window, paired with the observed rate.
 fn model_vs_observed(
     events: &[Event],
     observed: &[Observed],
-    width: u64,
-    first_cnp: u64,
+    window: Window,
     line_mbps: f64,
 ) -> Vec<(f64, f64)> {
+    let Window {
+        width,
+        first_cnp,
+        until,
+    } = window;
     let mut out = Vec::new();
     let mut k = 0;
     let mut rc = line_mbps;
-    for o in observed
-        .iter()
-        .filter(|o| o.t_ns >= first_cnp && o.gbps > 0.0)
-    {
+    for o in observed.iter().filter(|o| {
+        o.t_ns >= first_cnp
+            && o.gbps > 0.0
+            && until.is_none_or(|u| o.t_ns.saturating_add(width) <= u)
+    }) {
         let (t0, t1) = (o.t_ns, o.t_ns + width);
         // Advance to the rate in force at t0, then integrate the piecewise-constant Rc over the bin.
         while k < events.len() && events[k].t_ns <= t0 {
@@ -459,14 +564,8 @@ fn model_vs_observed(
     out
 }
 
-fn above_model(
-    events: &[Event],
-    observed: &[Observed],
-    width: u64,
-    first_cnp: u64,
-    line_mbps: f64,
-) -> f64 {
-    let pairs = model_vs_observed(events, observed, width, first_cnp, line_mbps);
+fn above_model(events: &[Event], observed: &[Observed], window: Window, line_mbps: f64) -> f64 {
+    let pairs = model_vs_observed(events, observed, window, line_mbps);
     if pairs.is_empty() {
         return 0.0;
     }
@@ -522,11 +621,10 @@ fn observed_cuts(
 fn model_error(
     events: &[Event],
     observed: &[Observed],
-    width: u64,
-    first_cnp: u64,
+    window: Window,
     line_mbps: f64,
 ) -> (f64, usize) {
-    let pairs = model_vs_observed(events, observed, width, first_cnp, line_mbps);
+    let pairs = model_vs_observed(events, observed, window, line_mbps);
     let n = pairs.len();
     let err: f64 = pairs.iter().map(|(rc, obs)| (rc - obs).abs()).sum();
     (if n > 0 { err / n as f64 } else { 0.0 }, n)
@@ -540,12 +638,16 @@ fn fit_knobs(
     cnps: &[u64],
     observed: &[Observed],
     width: u64,
-    end: u64,
+    horizon: Horizon,
     opts: &Options,
 ) -> Result<Option<Fit>, DcqcnError> {
-    let first = cnps[0];
-    let given = model_events(opts, &opts.knobs, cnps, end)?;
-    let (given_error, n) = model_error(&given, observed, width, first, opts.line_mbps);
+    let window = Window {
+        width,
+        first_cnp: cnps[0],
+        until: horizon.until,
+    };
+    let given = model_events(opts, &opts.knobs, cnps, horizon.end, horizon.budget)?;
+    let (given_error, n) = model_error(&given.events, observed, window, opts.line_mbps);
     if n == 0 || !matches!(opts.profile, Profile::ConnectX) {
         return Ok(None);
     }
@@ -557,8 +659,12 @@ fn fit_knobs(
                 rpg_gd: gd,
                 ..opts.knobs.clone()
             };
-            let ev = model_events(opts, &knobs, cnps, end)?;
-            let (e, _) = model_error(&ev, observed, width, first, opts.line_mbps);
+            let ev = model_events(opts, &knobs, cnps, horizon.end, horizon.budget)?;
+            if ev.stopped_ns.is_some() {
+                // Not modeled over the same bins as the others, so its error would not compare.
+                continue;
+            }
+            let (e, _) = model_error(&ev.events, observed, window, opts.line_mbps);
             if e < best.0 - 1e-12 {
                 best = (e, g, gd);
             }

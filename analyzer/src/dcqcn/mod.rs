@@ -335,6 +335,17 @@ impl Rp {
         }
     }
 
+    /// The next instant at which something is emitted: [`Rp::next_due`] without the alpha ticks when they
+    /// run silently. While a flow is active its increase timer is always set, so this is `NEVER` only for an
+    /// inactive flow.
+    fn next_emitting(&self) -> u64 {
+        if self.alpha_ticks {
+            self.next_due()
+        } else {
+            self.dec_next.min(self.inc_next).min(self.byte_next)
+        }
+    }
+
     fn next_due(&self) -> u64 {
         self.alpha_next
             .min(self.dec_next)
@@ -623,7 +634,25 @@ pub fn replay(
 }
 
 /// [`replay`] on an RP the caller made, such as one [`Rp::without_alpha_ticks`].
-pub fn replay_on(mut rp: Rp, cnp_times_ns: &[u64], end_ns: u64) -> Vec<Event> {
+pub fn replay_on(rp: Rp, cnp_times_ns: &[u64], end_ns: u64) -> Vec<Event> {
+    replay_within(rp, cnp_times_ns, end_ns, usize::MAX).events
+}
+
+/// A replay that may have stopped before its end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replay {
+    pub events: Vec<Event>,
+    /// Set when the event budget ran out: the model is complete up to this instant and says nothing after it.
+    pub stopped_ns: Option<u64>,
+}
+
+/// [`replay_on`] that stops once `max_events` events are out (a few more when several fall on one instant).
+///
+/// Once a flow has seen a CNP its increase timer never stops (dcqcn.md), so the events grow with the time
+/// from a flow's first CNP to the end of the capture, not with what the capture holds: an hour-long capture,
+/// or one record whose timestamp is corrupt and lies years ahead, would otherwise take hours and all memory.
+/// Up to the stop, the events are those of [`replay_on`], bit for bit.
+pub fn replay_within(mut rp: Rp, cnp_times_ns: &[u64], end_ns: u64, max_events: usize) -> Replay {
     let mut sorted;
     let mut times = cnp_times_ns;
     if !times.is_sorted() {
@@ -632,10 +661,41 @@ pub fn replay_on(mut rp: Rp, cnp_times_ns: &[u64], end_ns: u64) -> Vec<Event> {
         times = &sorted;
     }
     let mut out = Vec::new();
-    let mut push = |e: Event| out.push(e);
     for &t in times.iter().take_while(|&&t| t <= end_ns) {
-        rp.on_cnp(t, &mut push);
+        if t > 0
+            && let Some(stop) = advance_within(&mut rp, t - 1, &mut out, max_events)
+        {
+            return Replay {
+                events: out,
+                stopped_ns: Some(stop),
+            };
+        }
+        rp.on_cnp(t, &mut |e: Event| out.push(e));
     }
-    rp.advance(end_ns, &mut push);
-    out
+    let stopped_ns = advance_within(&mut rp, end_ns, &mut out, max_events);
+    Replay {
+        events: out,
+        stopped_ns,
+    }
+}
+
+/// [`Rp::advance`] to `t_ns` one emitting instant at a time, stopping early (and returning the RP's clock)
+/// once `out` holds `max_events` events. Advancing in steps gives the same events as one call: `advance` runs
+/// everything up to its argument, whatever came before.
+fn advance_within(rp: &mut Rp, t_ns: u64, out: &mut Vec<Event>, max_events: usize) -> Option<u64> {
+    loop {
+        if out.len() >= max_events {
+            return Some(rp.clock);
+        }
+        let next = rp.next_emitting();
+        let step = if next == NEVER || next > t_ns {
+            t_ns
+        } else {
+            next
+        };
+        rp.advance(step, &mut |e: Event| out.push(e));
+        if step == t_ns {
+            return None;
+        }
+    }
 }

@@ -676,3 +676,47 @@ fn small_steps_without_alpha_ticks_match_one_replay() {
     assert!(!want.is_empty());
     assert_eq!(got, want);
 }
+
+/// A budgeted replay is the unbudgeted one cut at an instant: every event up to its stop, none after.
+#[test]
+fn replay_within_a_budget_is_a_prefix_cut_at_an_instant() {
+    let cnps = [0, 3 * US, 50 * US + 7, 52 * US, 400 * US + 1, 1_200 * US];
+    let end = 100_000 * US;
+    for (profile, quiet) in [
+        (Profile::ConnectX, true),
+        (Profile::ConnectX, false),
+        (Profile::paper(), true),
+    ] {
+        let rp = || {
+            let rp = Rp::new(profile, &Knobs::default(), LINE).unwrap();
+            if quiet { rp.without_alpha_ticks() } else { rp }
+        };
+        let full = replay_on(rp(), &cnps, end);
+        assert!(full.len() > 200, "{profile:?}: {} events", full.len());
+        let whole = replay_within(rp(), &cnps, end, full.len() + 1);
+        assert_eq!(whole.stopped_ns, None);
+        assert_eq!(whole.events, full);
+        for budget in [1, 2, 7, 100, full.len() / 2] {
+            let cut = replay_within(rp(), &cnps, end, budget);
+            let stop = cut.stopped_ns.expect("the budget is below the full replay");
+            let want: Vec<Event> = full.iter().filter(|e| e.t_ns <= stop).copied().collect();
+            assert_eq!(cut.events, want, "{profile:?}, budget {budget}");
+            // Only the events of the instant that crossed the budget go beyond it.
+            assert!(cut.events.len() >= budget && cut.events.len() < budget + 8);
+        }
+    }
+}
+
+/// An end years away costs the budget, not the years: the increase timer never stops once a flow is active.
+#[test]
+fn replay_to_a_far_end_stops_at_the_budget() {
+    let years = 75 * 365 * 24 * 3_600 * 1_000_000_000u64;
+    let rp = Rp::new(Profile::ConnectX, &Knobs::default(), LINE)
+        .unwrap()
+        .without_alpha_ticks();
+    let r = replay_within(rp, &[10 * US, 20 * US], years, 50_000);
+    let stop = r.stopped_ns.expect("stopped");
+    assert!(stop < years);
+    assert!(r.events.len() >= 50_000 && r.events.len() < 50_008);
+    assert_eq!(r.events.last().map(|e| e.t_ns), Some(stop));
+}

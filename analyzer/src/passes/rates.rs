@@ -2,7 +2,9 @@
 //!
 //! The capture's span is unknown while streaming (and stdin cannot be read twice), so bins start narrow and
 //! double in width whenever a flow would need more than [`MAX_BINS`]; every flow shares one bin grid anchored at
-//! the first frame, so their series line up. With `--bin` the width is fixed and the count grows with time.
+//! the first frame, so their series line up. With `--bin` the width is fixed and the count grows with time, up to
+//! [`MAX_FIXED_BINS`] over all flows; beyond that the width doubles too, and [`RatesPass::requested_width_ns`]
+//! says it did.
 
 use rustc_hash::FxHashMap;
 
@@ -13,6 +15,10 @@ use crate::decode::{ECN_CE, Frame, Kind};
 pub const MAX_BINS: usize = 4096;
 /// Narrowest automatic bin: dcqcn.md compares rates in bins of at least 10 µs.
 pub const MIN_BIN_NS: u64 = 10_000;
+/// Bins over all flows (at 40 bytes each, 640 MiB, and up to as much again while vectors grow) that a fixed
+/// width may fill. One record with a corrupt timestamp years ahead would otherwise ask for more memory than
+/// any machine has.
+pub const MAX_FIXED_BINS: usize = 1 << 24;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Bin {
@@ -47,6 +53,10 @@ pub struct RatesPass {
     start_ns: Option<u64>,
     width_ns: u64,
     fixed: bool,
+    /// The fixed width asked for, once the grid had to be widened beyond it.
+    requested_ns: Option<u64>,
+    /// Bins held over all flows.
+    total_bins: usize,
     /// Per (interface, flow): a flow mirrored at two taps must not count twice, and a tap downstream of a
     /// pause still sees buffered frames drain while the sender is stopped.
     flows: FxHashMap<(u32, FlowKey), Series>,
@@ -59,6 +69,8 @@ impl RatesPass {
             start_ns: None,
             width_ns: bin_ns.unwrap_or(MIN_BIN_NS).max(1),
             fixed: bin_ns.is_some(),
+            requested_ns: None,
+            total_bins: 0,
             flows: FxHashMap::default(),
         }
     }
@@ -71,11 +83,12 @@ impl RatesPass {
         let (Some(ip), Some(bth)) = (f.ip, f.bth()) else {
             return;
         };
-        let mut idx = (f.ts_ns.saturating_sub(start) / self.width_ns) as usize;
+        let offset = f.ts_ns.saturating_sub(start);
+        let mut idx = (offset / self.width_ns) as usize;
         if !self.fixed {
             while idx >= MAX_BINS {
                 self.widen();
-                idx = (f.ts_ns.saturating_sub(start) / self.width_ns) as usize;
+                idx = (offset / self.width_ns) as usize;
             }
         }
         let key = FlowKey {
@@ -83,10 +96,22 @@ impl RatesPass {
             dst: ip.dst,
             dest_qp: bth.dest_qp,
         };
-        let s = self.flows.entry((f.iface, key)).or_default();
-        if s.bins.len() <= idx {
+        let s = loop {
+            let s = self.flows.entry((f.iface, key)).or_default();
+            let grow = (idx + 1).saturating_sub(s.bins.len());
+            if grow == 0 {
+                break s;
+            }
+            if self.fixed && self.total_bins.saturating_add(grow) > MAX_FIXED_BINS {
+                self.requested_ns.get_or_insert(self.width_ns);
+                self.widen();
+                idx = (offset / self.width_ns) as usize;
+                continue;
+            }
             s.bins.resize(idx + 1, Bin::default());
-        }
+            self.total_bins += grow;
+            break s;
+        };
         let gap = s.last_ns.map(|t| f.ts_ns.saturating_sub(t));
         s.last_ns = Some(f.ts_ns);
         let b = &mut s.bins[idx];
@@ -102,7 +127,8 @@ impl RatesPass {
 
     /// Doubles the bin width, merging neighbours, so the grid covers twice the time in the same memory.
     fn widen(&mut self) {
-        self.width_ns *= 2;
+        self.width_ns = self.width_ns.saturating_mul(2);
+        self.total_bins = 0;
         for s in self.flows.values_mut() {
             let merged: Vec<Bin> = s
                 .bins
@@ -117,6 +143,7 @@ impl RatesPass {
                     })
                 })
                 .collect();
+            self.total_bins += merged.len();
             s.bins = merged;
         }
     }
@@ -127,6 +154,11 @@ impl RatesPass {
 
     pub fn width_ns(&self) -> u64 {
         self.width_ns
+    }
+
+    /// The fixed width asked for, when the capture's span made the grid widen beyond it.
+    pub fn requested_width_ns(&self) -> Option<u64> {
+        self.requested_ns
     }
 
     pub fn finish(self) -> Vec<FlowSeries> {

@@ -141,6 +141,9 @@ pub fn write_report_with(
     if let Some(err) = &cap.error {
         page.para("note", &format!("Reading stopped early: {err}"));
     }
+    for limit in input.dcqcn.limits() {
+        page.para("note", &format!("Limit reached: {limit}."));
+    }
 
     page.section("findings", "Findings");
     page.raw(&findings_html(input.findings));
