@@ -1,0 +1,31 @@
+//! Everything `report` computes (every pass, the DCQCN model and its fit, pauses, findings) on arbitrary
+//! files: no panic, no allocation past libFuzzer's limit, and an end. Timestamps are the risky input: the
+//! rate grid and the model's timers are sized by them, not by the bytes, so both bin modes run. The fixed
+//! width is a second, so that ordinary inputs stay small and only a span of years reaches the grid's bound.
+#![no_main]
+
+use analyzer::dcqcn::analysis::Options;
+use analyzer::pipeline::{self, PipelineOptions};
+use analyzer::source::CaptureReader;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    for bin_ns in [None, Some(1_000_000_000)] {
+        let Ok(mut reader) =
+            CaptureReader::from_reader("fuzz", Box::new(std::io::Cursor::new(data.to_vec())))
+        else {
+            return;
+        };
+        let opts = PipelineOptions {
+            dcqcn: Options {
+                bin_ns,
+                // Small enough that a timestamp years ahead costs milliseconds per input.
+                max_model_events: 2_000,
+                fit_flows: 1,
+                ..Options::default()
+            },
+            ..PipelineOptions::default()
+        };
+        let _ = pipeline::run(&mut reader, &opts, |_| {});
+    }
+});
