@@ -795,6 +795,14 @@ fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
         ns_to_s(c.duration_ns),
         c.truncated_frames
     )?;
+    if let Some(n) = c.largest_gap_frame {
+        writeln!(
+            out,
+            "  largest gap {} s, before frame {n}; {} frames stamped earlier than their predecessor",
+            ns_to_s(c.largest_gap_ns),
+            c.timestamps_backwards
+        )?;
+    }
     for i in &c.interfaces {
         writeln!(
             out,

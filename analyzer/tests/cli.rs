@@ -381,4 +381,14 @@ fn a_corrupt_timestamp_years_ahead_is_survived_with_warnings() {
         html.contains("Limit reached: the DCQCN model of"),
         "the report says it too"
     );
+    // It also names the frame to look at, and `stats` has the numbers.
+    let frames = 1714;
+    assert!(html.contains(&format!("Frame {frames} comes")), "{html}");
+    let out = run(analyzer().args(["stats", "--json"]).arg(&far));
+    let stats: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stats["capture"]["frames"], frames);
+    assert_eq!(stats["capture"]["largest_gap_frame"], frames);
+    let gap = stats["capture"]["largest_gap_ns"].as_u64().unwrap();
+    assert!(gap > 70 * 365 * 24 * 3_600 * 1_000_000_000, "{gap}");
+    assert_eq!(stats["capture"]["timestamps_backwards"], 0);
 }

@@ -16,6 +16,11 @@ pub struct CapturePass {
     last_ns: u64,
     by_kind: [u64; Kind::ALL.len()],
     truncated: u64,
+    /// The previous frame's timestamp, for the gap and order checks.
+    prev_ns: Option<u64>,
+    /// The longest step forward between consecutive frames, and the frame after it.
+    gap: (u64, u64),
+    backwards: u64,
 }
 
 /// One interface as the file describes it, with the drop counters its statistics block recorded.
@@ -43,6 +48,12 @@ pub struct CaptureRow {
     pub duration_ns: u64,
     pub frames_by_kind: BTreeMap<&'static str, u64>,
     pub truncated_frames: u64,
+    /// The longest time between two consecutive frames, and the number of the later one. One record with a
+    /// corrupt timestamp shows here as most of `duration_ns`.
+    pub largest_gap_ns: u64,
+    pub largest_gap_frame: Option<u64>,
+    /// Frames stamped earlier than the frame before them (normal across the interfaces of a merged capture).
+    pub timestamps_backwards: u64,
     pub interfaces: Vec<InterfaceRow>,
     /// Drops the recorder counted (pcapng interface statistics); null when the file does not say.
     pub dropped: Option<u64>,
@@ -59,6 +70,14 @@ impl CapturePass {
         self.last_ns = self.last_ns.max(f.ts_ns);
         self.by_kind[f.kind as usize] += 1;
         self.truncated += u64::from(f.truncated);
+        if let Some(prev) = self.prev_ns {
+            if f.ts_ns < prev {
+                self.backwards += 1;
+            } else if f.ts_ns - prev > self.gap.0 {
+                self.gap = (f.ts_ns - prev, f.number);
+            }
+        }
+        self.prev_ns = Some(f.ts_ns);
     }
 
     /// The last timestamp seen: the end of the capture's span.
@@ -106,9 +125,44 @@ impl CapturePass {
                 .map(|k| (k.as_str(), self.by_kind[*k as usize]))
                 .collect(),
             truncated_frames: self.truncated,
+            largest_gap_ns: self.gap.0,
+            largest_gap_frame: (self.gap.1 > 0).then_some(self.gap.1),
+            timestamps_backwards: self.backwards,
             interfaces,
             dropped,
             error,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{LinkType, Record};
+
+    fn at(pass: &mut CapturePass, number: u64, ts_ns: u64) {
+        let rec = Record {
+            iface: 0,
+            link: LinkType::ETHERNET,
+            ts_ns,
+            caplen: 0,
+            len: 0,
+            data: &[],
+            offset: 0,
+        };
+        pass.frame(&Frame::empty(number, &rec));
+    }
+
+    #[test]
+    fn largest_gap_and_backward_steps() {
+        let mut p = CapturePass::default();
+        at(&mut p, 1, 1_000);
+        assert_eq!((p.gap, p.backwards), ((0, 0), 0), "one frame has no gap");
+        // 1 → 2: +500; 2 → 3: back 200; 3 → 4: +5000 (the largest); 4 → 5: +5000 again (a tie keeps the first).
+        for (n, t) in [(2, 1_500), (3, 1_300), (4, 6_300), (5, 11_300)] {
+            at(&mut p, n, t);
+        }
+        assert_eq!(p.gap, (5_000, 4));
+        assert_eq!(p.backwards, 1);
     }
 }

@@ -144,6 +144,21 @@ pub fn write_report_with(
     for limit in input.dcqcn.limits() {
         page.para("note", &format!("Limit reached: {limit}."));
     }
+    // One silence longer than a second that is most of the span is rarely traffic: usually a record whose
+    // timestamp was corrupted, which stretches every time axis below.
+    if let Some(n) = cap.largest_gap_frame
+        && cap.largest_gap_ns >= 1_000_000_000
+        && cap.largest_gap_ns >= cap.duration_ns / 2
+    {
+        page.para(
+            "note",
+            &format!(
+                "Frame {n} comes {} after the frame before it, most of the capture's span: check its timestamp \
+                 (`roce-analyzer decode -c {n}` shows it last).",
+                fmt_duration(cap.largest_gap_ns)
+            ),
+        );
+    }
 
     page.section("findings", "Findings");
     page.raw(&findings_html(input.findings));
