@@ -685,7 +685,11 @@ pub fn replay_within(mut rp: Rp, cnp_times_ns: &[u64], end_ns: u64, max_events: 
 fn advance_within(rp: &mut Rp, t_ns: u64, out: &mut Vec<Event>, max_events: usize) -> Option<u64> {
     loop {
         if out.len() >= max_events {
-            return Some(rp.clock);
+            // After a CNP the timers due at its very instant are still pending (rule 6 runs them after it):
+            // run them, so that the replay is complete up to and including the instant it stops at.
+            let now = rp.clock;
+            rp.advance(now, &mut |e: Event| out.push(e));
+            return Some(now);
         }
         let next = rp.next_emitting();
         let step = if next == NEVER || next > t_ns {

@@ -696,7 +696,11 @@ fn replay_within_a_budget_is_a_prefix_cut_at_an_instant() {
         let whole = replay_within(rp(), &cnps, end, full.len() + 1);
         assert_eq!(whole.stopped_ns, None);
         assert_eq!(whole.events, full);
-        for budget in [1, 2, 7, 100, full.len() / 2] {
+        // Every budget over the first CNPs, so that stops land on each kind of instant (a CNP, a cut on its
+        // grid point, a timer due at a CNP's very instant: 1,200 µs), then a sample of the rest.
+        let first = full.iter().take_while(|e| e.t_ns <= 1_300 * US).count();
+        assert!(first < full.len());
+        for budget in (1..=first).chain((first..full.len()).step_by(full.len() / 20 + 1)) {
             let cut = replay_within(rp(), &cnps, end, budget);
             let stop = cut.stopped_ns.expect("the budget is below the full replay");
             let want: Vec<Event> = full.iter().filter(|e| e.t_ns <= stop).copied().collect();
