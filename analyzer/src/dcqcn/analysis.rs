@@ -216,7 +216,8 @@ impl DcqcnReport {
         let mut out = Vec::new();
         if let Some(asked) = self.requested_bin_ns {
             out.push(format!(
-                "the capture spans more than {} bins of the requested {} ns hold, so the rate bins are {} ns wide",
+                "all flows together would need more than {} rate bins of the requested {} ns over the capture's \
+                 span, so the bins are {} ns wide",
                 crate::passes::rates::MAX_FIXED_BINS,
                 asked,
                 self.bin_ns
