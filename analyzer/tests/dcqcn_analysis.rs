@@ -345,6 +345,12 @@ fn the_event_budget_is_shared_between_flows() {
         assert!(s.model.len() >= most / 2 && s.model.len() < most / 2 + 8);
         let want: Vec<_> = w.model.iter().filter(|p| p.t_ns <= stop).copied().collect();
         assert_eq!(s.model, want);
+        // The fit still runs, over the bins that end before the stop only.
+        let (sf, wf) = (s.fit.expect("fitted"), w.fit.expect("fitted"));
+        assert!(
+            sf.bins_compared > 0 && sf.bins_compared < wf.bins_compared,
+            "{sf:?} vs {wf:?}"
+        );
     }
 }
 
