@@ -1,27 +1,29 @@
 //! Capture files in: pcap and pcapng, streamed from a file or stdin, one [`Record`] at a time.
 //!
-//! pcap-parser's streaming readers own the buffer (a fixed few MiB, refilled as records are consumed, so memory
-//! does not grow with the file) and parse the blocks. Before a block reaches pcap-parser, this module checks its
-//! length fields against the data actually buffered and against sane limits: a streaming parser handed a record
-//! that claims 4 GB would otherwise wait for bytes that never come. Those checks are also what lets every error
-//! name the byte offset of the record at fault.
+//! The bytes stream through a buffer of a fixed few MiB ([`buffer`]), refilled as records are consumed, so memory
+//! does not grow with the file. Packet records are read here at their fixed offsets; pcap-parser parses the file
+//! header and every other pcapng block. Before a block reaches pcap-parser, this module checks its length fields
+//! against the data actually buffered and against sane limits: a record that claims 4 GB would otherwise have
+//! the reader wait for bytes that never come. Those checks are also what lets every error name the byte offset
+//! of the record at fault.
 //!
 //! Timestamps leave this module as nanoseconds since the epoch, whatever the file's resolution, because DCQCN
 //! timing is about microseconds and one unit everywhere removes a class of bugs downstream.
 
+mod buffer;
 mod error;
 mod link;
 
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
-use pcap_parser::traits::PcapReaderIterator;
+use pcap_parser::pcapng::{parse_block_be, parse_block_le};
 use pcap_parser::{
-    Block, EPB_MAGIC, IDB_MAGIC, ISB_MAGIC, LegacyPcapReader, PcapBlockOwned, PcapError,
-    PcapNGOption, PcapNGReader, SHB_MAGIC, SPB_MAGIC,
+    Block, EPB_MAGIC, IDB_MAGIC, ISB_MAGIC, PcapNGOption, SHB_MAGIC, SPB_MAGIC, parse_pcap_header,
 };
+
+use buffer::StreamBuf;
 
 pub use error::{SourceError, SourceErrorKind};
 pub use link::LinkType;
@@ -126,7 +128,7 @@ pub struct Record<'a> {
 /// once, and the records before it have already been returned.
 pub struct CaptureReader {
     name: String,
-    engine: Box<dyn PcapReaderIterator + Send>,
+    buf: StreamBuf,
     format: Format,
     /// Record header length and byte order of a pcap file (unused for pcapng).
     pcap: PcapLayout,
@@ -138,15 +140,12 @@ pub struct CaptureReader {
     section_base: usize,
     /// Byte order of the current pcapng section.
     big_endian: bool,
-    /// File offset of the first byte of the engine's buffered data.
+    /// File offset of the first byte of the buffered data.
     pos: u64,
-    /// The engine's buffer size.
-    capacity: usize,
     /// Length of the record last returned; consumed at the next call, since the record borrows the buffer.
     pending: usize,
     /// Bytes of a skipped block still to be dropped, and where that block started.
     skip: Option<(u64, u64, u32)>,
-    io_error: Arc<Mutex<Option<io::Error>>>,
     done: bool,
     /// Custom blocks read so far, and their total size (bounded by [`MAX_CUSTOM_BYTES`]).
     custom: Vec<CustomBlock>,
@@ -171,6 +170,9 @@ struct PcapLayout {
     big_endian: bool,
     /// Nanoseconds per unit of the fractional timestamp field.
     frac_ns: u64,
+    /// The file header's snap length and link type, kept here for the per-record path.
+    snaplen: u32,
+    link: LinkType,
 }
 
 /// The fixed fields of an Enhanced Packet Block.
@@ -244,8 +246,7 @@ impl CaptureReader {
             0x0A0D_0D0A => false,
             _ => return Err(fail(0, SourceErrorKind::NotACapture { magic })),
         };
-        // Read the whole first header ourselves: pcap-parser checks it from a single read, which a pipe may
-        // deliver in pieces.
+        // Read the whole first header before anything parses it: a pipe may deliver it in pieces.
         let header_len = if pcap_magic {
             24
         } else {
@@ -303,21 +304,18 @@ impl CaptureReader {
             return Err(fail(0, kind));
         }
 
-        let io_error = Arc::new(Mutex::new(None));
-        let input = Input {
-            prefix: head,
-            at: 0,
-            inner: r,
-            error: Arc::clone(&io_error),
-        };
         let mut reader = CaptureReader {
             name: name.to_owned(),
-            engine: Box::new(EmptyEngine),
+            // The header stays in the buffer: pcap's is parsed from there, pcapng's section header is handled
+            // by `next_record` like any later one.
+            buf: StreamBuf::new(&head, r, INITIAL_BUFFER.max(header_len)),
             format: Format::Pcapng,
             pcap: PcapLayout {
                 header_len: 16,
                 big_endian: false,
                 frac_ns: 1000,
+                snaplen: 0,
+                link: LinkType::ETHERNET,
             },
             interfaces: Vec::new(),
             stats: Vec::new(),
@@ -325,44 +323,27 @@ impl CaptureReader {
             section_base: 0,
             big_endian: false,
             pos: 0,
-            capacity: INITIAL_BUFFER.max(header_len),
             pending: 0,
             skip: None,
-            io_error,
             custom: Vec::new(),
             custom_bytes: 0,
             done: false,
         };
         if pcap_magic {
-            reader.start_pcap(input)?;
-        } else {
-            // The section header stays in the buffer: `next_record` handles it like any later one.
-            let engine = PcapNGReader::new(reader.capacity, input).map_err(|_| {
-                fail(
-                    0,
-                    SourceErrorKind::Malformed {
-                        what: "section header block",
-                    },
-                )
-            })?;
-            reader.engine = Box::new(engine);
+            reader.start_pcap()?;
         }
         Ok(reader)
     }
 
-    fn start_pcap(&mut self, input: Input) -> Result<(), SourceError> {
-        let malformed = |name: &str| SourceError {
-            path: name.to_owned(),
-            offset: 0,
-            kind: SourceErrorKind::Malformed {
-                what: "pcap file header",
-            },
-        };
-        let mut engine =
-            LegacyPcapReader::new(self.capacity, input).map_err(|_| malformed(&self.name))?;
-        let header = match engine.next() {
-            Ok((_, PcapBlockOwned::LegacyHeader(h))) => h,
-            _ => return Err(malformed(&self.name)),
+    fn start_pcap(&mut self) -> Result<(), SourceError> {
+        let Ok((_, header)) = parse_pcap_header(self.buf.data()) else {
+            return Err(SourceError {
+                path: self.name.clone(),
+                offset: 0,
+                kind: SourceErrorKind::Malformed {
+                    what: "pcap file header",
+                },
+            });
         };
         let nanosecond = header.is_nanosecond_precision();
         let big_endian = header.is_bigendian();
@@ -370,13 +351,15 @@ impl CaptureReader {
             nanosecond,
             big_endian,
         };
+        // The upper bits of the link-type field carry FCS information, not the link type.
+        let link = LinkType((header.network.0 & 0xffff) as u16);
         self.pcap = PcapLayout {
             header_len: if header.is_modified_format() { 24 } else { 16 },
             big_endian,
             frac_ns: if nanosecond { 1 } else { 1000 },
+            snaplen: header.snaplen,
+            link,
         };
-        // The upper bits of the link-type field carry FCS information, not the link type.
-        let link = LinkType((header.network.0 & 0xffff) as u16);
         self.interfaces.push(Interface {
             link,
             snaplen: header.snaplen,
@@ -388,9 +371,8 @@ impl CaptureReader {
             scale: Scale::Mul(self.pcap.frac_ns),
             offset_s: 0,
         });
-        engine.consume_noshift(header.size());
+        self.buf.consume(header.size());
         self.pos = header.size() as u64;
-        self.engine = Box::new(engine);
         Ok(())
     }
 
@@ -402,6 +384,26 @@ impl CaptureReader {
         if self.pending > 0 {
             self.consume(self.pending);
             self.pending = 0;
+        }
+        // The common case, without the general path's refill checks: the whole record is buffered.
+        // pcapng goes the general way: a fast path for its packet blocks saved only 10 of about 270
+        // instructions a record.
+        if let Format::Pcap { .. } = self.format
+            && let Some(found) = buffered_pcap_record(&self.pcap, self.buf.data())
+        {
+            self.pending = found.total;
+            let data = self.buf.data();
+            return Ok(Some(Record {
+                iface: found.iface,
+                link: found.link,
+                ts_ns: found.ts_ns,
+                caplen: found.caplen,
+                len: found.len,
+                data: data
+                    .get(found.data_start..found.data_start + found.caplen as usize)
+                    .unwrap_or_default(),
+                offset: self.pos,
+            }));
         }
         let step = match self.format {
             Format::Pcap { .. } => self.step_pcap(),
@@ -423,7 +425,7 @@ impl CaptureReader {
             }
         };
         let end = found.data_start + found.caplen as usize;
-        let buffered = self.engine.data();
+        let buffered = self.buf.data();
         if end > buffered.len() || found.total > buffered.len() {
             self.done = true;
             let kind = SourceErrorKind::Malformed {
@@ -480,26 +482,22 @@ impl CaptureReader {
 
     fn consume(&mut self, n: usize) {
         // No shift here: the buffer is compacted only when refilled, once per few MiB instead of per record.
-        self.engine.consume_noshift(n);
+        self.buf.consume(n);
         self.pos += n as u64;
     }
 
     /// Reads more of the file into the buffer, for a block of `needed` bytes (at most [`MAX_PARSED_BLOCK`]).
     fn refill(&mut self, needed: usize) -> Result<(), (u64, SourceErrorKind)> {
-        let before = self.engine.data().len();
+        let before = self.buf.data().len();
         let streamed = self.pos + before as u64;
-        if self.capacity < BUFFER_SIZE
-            && (needed > self.capacity || streamed >= self.capacity as u64)
-        {
-            self.capacity = BUFFER_SIZE.max(needed);
-            self.engine.grow(self.capacity);
+        let capacity = self.buf.capacity();
+        if capacity < BUFFER_SIZE && (needed > capacity || streamed >= capacity as u64) {
+            self.buf.grow(BUFFER_SIZE.max(needed));
         }
-        if self.engine.refill().is_err() {
-            let err = self.io_error.lock().ok().and_then(|mut slot| slot.take());
-            let err = err.unwrap_or_else(|| io::Error::other("read failed"));
-            return Err((self.pos, SourceErrorKind::Io(err)));
+        if let Err(e) = self.buf.refill() {
+            return Err((self.pos, SourceErrorKind::Io(e)));
         }
-        if self.engine.data().len() == before && !self.engine.reader_exhausted() {
+        if self.buf.data().len() == before && !self.buf.exhausted() {
             // Cannot happen with the length checks done before each refill; refuse rather than spin.
             return Err((
                 self.pos,
@@ -511,22 +509,20 @@ impl CaptureReader {
         Ok(())
     }
 
+    /// The pcap record at `pos` on the slow path: refills as needed, and names what is wrong with a record
+    /// that cannot be read.
     fn step_pcap(&mut self) -> Result<Option<Found>, (u64, SourceErrorKind)> {
         let PcapLayout {
             header_len,
             big_endian,
-            frac_ns,
+            snaplen,
+            ..
         } = self.pcap;
-        let snaplen = self.interfaces.first().map_or(0, |i| i.snaplen);
-        let link = self
-            .interfaces
-            .first()
-            .map_or(LinkType::ETHERNET, |i| i.link);
         loop {
-            let data = self.engine.data();
+            let data = self.buf.data();
             let avail = data.len();
             if avail < header_len {
-                if self.engine.reader_exhausted() {
+                if self.buf.exhausted() {
                     if avail == 0 {
                         return Ok(None);
                     }
@@ -541,33 +537,21 @@ impl CaptureReader {
             check_caplen(caplen, len, snaplen).map_err(|k| (self.pos, k))?;
             let total = header_len + caplen as usize;
             if avail < total {
-                if self.engine.reader_exhausted() {
+                if self.buf.exhausted() {
                     return Err((self.pos, truncated("packet record", total, avail)));
                 }
                 self.refill(total)?;
                 continue;
             }
-            // The record header was bounds-checked above; reading its timestamp here rather than through
-            // the engine's parser saves parsing every record twice, which was a fifth of the reading cost.
-            let ts_sec = u32_at(data, 0, big_endian);
-            let ts_frac = u32_at(data, 4, big_endian);
-            let ts_ns = u64::from(ts_sec) * 1_000_000_000 + u64::from(ts_frac) * frac_ns;
-            return Ok(Some(Found {
-                iface: 0,
-                link,
-                ts_ns,
-                caplen,
-                len,
-                data_start: header_len,
-                total,
-            }));
+            // Every check above passed, so this finds the record.
+            return Ok(buffered_pcap_record(&self.pcap, data));
         }
     }
 
     fn step_pcapng(&mut self) -> Result<Option<Found>, (u64, SourceErrorKind)> {
         loop {
             if let Some((start, left, block_type)) = self.skip {
-                let avail = self.engine.data().len() as u64;
+                let avail = self.buf.data().len() as u64;
                 let n = avail.min(left);
                 self.consume(n as usize);
                 if n == left {
@@ -575,7 +559,7 @@ impl CaptureReader {
                     continue;
                 }
                 self.skip = Some((start, left - n, block_type));
-                if self.engine.reader_exhausted() {
+                if self.buf.exhausted() {
                     let needed = self.pos - start + left - n;
                     let kind = SourceErrorKind::Truncated {
                         what: error::block_name(block_type),
@@ -587,10 +571,10 @@ impl CaptureReader {
                 self.refill(0)?;
                 continue;
             }
-            let data = self.engine.data();
+            let data = self.buf.data();
             let avail = data.len();
             if avail < 12 {
-                if self.engine.reader_exhausted() {
+                if self.buf.exhausted() {
                     if avail == 0 {
                         return Ok(None);
                     }
@@ -664,7 +648,7 @@ impl CaptureReader {
             }
             let len_usize = len as usize;
             if avail < len_usize {
-                if self.engine.reader_exhausted() {
+                if self.buf.exhausted() {
                     let kind = truncated(error::block_name(block_type), len_usize, avail);
                     return Err((self.pos, kind));
                 }
@@ -749,7 +733,13 @@ impl CaptureReader {
             },
         );
         // The block is complete and its lengths checked, so any failure here is inside its fields.
-        let Ok((_, PcapBlockOwned::NG(block))) = self.engine.next() else {
+        let block = self.buf.data().get(..len as usize).unwrap_or_default();
+        let parsed = if big_endian {
+            parse_block_be(block)
+        } else {
+            parse_block_le(block)
+        };
+        let Ok((_, block)) = parsed else {
             return Err(malformed);
         };
         match block {
@@ -841,6 +831,39 @@ impl CaptureReader {
     }
 }
 
+/// The pcap record at the start of `data` when it is there whole and passes every check; `None` sends the
+/// caller to [`CaptureReader::step_pcap`], which refills or reports what is wrong. The record header is read
+/// here rather than through the engine's parser, which would parse every record a second time.
+#[inline]
+fn buffered_pcap_record(layout: &PcapLayout, data: &[u8]) -> Option<Found> {
+    let PcapLayout {
+        header_len,
+        big_endian,
+        frac_ns,
+        snaplen,
+        link,
+    } = *layout;
+    let header = data.get(..header_len)?;
+    let caplen = u32_at(header, 8, big_endian);
+    let len = u32_at(header, 12, big_endian);
+    check_caplen(caplen, len, snaplen).ok()?;
+    let total = header_len + caplen as usize;
+    if data.len() < total {
+        return None;
+    }
+    let ts_sec = u32_at(header, 0, big_endian);
+    let ts_frac = u32_at(header, 4, big_endian);
+    Some(Found {
+        iface: 0,
+        link,
+        ts_ns: u64::from(ts_sec) * 1_000_000_000 + u64::from(ts_frac) * frac_ns,
+        caplen,
+        len,
+        data_start: header_len,
+        total,
+    })
+}
+
 fn truncated(what: &'static str, needed: usize, have: usize) -> SourceErrorKind {
     SourceErrorKind::Truncated {
         what,
@@ -898,72 +921,6 @@ fn read_up_to(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(got)
-}
-
-/// The bytes under pcap-parser: first the header we already read to identify the file, then the stream.
-///
-/// pcap-parser turns read failures into a bare `ReadError`, so the real `io::Error` is parked in `error` for the
-/// reader to report.
-struct Input {
-    prefix: Vec<u8>,
-    at: usize,
-    inner: Box<dyn Read + Send>,
-    error: Arc<Mutex<Option<io::Error>>>,
-}
-
-impl Read for Input {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if let Some(rest) = self.prefix.get(self.at..).filter(|rest| !rest.is_empty()) {
-            let n = rest.len().min(buf.len());
-            if let (Some(dst), Some(src)) = (buf.get_mut(..n), rest.get(..n)) {
-                dst.copy_from_slice(src);
-            }
-            self.at += n;
-            return Ok(n);
-        }
-        loop {
-            match self.inner.read(buf) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    let kind = e.kind();
-                    if let Ok(mut slot) = self.error.lock() {
-                        *slot = Some(e);
-                    }
-                    return Err(kind.into());
-                }
-                Ok(n) => return Ok(n),
-            }
-        }
-    }
-}
-
-/// Stands in for the real engine while the reader is being built.
-struct EmptyEngine;
-
-impl PcapReaderIterator for EmptyEngine {
-    fn next(&mut self) -> Result<(usize, PcapBlockOwned<'_>), PcapError<&[u8]>> {
-        Err(PcapError::Eof)
-    }
-    fn consume(&mut self, _offset: usize) {}
-    fn consume_noshift(&mut self, _offset: usize) {}
-    fn consumed(&self) -> usize {
-        0
-    }
-    fn refill(&mut self) -> Result<(), PcapError<&[u8]>> {
-        Ok(())
-    }
-    fn position(&self) -> usize {
-        0
-    }
-    fn grow(&mut self, _new_size: usize) -> bool {
-        false
-    }
-    fn data(&self) -> &[u8] {
-        &[]
-    }
-    fn reader_exhausted(&self) -> bool {
-        true
-    }
 }
 
 /// How one interface's timestamp units become nanoseconds.
@@ -1068,19 +1025,5 @@ mod tests {
         assert_eq!(Scale::from_tsresol(9).1, "ns");
         assert_eq!(Scale::from_tsresol(0x80 | 20).1, "2^-20 s");
         assert_eq!(Scale::from_tsresol(4).1, "10^-4 s");
-    }
-
-    #[test]
-    fn input_serves_prefix_then_stream() {
-        let error = Arc::new(Mutex::new(None));
-        let mut input = Input {
-            prefix: b"abc".to_vec(),
-            at: 0,
-            inner: Box::new(io::Cursor::new(b"defg".to_vec())),
-            error,
-        };
-        let mut out = Vec::new();
-        input.read_to_end(&mut out).unwrap();
-        assert_eq!(out, b"abcdefg");
     }
 }
