@@ -19,4 +19,5 @@ pub mod sink;
 pub mod source;
 #[cfg(feature = "tables")]
 pub mod tables;
+pub mod text;
 pub mod units;

@@ -832,8 +832,8 @@ impl CaptureReader {
 }
 
 /// The pcap record at the start of `data` when it is there whole and passes every check; `None` sends the
-/// caller to [`CaptureReader::step_pcap`], which refills or reports what is wrong. The record header is read
-/// here rather than through the engine's parser, which would parse every record a second time.
+/// caller to [`CaptureReader::step_pcap`], which refills or reports what is wrong. Both paths read the record
+/// here, so a record means the same whichever path found it.
 #[inline]
 fn buffered_pcap_record(layout: &PcapLayout, data: &[u8]) -> Option<Found> {
     let PcapLayout {

@@ -1,0 +1,462 @@
+//! The aligned text tables `stats` and `dcqcn` print when no `--json` is asked for: what an engineer reads
+//! in a terminal first. The JSON and the CSV/Parquet tables carry the same numbers for machines.
+
+use std::io::{self, Write};
+
+use crate::blocks;
+use crate::dcqcn::analysis::DcqcnReport;
+use crate::passes::StatsReport;
+
+/// `dcqcn`'s per-flow table: what the model saw and cut, and the knob fit.
+pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
+    writeln!(
+        out,
+        "DCQCN  profile {}, knobs from {}, line {} Gb/s, bins {} µs, CNP delay {} ns",
+        r.profile,
+        r.knob_source,
+        r.line_gbps,
+        r.bin_ns as f64 / 1000.0,
+        r.cnp_delay_ns
+    )?;
+    let rows: Vec<Vec<String>> = r
+        .flows
+        .iter()
+        .map(|f| {
+            let ratios: Vec<f64> = f.observed_cuts.iter().map(|c| c.ratio).collect();
+            let median = if ratios.is_empty() {
+                "-".to_string()
+            } else {
+                let mut v = ratios.clone();
+                v.sort_by(f64::total_cmp);
+                format!("{:.2}", v[v.len() / 2])
+            };
+            let ce: f64 = f.observed.iter().map(|o| o.ce_fraction).sum::<f64>()
+                / f.observed.len().max(1) as f64;
+            vec![
+                f.sender.to_string(),
+                f.receiver.to_string(),
+                format!("0x{:06x}", f.receiver_qp),
+                f.sender_qp.map_or("?".into(), |q| format!("0x{q:06x}")),
+                f.pairing.map_or("unpaired".into(), |m| format!("{m:?}")),
+                f.cnps.to_string(),
+                format!("{:.3}", ce),
+                f.cuts.len().to_string(),
+                f.cuts
+                    .last()
+                    .map_or("-".into(), |c| format!("{:.1}", c.rc_after_gbps)),
+                median,
+                f.fit.map_or("-".into(), |x| {
+                    format!(
+                        "G={} gd={} ({:.2} vs {:.2} Gb/s)",
+                        x.dce_tcp_g, x.rpg_gd, x.error_gbps, x.given_error_gbps
+                    )
+                }),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        &[
+            "sender",
+            "receiver",
+            "rcv_qp",
+            "snd_qp",
+            "pairing",
+            "CNPs",
+            "CE frac",
+            "cuts",
+            "last Rc",
+            "obs ratio",
+            "fit (error: fitted vs given)",
+        ],
+        &rows,
+    )?;
+    if !r.unpaired_cnps.is_empty() {
+        writeln!(
+            out,
+            "\nCNP streams not tied to any data flow ({})",
+            r.unpaired_cnps.len()
+        )?;
+        for u in &r.unpaired_cnps {
+            writeln!(
+                out,
+                "  {} → {} QP 0x{:06x}: {} CNPs",
+                u.src, u.dst, u.dest_qp, u.cnps
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Left-aligned first columns, right-aligned numbers, widths from the content.
+fn table(out: &mut impl Write, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    // One line buffer for the whole table: a capture with thousands of flows made an allocation per padded
+    // cell show up in `stats`'s run time.
+    let mut s = String::new();
+    let mut line = |out: &mut dyn Write, cells: &[String]| -> io::Result<()> {
+        s.clear();
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            if i > 0 {
+                s.push_str("  ");
+            }
+            let pad = std::iter::repeat_n(' ', w.saturating_sub(c.chars().count()));
+            if i < 3 {
+                s.push_str(c);
+                s.extend(pad);
+            } else {
+                s.extend(pad);
+                s.push_str(c);
+            }
+        }
+        writeln!(out, "{}", s.trim_end())
+    };
+    let head: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    line(out, &head)?;
+    for r in rows {
+        line(out, r)?;
+    }
+    Ok(())
+}
+
+/// Kernel events shown in full before the list is cut: the QP and connection events matter, and a busy
+/// fabric's MADs would bury them.
+const MAX_PRINTED_EVENTS: usize = 50;
+
+fn owner(o: &Option<blocks::QpOwner>) -> String {
+    o.as_ref().map_or("-".into(), |o| {
+        format!("{}[{}] QP 0x{:06x}", o.comm, o.pid, o.qp_num)
+    })
+}
+
+/// The kernel events a capture made with `roce-tracer --kernel-events` carries, and the processes behind
+/// its QPs and flows.
+pub fn print_kernel_events(
+    out: &mut impl Write,
+    k: &blocks::KernelSummary,
+    events: &[blocks::KernelEvent],
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "\nKernel events (roce-tracer --kernel-events): {} events in {} intervals, {} lost",
+        events.len(),
+        k.blocks,
+        k.lost
+    )?;
+    let t = &k.tracepoints;
+    if !t.attached.is_empty() {
+        writeln!(out, "  attached: {}", t.attached.join(", "))?;
+    }
+    if !t.unavailable.is_empty() {
+        writeln!(
+            out,
+            "  unavailable on the traced host: {}",
+            t.unavailable.join(", ")
+        )?;
+    }
+    for (name, n) in &k.events_per_tracepoint {
+        writeln!(out, "  {name}: {n}")?;
+    }
+    if !k.qp_processes.is_empty() {
+        writeln!(out, "\nQPs and their processes ({})", k.qp_processes.len())?;
+        let rows: Vec<Vec<String>> = k
+            .qp_processes
+            .iter()
+            .map(|q| {
+                vec![
+                    format!("0x{:06x}", q.qp_num),
+                    q.process(),
+                    q.local.map_or("-".into(), |a| a.to_string()),
+                    q.remote.map_or("-".into(), |a| a.to_string()),
+                    q.qp_type.clone().unwrap_or_else(|| "-".into()),
+                    q.tracepoint.clone(),
+                    ns_to_s(q.seen_ns),
+                ]
+            })
+            .collect();
+        table(
+            out,
+            &["qp", "process", "host", "peer", "type", "seen by", "at"],
+            &rows,
+        )?;
+    }
+    if !k.flow_processes.is_empty() {
+        writeln!(
+            out,
+            "\nFlows with their processes ({})",
+            k.flow_processes.len()
+        )?;
+        let rows: Vec<Vec<String>> = k
+            .flow_processes
+            .iter()
+            .map(|f| {
+                vec![
+                    f.src.to_string(),
+                    f.dst.to_string(),
+                    format!("0x{:06x}", f.dest_qp),
+                    owner(&f.sender),
+                    owner(&f.receiver),
+                ]
+            })
+            .collect();
+        table(
+            out,
+            &[
+                "src",
+                "dst",
+                "dest_qp",
+                "sender process",
+                "receiver process",
+            ],
+            &rows,
+        )?;
+    }
+    if !events.is_empty() {
+        writeln!(
+            out,
+            "\nEvents{}",
+            if events.len() > MAX_PRINTED_EVENTS {
+                format!(
+                    " (first {MAX_PRINTED_EVENTS} of {}; --json has them all)",
+                    events.len()
+                )
+            } else {
+                String::new()
+            }
+        )?;
+        let rows: Vec<Vec<String>> = events
+            .iter()
+            .take(MAX_PRINTED_EVENTS)
+            .map(|e| vec![ns_to_s(e.ts_ns), e.process(), e.summary()])
+            .collect();
+        table(out, &["at", "process", "event"], &rows)?;
+    }
+    let busy: Vec<&blocks::DropInterval> =
+        k.drop_intervals.iter().filter(|d| d.count > 0).collect();
+    if !busy.is_empty() {
+        writeln!(out, "\nKernel drops per interval")?;
+        let rows: Vec<Vec<String>> = busy
+            .iter()
+            .map(|d| {
+                vec![
+                    ns_to_s(d.from_ns),
+                    ns_to_s(d.to_ns),
+                    d.drops
+                        .iter()
+                        .map(|x| format!("{}/{} {}", x.protocol, x.reason, x.count))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    d.count.to_string(),
+                ]
+            })
+            .collect();
+        table(out, &["from", "to", "reasons", "drops"], &rows)?;
+    }
+    if !k.counts.is_empty() {
+        writeln!(out, "\nCounted in the kernel")?;
+        let rows: Vec<Vec<String>> = k
+            .counts
+            .iter()
+            .map(|c| {
+                vec![
+                    c.tracepoint.clone(),
+                    c.key.clone(),
+                    c.sum_field.clone().unwrap_or_default(),
+                    c.events.to_string(),
+                    c.sum.to_string(),
+                ]
+            })
+            .collect();
+        table(
+            out,
+            &["tracepoint", "key", "summed", "events", "sum"],
+            &rows,
+        )?;
+    }
+    Ok(())
+}
+
+fn ns_to_s(ns: u64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+/// `stats`'s capture summary and its flow, CNP, PFC, counter and kernel-drop tables.
+pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
+    let c = &r.capture;
+    writeln!(out, "Capture  {} ({})", c.file, c.format)?;
+    let kinds: Vec<String> = c
+        .frames_by_kind
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    writeln!(
+        out,
+        "  frames {} ({}), {} bytes, span {} s, truncated {}",
+        c.frames,
+        kinds.join(", "),
+        c.bytes,
+        ns_to_s(c.duration_ns),
+        c.truncated_frames
+    )?;
+    if let Some(n) = c.largest_gap_frame {
+        writeln!(
+            out,
+            "  largest gap {} s, before frame {n}; {} frames stamped earlier than their predecessor",
+            ns_to_s(c.largest_gap_ns),
+            c.timestamps_backwards
+        )?;
+    }
+    for i in &c.interfaces {
+        writeln!(
+            out,
+            "  interface {} {} {} snaplen {} ts {}{}",
+            i.id,
+            i.name.as_deref().unwrap_or("-"),
+            i.link_type,
+            i.snaplen,
+            i.ts_resolution,
+            match (i.received, i.dropped) {
+                (r, Some(d)) => format!(
+                    ", recorder dropped {d} of {}",
+                    r.map_or("?".into(), |r| r.to_string())
+                ),
+                _ => String::new(),
+            }
+        )?;
+    }
+    writeln!(out, "\nFlows ({})", r.flows.len())?;
+    let rows: Vec<Vec<String>> = r
+        .flows
+        .iter()
+        .map(|f| {
+            vec![
+                f.src.to_string(),
+                f.dst.to_string(),
+                format!("0x{:06x}", f.dest_qp),
+                f.packets.to_string(),
+                f.bytes.to_string(),
+                f.mean_gbps.map_or("-".into(), |g| format!("{g:.3}")),
+                f.ect_packets.to_string(),
+                f.ce_packets.to_string(),
+                f.psn_gaps.to_string(),
+                f.retransmissions.to_string(),
+                f.out_of_order.to_string(),
+                f.naks.total().to_string(),
+                f.icrc_failures.to_string(),
+                f.truncated.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        &[
+            "src", "dst", "dest_qp", "packets", "bytes", "Gb/s", "ECT", "CE", "gaps", "retx",
+            "ooo", "NAKs", "ICRC bad", "trunc",
+        ],
+        &rows,
+    )?;
+    writeln!(out, "\nCNPs ({} streams)", r.cnps.len())?;
+    let rows: Vec<Vec<String>> = r
+        .cnps
+        .iter()
+        .map(|c| {
+            vec![
+                c.src.to_string(),
+                c.dst.to_string(),
+                format!("0x{:06x}", c.dest_qp),
+                c.count.to_string(),
+                ns_to_s(c.first_ns),
+                ns_to_s(c.last_ns),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        &["src", "dst", "dest_qp", "count", "first", "last"],
+        &rows,
+    )?;
+    writeln!(out, "\nPFC / PAUSE ({} sources×priorities)", r.pfc.len())?;
+    let rows: Vec<Vec<String>> = r
+        .pfc
+        .iter()
+        .map(|p| {
+            vec![
+                p.src_mac.clone(),
+                p.kind.to_string(),
+                p.priority.map_or("all".into(), |x| x.to_string()),
+                p.frames.to_string(),
+                p.xoff.to_string(),
+                p.xon.to_string(),
+                p.pauses.to_string(),
+                p.paused_ns.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        &[
+            "src_mac",
+            "kind",
+            "prio",
+            "frames",
+            "xoff",
+            "xon",
+            "pauses",
+            "paused_ns",
+        ],
+        &rows,
+    )?;
+    let moved: Vec<&blocks::CounterDelta> = r
+        .counters
+        .iter()
+        .filter(|d| d.delta > 0 || d.reset)
+        .collect();
+    if !r.counters.is_empty() {
+        writeln!(
+            out,
+            "\nNIC counters sampled by roce-tracer ({} counters, {} moved)",
+            r.counters.len(),
+            moved.len()
+        )?;
+        let rows: Vec<Vec<String>> = moved
+            .iter()
+            .map(|d| {
+                vec![
+                    d.name.clone(),
+                    if d.reset {
+                        "reset".into()
+                    } else {
+                        d.delta.to_string()
+                    },
+                    d.samples.to_string(),
+                ]
+            })
+            .collect();
+        table(out, &["counter", "delta", "samples"], &rows)?;
+    }
+    if !r.kernel_drops.is_empty() {
+        writeln!(out, "\nKernel drops (roce-tracer --kernel-events)")?;
+        let rows: Vec<Vec<String>> = r
+            .kernel_drops
+            .iter()
+            .map(|k| {
+                vec![
+                    k.protocol.clone(),
+                    k.reason.clone(),
+                    String::new(),
+                    k.count.to_string(),
+                ]
+            })
+            .collect();
+        table(out, &["protocol", "reason", "", "count"], &rows)?;
+    }
+    if let Some(e) = &c.error {
+        writeln!(out, "\nIncomplete: {e}")?;
+    }
+    Ok(())
+}
