@@ -355,6 +355,54 @@ fn the_event_budget_is_shared_between_flows() {
 }
 
 #[test]
+fn what_short_flows_leave_of_the_budget_goes_to_the_long_ones() {
+    // Hosts 1 → 2 see CNPs from 100 µs on, so their increase timer runs for most of the 3 ms; 3 → 4 see
+    // one CNP near the end and need few events.
+    let knobs = Knobs::default();
+    let mut frames = paced_frames(&knobs, &CNPS_US, (1, 2));
+    frames.extend(paced_frames(&knobs, &[2_900], (3, 4)));
+    frames.sort_by_key(|(ts, _)| *ts);
+    let bytes = pcap_of(&frames);
+    let whole = analyse(bytes.clone(), &Options::default());
+    let need = |r: &DcqcnReport, cnps: u64| {
+        let f = r.flows.iter().find(|f| f.cnps == cnps).unwrap();
+        (f.model.len(), f.model_stopped_ns, f.model.clone())
+    };
+    let (long, long_stop, long_model) = need(&whole, CNPS_US.len() as u64);
+    let (short, _, _) = need(&whole, 1);
+    assert_eq!(long_stop, None);
+    assert!(short * 4 < long, "short {short}, long {long}");
+    // An even split of this budget is less than the long flow needs, the whole of it more.
+    let max_model_events = long + short + 8;
+    assert!(max_model_events / 2 < long);
+    let opts = Options {
+        max_model_events,
+        ..Options::default()
+    };
+    let report = analyse(bytes, &opts);
+    let (n, stop, model) = need(&report, CNPS_US.len() as u64);
+    assert_eq!(
+        (n, stop),
+        (long, None),
+        "the long flow got the short one's leftover"
+    );
+    assert_eq!(model, long_model);
+    assert!(report.limits().is_empty(), "{:?}", report.limits());
+    // With too little for both, the long flow still stops, and within the whole budget.
+    let opts = Options {
+        max_model_events: long,
+        ..Options::default()
+    };
+    let report = analyse(pcap_of(&frames), &opts);
+    let (n, stop, _) = need(&report, CNPS_US.len() as u64);
+    assert!(stop.is_some());
+    assert!(
+        n > long / 2 && n + short <= long + 8,
+        "{n} + {short} vs {long}"
+    );
+}
+
+#[test]
 fn a_fixed_bin_too_fine_for_the_span_widens_instead_of_failing() {
     let frames = paced_frames(&Knobs::default(), &CNPS_US, (1, 2));
     let opts = Options {

@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::{DcqcnError, Event, EventKind, Knobs, Profile, Replay, Rp, replay_within};
 use crate::decode::{Frame, Kind};
 use crate::passes::flows::FlowKey;
-use crate::passes::pairing::{Method, Pairing, PairingPass};
+use crate::passes::pairing::{Method, Pair, Pairing, PairingPass};
 use crate::passes::rates::{Bin, FlowSeries, RatesPass, gbps};
 
 /// How the analysis runs.
@@ -41,8 +41,9 @@ pub struct Options {
     pub fit_flows: usize,
     /// Use the knobs the tracer recorded in the capture, when it did (set false when the user gave knobs).
     pub recorded_knobs: bool,
-    /// Model events kept over all flows, shared out evenly (at most [`MAX_FLOW_MODEL_EVENTS`] a flow). A flow
-    /// whose model would go beyond its share stops there, and says so in `model_stopped_ns`.
+    /// Model events kept over all flows, shared out evenly (at most [`MAX_FLOW_MODEL_EVENTS`] a flow); what
+    /// the flows that need less leave over is shared out again between those that needed more. A flow whose
+    /// model would go beyond its share stops there, and says so in `model_stopped_ns`.
     pub max_model_events: usize,
 }
 
@@ -325,18 +326,37 @@ impl DcqcnPass {
                 todo.push((s, pair, cnp_times));
             }
         }
-        let budget = (opts.max_model_events / todo.len().max(1)).clamp(1, MAX_FLOW_MODEL_EVENTS);
-        for (s, pair, cnp_times) in todo {
-            flows.push(analyse_flow(
+        let share = (opts.max_model_events / todo.len().max(1)).clamp(1, MAX_FLOW_MODEL_EVENTS);
+        let grid = Grid { start, width };
+        let analyse = |(s, pair, cnp_times): &(&FlowSeries, Option<&Pair>, Vec<u64>), budget| {
+            analyse_flow(
                 &s.key,
                 pair.map(|p| (p.sender_qp, p.method)),
-                &cnp_times,
+                cnp_times,
                 &s.bins,
-                Grid { start, width },
+                grid,
                 end,
                 budget,
                 opts,
-            )?);
+            )
+        };
+        for item in &todo {
+            flows.push(analyse(item, share)?);
+        }
+        // What the flows that finished within their share left over goes, in equal parts, to those that
+        // stopped, which are run again with the larger budget: a few long-congested flows among many short
+        // ones then get the events the short ones did not need, and the total stays within the bound.
+        let used: usize = flows.iter().map(|f| f.model.len()).sum();
+        let stopped: Vec<usize> = (0..flows.len())
+            .filter(|&i| flows[i].model_stopped_ns.is_some())
+            .collect();
+        // A second run costs as much as the first; it is only worth it for at least an eighth more.
+        let extra = opts.max_model_events.saturating_sub(used) / stopped.len().max(1);
+        let larger = share.saturating_add(extra).min(MAX_FLOW_MODEL_EVENTS);
+        if larger - share >= share.div_ceil(8) {
+            for i in stopped {
+                flows[i] = analyse(&todo[i], larger)?;
+            }
         }
         flows.sort_by(|a, b| {
             b.cnps
@@ -354,8 +374,9 @@ impl DcqcnPass {
                     let horizon = Horizon {
                         end: f.model_stopped_ns.unwrap_or(end),
                         until: f.model_stopped_ns,
-                        // Other knobs make about as many events; the margin keeps them all comparable.
-                        budget: budget.saturating_mul(4),
+                        // Other knobs make about as many events as the given ones (the model's length,
+                        // or the share when that was less); the margin keeps them all comparable.
+                        budget: f.model.len().max(share).saturating_mul(4),
                     };
                     f.fit = fit_knobs(&model_times, &f.observed, width, horizon, opts)?;
                 }
