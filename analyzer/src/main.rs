@@ -99,7 +99,8 @@ struct ModelArgs {
     #[arg(long, value_name = "N", default_value_t = analyzer::dcqcn::analysis::DEFAULT_FIT_FLOWS)]
     fit_flows: usize,
     /// Model events kept over all flows (about 50 bytes each), shared out evenly and at most a million a
-    /// flow; a flow whose model needs more stops early, with a warning.
+    /// flow, what short flows leave over going to the long ones; a flow whose model needs more than its
+    /// share stops early, with a warning.
     #[arg(long, value_name = "N", default_value_t = analyzer::dcqcn::analysis::DEFAULT_MAX_MODEL_EVENTS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     model_events: usize,

@@ -543,8 +543,14 @@ impl CaptureReader {
                 self.refill(total)?;
                 continue;
             }
-            // Every check above passed, so this finds the record.
-            return Ok(buffered_pcap_record(&self.pcap, data));
+            // Every check above passed, so this finds the record; were it ever not to, saying so beats
+            // ending the file there in silence.
+            let malformed = SourceErrorKind::Malformed {
+                what: "packet record",
+            };
+            return buffered_pcap_record(&self.pcap, data)
+                .map(Some)
+                .ok_or((self.pos, malformed));
         }
     }
 

@@ -23,6 +23,8 @@ struct Measured {
     frames: u64,
     seconds: f64,
     peak_rss_mb: f64,
+    /// Size of the whole file the command reads, for MB/s (`None` for the slice).
+    file_mb: Option<f64>,
 }
 
 /// Runs `argv` once under GNU time on core 0, stdout to /dev/null; returns (wall seconds, peak RSS MB).
@@ -153,7 +155,8 @@ pub fn run(args: &[String]) -> Result<()> {
     // Warm the page cache so the first measurement is not a disk read.
     measure(&[path(&bare).as_str(), f.as_str()])?;
     let mut rows = Vec::new();
-    let mut add = |what: &str, frames: u64, argv: &[&str]| -> Result<()> {
+    let file_mb = Some(size_mb);
+    let mut add = |what: &str, frames: u64, file_mb: Option<f64>, argv: &[&str]| -> Result<()> {
         eprintln!("xtask: measuring {what}");
         let (seconds, peak_rss_mb) = measure(argv)?;
         rows.push(Measured {
@@ -166,21 +169,53 @@ pub fn run(args: &[String]) -> Result<()> {
             frames,
             seconds,
             peak_rss_mb,
+            file_mb,
         });
         Ok(())
     };
     let n = spec.frames;
-    add("bare pass over the records (floor)", n, &[&path(&bare), &f])?;
-    add("roce-analyzer stats", n, &[&a, "stats", &f])?;
+    add(
+        "bare pass over the records (floor)",
+        n,
+        file_mb,
+        &[&path(&bare), &f],
+    )?;
+    add("roce-analyzer stats", n, file_mb, &[&a, "stats", &f])?;
     add(
         "roce-analyzer stats --json",
         n,
+        file_mb,
         &[&a, "stats", "--json", &f],
     )?;
     add(
         "roce-analyzer decode --json",
         n,
+        file_mb,
         &[&a, "decode", "--json", &f],
+    )?;
+    // The tracer writes pcapng, so users' own captures are read through the other format's path.
+    let ng = file.with_extension("pcapng");
+    if !ng.exists() {
+        let tmp = ng.with_extension("pcapng.tmp");
+        sh(Command::new("editcap")
+            .args(["-F", "pcapng"])
+            .arg(&file)
+            .arg(&tmp))?;
+        std::fs::rename(&tmp, &ng)?;
+    }
+    let g = path(&ng);
+    let ng_mb = Some(std::fs::metadata(&ng)?.len() as f64 / 1e6);
+    add(
+        "bare pass, the same capture as pcapng",
+        n,
+        ng_mb,
+        &[&path(&bare), &g],
+    )?;
+    add(
+        "roce-analyzer stats, the same capture as pcapng",
+        n,
+        ng_mb,
+        &[&a, "stats", &g],
     )?;
     // The whole report (DCQCN model and fit, charts, tables, HTML) on the same file: it once took over ten
     // minutes and 19 GB on it, so it is measured here too, though no target names it.
@@ -188,11 +223,13 @@ pub fn run(args: &[String]) -> Result<()> {
     add(
         "roce-analyzer report",
         n,
+        file_mb,
         &[&a, "report", &f, "-o", &report_dir],
     )?;
     add(
         "tshark -T fields (BTH, ECN)",
         TSHARK_SLICE,
+        None,
         &[
             "tshark",
             "-r",
@@ -214,6 +251,7 @@ pub fn run(args: &[String]) -> Result<()> {
     add(
         "roce-analyzer decode --json (same slice)",
         TSHARK_SLICE,
+        None,
         &[&a, "decode", "--json", &s],
     )?;
     eprintln!("xtask: {PAIRS} alternating runs of the floor and stats");
@@ -278,11 +316,9 @@ fn render(rows: &[Measured], paired: &Paired, spec: &BulkSpec, size_mb: f64) -> 
     s.push_str("| what | frames | seconds | frames/s | MB/s of file | peak RSS MB | command |\n");
     s.push_str("|---|---:|---:|---:|---:|---:|---|\n");
     for r in rows {
-        let mbs = if r.frames == spec.frames {
-            format!("{:.0}", size_mb / r.seconds)
-        } else {
-            "–".into()
-        };
+        let mbs = r
+            .file_mb
+            .map_or("–".into(), |mb| format!("{:.0}", mb / r.seconds));
         s.push_str(&format!(
             "| {} | {} | {:.3} | {:.2e} | {} | {:.1} | `{}` |\n",
             r.what,
