@@ -220,7 +220,9 @@ fn paused_fraction(inp: &PauseInputs<'_>) -> Vec<PausedBin> {
             let mut t = a.max(inp.bins_start_ns);
             while t < b {
                 let k = ((t - inp.bins_start_ns) / w) as usize;
-                let bin_end = inp.bins_start_ns + (k as u64 + 1) * w;
+                let bin_end = inp
+                    .bins_start_ns
+                    .saturating_add((k as u64 + 1).saturating_mul(w));
                 let upto = b.min(bin_end);
                 if let Some(c) = covered.get_mut(k) {
                     *c += upto - t;
@@ -228,10 +230,14 @@ fn paused_fraction(inp: &PauseInputs<'_>) -> Vec<PausedBin> {
                 t = upto;
             }
         }
-        out.extend(covered.iter().enumerate().map(|(k, &c)| PausedBin {
-            priority: prio,
-            t_ns: inp.bins_start_ns + k as u64 * w,
-            fraction: c as f64 / w as f64,
+        out.extend(covered.iter().enumerate().map(|(k, &c)| {
+            PausedBin {
+                priority: prio,
+                t_ns: inp
+                    .bins_start_ns
+                    .saturating_add((k as u64).saturating_mul(w)),
+                fraction: c as f64 / w as f64,
+            }
         }));
     }
     out

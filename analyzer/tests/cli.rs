@@ -351,6 +351,46 @@ fn sample_with_a_far_timestamp(dir: &Path) -> PathBuf {
     path
 }
 
+/// The sample again, as pcapng with the last record stamped at the end of the u64 range (a pcapng timestamp
+/// too large for nanoseconds saturates there). The fuzzer found bin edges and chart positions derived from
+/// such a timestamp overflowing: a panic in a debug build, wrong values in a release build.
+#[test]
+fn a_timestamp_at_the_end_of_time_is_survived_by_every_command() {
+    use analyzer::sink::{PcapngWriter, SectionInfo};
+    use analyzer::source::{CaptureReader, LinkType};
+    let dir = tempfile::tempdir().unwrap();
+    let sample = workspace().join("samples/captures/incast_dcqcn.pcapng");
+    let mut reader = CaptureReader::open(&sample).unwrap();
+    let path = dir.path().join("end.pcapng");
+    let file = std::fs::File::create(&path).unwrap();
+    let mut out = PcapngWriter::new(file, &SectionInfo::default()).unwrap();
+    out.add_interface(LinkType::ETHERNET, 0, None, None).unwrap();
+    let mut records = Vec::new();
+    while let Some(rec) = reader.next_record().unwrap() {
+        records.push((rec.ts_ns, rec.data.to_vec(), rec.len));
+    }
+    let last = records.len() - 1;
+    records[last].0 = u64::MAX;
+    for (ts, data, len) in &records {
+        out.write_packet(0, *ts, data, *len).unwrap();
+    }
+    out.into_inner().unwrap();
+    let report = dir.path().join("report");
+    let commands: [&[&str]; 4] = [
+        &["stats", "--json"],
+        &["dcqcn", "--model-events", "20000"],
+        &["dcqcn", "--bin", "1s", "--model-events", "20000"],
+        &["report", "--model-events", "20000", "-o", report.to_str().unwrap()],
+    ];
+    for args in commands {
+        let out = run(analyzer().args(args).arg(&path));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    assert!(report.join("index.html").exists());
+}
+
 /// Before the model had an event budget, `dcqcn` ran out of memory on this file (its timers ran to the far
 /// record), and with `--bin` it aborted asking for 16 PB of bins.
 #[test]

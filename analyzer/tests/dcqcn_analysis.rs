@@ -329,6 +329,34 @@ fn a_timestamp_years_ahead_stops_the_model_not_the_analysis() {
 }
 
 #[test]
+fn a_timestamp_at_the_end_of_time_is_survived() {
+    // A pcapng timestamp too large for nanoseconds saturates to u64::MAX; every bin edge and window the
+    // analysis derives from it must saturate too (the fuzzer found an overflow in the observed cuts).
+    let frames = paced_frames(&Knobs::default(), &CNPS_US, (1, 2));
+    let mut ng = PcapngWriter::new(Vec::new(), &SectionInfo::default()).unwrap();
+    ng.add_interface(LinkType::ETHERNET, 0, None, None).unwrap();
+    for (ts, f) in &frames {
+        ng.write_packet(0, *ts, f, f.len() as u32).unwrap();
+    }
+    let (_, last) = frames.last().unwrap();
+    ng.write_packet(0, u64::MAX, last, last.len() as u32)
+        .unwrap();
+    let bytes = ng.into_inner().unwrap();
+    for bin_ns in [None, Some(1_000_000_000)] {
+        let opts = Options {
+            bin_ns,
+            max_model_events: 2_000,
+            fit_flows: 1,
+            ..Options::default()
+        };
+        let report = analyse(bytes.clone(), &opts);
+        let f = &report.flows[0];
+        assert_eq!(f.cnps, CNPS_US.len() as u64);
+        assert!(f.model_stopped_ns.is_some(), "{bin_ns:?}");
+    }
+}
+
+#[test]
 fn the_event_budget_is_shared_between_flows() {
     let bytes = two_flows();
     let whole = analyse(bytes.clone(), &Options::default());

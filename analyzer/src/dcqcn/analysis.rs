@@ -564,7 +564,7 @@ fn model_vs_observed(
             && o.gbps > 0.0
             && until.is_none_or(|u| o.t_ns.saturating_add(width) <= u)
     }) {
-        let (t0, t1) = (o.t_ns, o.t_ns + width);
+        let (t0, t1) = (o.t_ns, o.t_ns.saturating_add(width));
         // Advance to the rate in force at t0, then integrate the piecewise-constant Rc over the bin.
         while k < events.len() && events[k].t_ns <= t0 {
             rc = events[k].rc_mbps;
@@ -611,13 +611,22 @@ fn observed_cuts(
         }
         let before: Vec<f64> = observed
             .iter()
-            .filter(|o| o.t_ns + width <= first && o.t_ns + 4 * width > first && o.gbps > 0.0)
+            .filter(|o| {
+                // Saturating: a corrupt timestamp can put a bin at the very end of the u64 range.
+                o.t_ns.saturating_add(width) <= first
+                    && o.t_ns.saturating_add(width.saturating_mul(4)) > first
+                    && o.gbps > 0.0
+            })
             .map(|o| o.gbps)
             .collect();
         let after = observed
             .iter()
             // Idle bins say nothing about the rate limiter (dcqcn.md: leave out idle and paused periods).
-            .filter(|o| o.t_ns >= first && o.t_ns < first + opts.reaction_window_ns && o.gbps > 0.0)
+            .filter(|o| {
+                o.t_ns >= first
+                    && o.t_ns < first.saturating_add(opts.reaction_window_ns)
+                    && o.gbps > 0.0
+            })
             .min_by(|a, b| a.gbps.total_cmp(&b.gbps));
         if let (false, Some(low)) = (before.is_empty(), after) {
             let before_gbps = before.iter().sum::<f64>() / before.len() as f64;

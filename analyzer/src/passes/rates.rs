@@ -139,7 +139,7 @@ impl RatesPass {
                         packets: a.packets + b.packets,
                         ce: a.ce + b.ce,
                         paced_bytes: a.paced_bytes + b.paced_bytes,
-                        gap_ns: a.gap_ns + b.gap_ns,
+                        gap_ns: a.gap_ns.saturating_add(b.gap_ns),
                     })
                 })
                 .collect();

@@ -515,7 +515,7 @@ pub fn flow_chart(f: &FlowDcqcn, axis: &TimeAxis, d: &DcqcnReport, index: usize)
     let observed: Vec<(f64, f64)> = f
         .observed
         .iter()
-        .map(|o| (axis.x(o.t_ns + half_bin), o.gbps))
+        .map(|o| (axis.x(o.t_ns.saturating_add(half_bin)), o.gbps))
         .collect();
     let line = d.line_gbps;
     let rc = steps(
@@ -540,7 +540,7 @@ pub fn flow_chart(f: &FlowDcqcn, axis: &TimeAxis, d: &DcqcnReport, index: usize)
         .observed
         .iter()
         .filter(|o| o.ce_fraction > 0.0)
-        .map(|o| (axis.x(o.t_ns + half_bin), o.gbps))
+        .map(|o| (axis.x(o.t_ns.saturating_add(half_bin)), o.gbps))
         .collect();
     let cnps: Vec<(f64, f64)> = f.cnp_ts_ns.iter().map(|&t| (axis.x(t), 0.0)).collect();
     let mut marks = Vec::new();
@@ -606,10 +606,10 @@ pub fn aggregate_chart(d: &DcqcnReport, axis: &TimeAxis) -> Option<Chart> {
         }
     }
     let half = d.bin_ns / 2;
-    let tput: Vec<(f64, f64)> = bins.iter().map(|(&t, v)| (axis.x(t + half), v.0)).collect();
+    let tput: Vec<(f64, f64)> = bins.iter().map(|(&t, v)| (axis.x(t.saturating_add(half)), v.0)).collect();
     let ce: Vec<(f64, f64)> = bins
         .iter()
-        .map(|(&t, v)| (axis.x(t + half), if v.0 > 0.0 { v.1 / v.0 } else { 0.0 }))
+        .map(|(&t, v)| (axis.x(t.saturating_add(half)), if v.0 > 0.0 { v.1 / v.0 } else { 0.0 }))
         .collect();
     let y_max = tput.iter().map(|p| p.1).fold(d.line_gbps, f64::max) * 1.12;
     Some(Chart::Line(LineChart {
@@ -745,7 +745,10 @@ pub fn cnp_rate_chart(d: &DcqcnReport, shown: &[&FlowDcqcn], axis: &TimeAxis) ->
             .map(|b| {
                 let n = bins.get(&b).copied().unwrap_or(0);
                 (
-                    axis.x(axis.origin_ns + b * width + width / 2),
+                    axis.x(axis
+                        .origin_ns
+                        .saturating_add(b.saturating_mul(width))
+                        .saturating_add(width / 2)),
                     n as f64 * per_ms,
                 )
             })
