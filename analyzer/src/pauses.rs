@@ -53,6 +53,9 @@ pub struct PauseReport {
     pub intervals: Vec<PauseInterval>,
     /// Per paused priority, on the rate bins' grid: how much of each bin it was paused.
     pub paused_fraction: Vec<PausedBin>,
+    /// Width of the bins of `paused_fraction`: the rate bins' width, or a power-of-two multiple of it (so the
+    /// grids still line up) when the capture's span would need more than [`MAX_PAUSED_BINS`] a priority.
+    pub paused_bin_ns: u64,
     pub storms: Vec<Storm>,
     pub stalls: Vec<Stall>,
     pub start_ns: u64,
@@ -65,6 +68,11 @@ pub struct PauseReport {
     /// Priorities paused although no RoCE flow was seen on them.
     pub paused_without_roce: Vec<u8>,
 }
+
+/// Bins of `paused_fraction` per priority at most. The rate bins are bounded per flow, over each flow's own
+/// span; these cover the whole capture, so a long capture with short flows (or one far timestamp) would
+/// otherwise ask for a bin per rate-bin width over hours or years, for every paused priority.
+pub const MAX_PAUSED_BINS: u64 = 1 << 16;
 
 /// Default storm threshold. Switch watchdogs act after hundreds of ms on a production fabric; the default here
 /// suits captures of a few ms (the teaching samples). Set it to the watchdog's detection time for long captures.
@@ -135,10 +143,11 @@ pub fn analyse(inp: PauseInputs<'_>) -> PauseReport {
         .copied()
         .filter(|p| !roce.contains(p))
         .collect();
-    let paused_fraction = paused_fraction(&inp);
+    let (paused_fraction, paused_bin_ns) = paused_fraction(&inp);
     PauseReport {
         intervals: inp.intervals.clone(),
         paused_fraction,
+        paused_bin_ns,
         storms,
         stalls,
         start_ns: inp.start_ns,
@@ -191,13 +200,17 @@ fn stalled_flows(i: &PauseInterval, inp: &PauseInputs<'_>) -> Vec<StalledFlow> {
 }
 
 /// Coverage of each bin by the union of the pauses of each priority (overlapping pauses from several sources
-/// count once).
-fn paused_fraction(inp: &PauseInputs<'_>) -> Vec<PausedBin> {
-    let w = inp.bin_ns.max(1);
+/// count once), and the bins' width.
+fn paused_fraction(inp: &PauseInputs<'_>) -> (Vec<PausedBin>, u64) {
+    let span = inp.end_ns.saturating_sub(inp.bins_start_ns);
+    let mut w = inp.bin_ns.max(1);
+    while span / w >= MAX_PAUSED_BINS {
+        w = w.saturating_mul(2);
+    }
     let mut prios: Vec<Option<u8>> = inp.intervals.iter().map(|i| i.priority).collect();
     prios.sort_unstable();
     prios.dedup();
-    let bins = (inp.end_ns.saturating_sub(inp.bins_start_ns) / w + 1) as usize;
+    let bins = (span / w + 1) as usize;
     let mut out = Vec::new();
     for prio in prios {
         // Merge this priority's intervals into disjoint spans.
@@ -240,11 +253,96 @@ fn paused_fraction(inp: &PauseInputs<'_>) -> Vec<PausedBin> {
             }
         }));
     }
-    out
+    (out, w)
 }
 
 fn flow_row<'a>(flows: &'a [FlowRow], key: &FlowKey) -> Option<&'a FlowRow> {
     flows
         .iter()
         .find(|f| f.src == key.src && f.dst == key.dst && f.dest_qp == key.dest_qp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn interval(priority: Option<u8>, start_ns: u64, end_ns: u64) -> PauseInterval {
+        PauseInterval {
+            src_mac: "02:00:00:00:00:01".into(),
+            priority,
+            start_ns,
+            end_ns,
+        }
+    }
+
+    fn inputs(intervals: Vec<PauseInterval>, bin_ns: u64, end_ns: u64) -> PauseInputs<'static> {
+        PauseInputs {
+            intervals,
+            flows: &[],
+            series: &[],
+            bins_start_ns: 0,
+            bin_ns,
+            start_ns: 0,
+            end_ns,
+            storm_threshold_ns: DEFAULT_STORM_THRESHOLD_NS,
+            hosts: &[],
+        }
+    }
+
+    /// Paused time per priority, summed back from the bins.
+    fn paused_ns(bins: &[PausedBin], w: u64, priority: Option<u8>) -> f64 {
+        bins.iter()
+            .filter(|b| b.priority == priority)
+            .map(|b| b.fraction * w as f64)
+            .sum()
+    }
+
+    #[test]
+    fn the_rate_grid_is_kept_while_it_is_small_enough() {
+        let inp = inputs(vec![interval(Some(3), 25, 75)], 10, 100);
+        let (bins, w) = paused_fraction(&inp);
+        assert_eq!(w, 10);
+        let fractions: Vec<f64> = bins.iter().map(|b| b.fraction).collect();
+        assert_eq!(
+            fractions,
+            [0.0, 0.0, 0.5, 1.0, 1.0, 1.0, 1.0, 0.5, 0.0, 0.0, 0.0]
+        );
+    }
+
+    #[test]
+    fn a_long_span_widens_the_bins_instead_of_asking_for_billions() {
+        // 10 µs rate bins over a year: 3e12 bins a priority before the bound.
+        let year = 365 * 24 * 3_600 * 1_000_000_000u64;
+        let inp = inputs(
+            vec![
+                interval(Some(3), 1_000, 5_000_000_000),
+                interval(None, year / 2, year / 2 + 7_000_000_000),
+            ],
+            10_000,
+            year,
+        );
+        let (bins, w) = paused_fraction(&inp);
+        assert!(w > 10_000 && (w / 10_000).is_power_of_two(), "{w}");
+        assert!(year / w < MAX_PAUSED_BINS && year / (w / 2) >= MAX_PAUSED_BINS);
+        assert_eq!(bins.len() as u64, 2 * (year / w + 1));
+        assert!((paused_ns(&bins, w, Some(3)) - 4_999_999_000.0).abs() < 1.0);
+        assert!((paused_ns(&bins, w, None) - 7_000_000_000.0).abs() < 1.0);
+        assert!(bins.iter().all(|b| b.t_ns % w == 0));
+    }
+
+    #[test]
+    fn the_end_of_time_is_a_bounded_grid_too() {
+        let inp = inputs(
+            vec![interval(Some(0), u64::MAX - 10, u64::MAX)],
+            1,
+            u64::MAX,
+        );
+        let (bins, w) = paused_fraction(&inp);
+        assert!(
+            bins.len() as u64 <= MAX_PAUSED_BINS + 1,
+            "{} bins of {w} ns",
+            bins.len()
+        );
+        assert!((paused_ns(&bins, w, Some(0)) - 10.0).abs() < 1e-6);
+    }
 }

@@ -364,7 +364,8 @@ fn a_timestamp_at_the_end_of_time_is_survived_by_every_command() {
     let path = dir.path().join("end.pcapng");
     let file = std::fs::File::create(&path).unwrap();
     let mut out = PcapngWriter::new(file, &SectionInfo::default()).unwrap();
-    out.add_interface(LinkType::ETHERNET, 0, None, None).unwrap();
+    out.add_interface(LinkType::ETHERNET, 0, None, None)
+        .unwrap();
     let mut records = Vec::new();
     while let Some(rec) = reader.next_record().unwrap() {
         records.push((rec.ts_ns, rec.data.to_vec(), rec.len));
@@ -380,7 +381,13 @@ fn a_timestamp_at_the_end_of_time_is_survived_by_every_command() {
         &["stats", "--json"],
         &["dcqcn", "--model-events", "20000"],
         &["dcqcn", "--bin", "1s", "--model-events", "20000"],
-        &["report", "--model-events", "20000", "-o", report.to_str().unwrap()],
+        &[
+            "report",
+            "--model-events",
+            "20000",
+            "-o",
+            report.to_str().unwrap(),
+        ],
     ];
     for args in commands {
         let out = run(analyzer().args(args).arg(&path));

@@ -606,10 +606,18 @@ pub fn aggregate_chart(d: &DcqcnReport, axis: &TimeAxis) -> Option<Chart> {
         }
     }
     let half = d.bin_ns / 2;
-    let tput: Vec<(f64, f64)> = bins.iter().map(|(&t, v)| (axis.x(t.saturating_add(half)), v.0)).collect();
+    let tput: Vec<(f64, f64)> = bins
+        .iter()
+        .map(|(&t, v)| (axis.x(t.saturating_add(half)), v.0))
+        .collect();
     let ce: Vec<(f64, f64)> = bins
         .iter()
-        .map(|(&t, v)| (axis.x(t.saturating_add(half)), if v.0 > 0.0 { v.1 / v.0 } else { 0.0 }))
+        .map(|(&t, v)| {
+            (
+                axis.x(t.saturating_add(half)),
+                if v.0 > 0.0 { v.1 / v.0 } else { 0.0 },
+            )
+        })
         .collect();
     let y_max = tput.iter().map(|p| p.1).fold(d.line_gbps, f64::max) * 1.12;
     Some(Chart::Line(LineChart {
