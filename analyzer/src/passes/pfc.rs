@@ -57,8 +57,12 @@ impl PauseState {
         }
     }
 
+    /// A pause ends no earlier than it began: when a capture's timestamps step backwards (an XON stamped
+    /// before the XOFF it answers, or a refresh stamped earlier that moved the expiry back), the interval is
+    /// empty rather than inverted, which everything downstream would read as a pause of almost 2^64 ns.
     fn close(&mut self, since: u128, end: u128) {
-        self.paused_ps += end.saturating_sub(since);
+        let end = end.max(since);
+        self.paused_ps += end - since;
         self.closed.push((since, end));
     }
 }
@@ -207,5 +211,18 @@ mod tests {
         s.apply(6_000_000, 0, G100); // XON at 6000 ns
         assert_eq!(s.paused_ps, 6_000_000);
         assert_eq!(s.pauses, 1);
+    }
+
+    #[test]
+    fn time_running_backwards_closes_an_empty_pause_not_an_inverted_one() {
+        let mut s = PauseState::default();
+        s.apply(9_000_000, 1000, G100);
+        s.apply(5_000_000, 0, G100); // an XON stamped 4 µs before the XOFF
+        s.apply(20_000_000, 1000, G100);
+        s.apply(1_000_000, 1000, G100); // a refresh stamped earlier: the expiry moves before the start
+        s.apply(30_000_000, 0, G100);
+        assert!(s.closed.iter().all(|&(a, b)| a <= b), "{:?}", s.closed);
+        assert_eq!(s.closed, [(9_000_000, 9_000_000), (20_000_000, 20_000_000)]);
+        assert_eq!(s.paused_ps, 0);
     }
 }
