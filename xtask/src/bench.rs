@@ -9,6 +9,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use samples::bulk::{self, BulkSpec};
@@ -28,38 +29,49 @@ struct Measured {
 }
 
 /// Runs `argv` once under GNU time on core 0, stdout to /dev/null; returns (wall seconds, peak RSS MB).
-fn time_once(argv: &[&str]) -> Result<(f64, f64)> {
+///
+/// GNU time prints wall time in hundredths of a second, a tenth of the floor's whole run on a fast machine,
+/// so the wall time is taken here around the child instead, less `overhead` (what starting GNU time and
+/// taskset costs, [`wrapper_overhead`]); GNU time still gives the peak RSS.
+fn time_once(argv: &[&str], overhead: f64) -> Result<(f64, f64)> {
     let timing = std::env::temp_dir().join("rocetrace-bench-time.txt");
+    let start = Instant::now();
     let status = Command::new("/usr/bin/time")
-        .args(["-f", "%e %M", "-o"])
+        .args(["-f", "%M", "-o"])
         .arg(&timing)
         .args(["taskset", "-c", "0"])
         .args(argv)
         .stdout(Stdio::null())
         .status()
         .with_context(|| format!("running {}", argv.join(" ")))?;
+    let secs = start.elapsed().as_secs_f64() - overhead;
     if !status.success() {
         bail!("{} failed ({status})", argv.join(" "));
     }
     let text = std::fs::read_to_string(&timing)?;
-    let last = text.lines().last().unwrap_or_default().to_string();
-    let mut it = last.split_whitespace();
-    let secs: f64 = it
-        .next()
-        .and_then(|s| s.parse().ok())
-        .context("time output")?;
-    let kb: f64 = it
-        .next()
-        .and_then(|s| s.parse().ok())
+    let kb: f64 = text
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
         .context("time output")?;
     Ok((secs.max(0.001), kb / 1024.0))
 }
 
+/// The median time of running `true` under the same wrappers: what every measurement subtracts.
+fn wrapper_overhead() -> Result<f64> {
+    let mut runs = Vec::new();
+    for _ in 0..9 {
+        runs.push(time_once(&["true"], 0.0)?.0);
+    }
+    runs.sort_by(f64::total_cmp);
+    Ok(runs[runs.len() / 2])
+}
+
 /// Runs `argv` three times; returns (median s, max RSS MB).
-fn measure(argv: &[&str]) -> Result<(f64, f64)> {
+fn measure(argv: &[&str], overhead: f64) -> Result<(f64, f64)> {
     let mut runs = Vec::new();
     for _ in 0..3 {
-        runs.push(time_once(argv)?);
+        runs.push(time_once(argv, overhead)?);
     }
     runs.sort_by(|a, b| a.0.total_cmp(&b.0));
     let rss = runs.iter().map(|r| r.1).fold(0.0, f64::max);
@@ -153,12 +165,13 @@ pub fn run(args: &[String]) -> Result<()> {
     let s = path(&slice);
     let a = path(&analyzer);
     // Warm the page cache so the first measurement is not a disk read.
-    measure(&[path(&bare).as_str(), f.as_str()])?;
+    measure(&[path(&bare).as_str(), f.as_str()], 0.0)?;
+    let overhead = wrapper_overhead()?;
     let mut rows = Vec::new();
     let file_mb = Some(size_mb);
     let mut add = |what: &str, frames: u64, file_mb: Option<f64>, argv: &[&str]| -> Result<()> {
         eprintln!("xtask: measuring {what}");
-        let (seconds, peak_rss_mb) = measure(argv)?;
+        let (seconds, peak_rss_mb) = measure(argv, overhead)?;
         rows.push(Measured {
             what: what.into(),
             command: argv
@@ -257,11 +270,11 @@ pub fn run(args: &[String]) -> Result<()> {
     eprintln!("xtask: {PAIRS} alternating runs of the floor and stats");
     let mut paired = Paired { runs: Vec::new() };
     for _ in 0..PAIRS {
-        let floor = time_once(&[&path(&bare), &f])?.0;
-        let stats = time_once(&[&a, "stats", &f])?.0;
+        let floor = time_once(&[&path(&bare), &f], overhead)?.0;
+        let stats = time_once(&[&a, "stats", &f], overhead)?.0;
         paired.runs.push((floor, stats));
     }
-    let report = render(&rows, &paired, &spec, size_mb);
+    let report = render(&rows, &paired, &spec, size_mb, overhead);
     println!("{report}");
     let md = root().join("BENCHMARKS.md");
     let old = std::fs::read_to_string(&md).unwrap_or_default();
@@ -286,7 +299,13 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
-fn render(rows: &[Measured], paired: &Paired, spec: &BulkSpec, size_mb: f64) -> String {
+fn render(
+    rows: &[Measured],
+    paired: &Paired,
+    spec: &BulkSpec,
+    size_mb: f64,
+    overhead: f64,
+) -> String {
     let fps = |m: &Measured| m.frames as f64 / m.seconds;
     let floor = rows.first().map(fps).unwrap_or(1.0);
     let stats = rows.get(1).map(fps).unwrap_or(0.0);
@@ -297,12 +316,15 @@ fn render(rows: &[Measured], paired: &Paired, spec: &BulkSpec, size_mb: f64) -> 
         .unwrap_or(1.0);
     let mut s = String::new();
     s.push_str(&format!(
-        "Machine: {} cores of {}, {}; one core used (taskset -c 0); median of 3 runs, warm page cache.\n\n",
+        "Machine: {} cores of {}, {}; one core used (taskset -c 0); median of 3 runs, warm page cache; wall \
+         time taken around each process, less {:.1} ms for starting GNU time and taskset (their median on \
+         `true`).\n\n",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         cpu_model(),
         std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|k| format!("Linux {}", k.trim()))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        overhead * 1e3
     ));
     s.push_str(&format!(
         "Capture: `samples::bulk`, {} frames over {} QPs, {} B payload per data packet, snap length {}, {:.0} MB \
