@@ -77,8 +77,9 @@ pub fn decode(data: &[u8]) -> Option<([u8; 4], serde_json::Value)> {
 
 /// The sender-side DCQCN knobs recorded in the capture's first `KNOB` block, as `name=value` text for
 /// [`crate::dcqcn::Knobs::apply_kv_text`], with the interface they came from. Only `roce_rp` knobs of one
-/// interface (the first in name order) are taken: the model is of the reaction point, and several NICs may
-/// have been configured differently. Knobs the model does not use (`enable/N`, ...) are left out.
+/// interface are taken (the first captured one that has them, else the first in name order): the model is
+/// of the reaction point, and several NICs may have been configured differently. Knobs the model does not
+/// use (`enable/N`, ...) are left out.
 pub fn recorded_rp_knobs(blocks: &[CustomBlock]) -> Option<(String, String)> {
     let value = blocks
         .iter()
@@ -96,7 +97,17 @@ pub fn recorded_rp_knobs(blocks: &[CustomBlock]) -> Option<(String, String)> {
         })
         .collect();
     entries.sort();
-    let iface = entries.first()?.0;
+    // Several NICs can have knobs; a captured one is the likeliest sender, else the first by name.
+    let captured: Vec<&str> = value
+        .get("captured")
+        .and_then(|c| c.as_array())
+        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    let iface = entries
+        .iter()
+        .find(|(i, _, _)| captured.contains(i))
+        .or(entries.first())?
+        .0;
     let text = entries
         .iter()
         .filter(|(i, name, _)| *i == iface && crate::dcqcn::Knobs::NAMES.contains(name))
@@ -845,6 +856,26 @@ mod tests {
         assert_eq!(value["counters"]["a"], 1);
         assert!(decode(b"KNO").is_none());
         assert!(decode(b"KNOBnot json").is_none());
+    }
+
+    #[test]
+    fn recorded_knobs_prefer_a_captured_interface() {
+        let knobs = |captured: serde_json::Value| {
+            let v = serde_json::json!({"ts_ns": 1, "captured": captured, "knobs": {
+                "eth0/roce_rp/rpg_gd": "9", "eth1/roce_rp/rpg_gd": "11", "eth1/roce_rp/enable/3": "1",
+            }});
+            [CustomBlock {
+                pen: PEN,
+                data: encode(KNOBS, &v).unwrap(),
+            }]
+        };
+        let (iface, text) = recorded_rp_knobs(&knobs(serde_json::json!(["eth1"]))).unwrap();
+        assert_eq!((iface.as_str(), text.as_str()), ("eth1", "rpg_gd=11\n"));
+        // A mirror port without knobs, or an older tracer's block without the list: the first by name.
+        let (iface, text) = recorded_rp_knobs(&knobs(serde_json::json!(["mirror0"]))).unwrap();
+        assert_eq!((iface.as_str(), text.as_str()), ("eth0", "rpg_gd=9\n"));
+        let (iface, _) = recorded_rp_knobs(&knobs(serde_json::Value::Null)).unwrap();
+        assert_eq!(iface, "eth0");
     }
 
     #[test]

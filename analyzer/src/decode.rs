@@ -218,7 +218,21 @@ impl Decoder {
         self.link(f, link);
     }
 
-    /// The link header, then everything above it.
+    /// Whether frames of this link type are read at all: records of any other link type decode as `Other`,
+    /// which the commands tell the user about rather than show silently.
+    pub fn reads_link(link: LinkType) -> bool {
+        matches!(
+            link,
+            LinkType::ETHERNET
+                | LinkType::RAW
+                | LinkType::IPV4
+                | LinkType::IPV6
+                | LinkType::LINUX_SLL
+                | LinkType::LINUX_SLL2
+        )
+    }
+
+    /// The link header, then everything above it; the link types are those of [`Decoder::reads_link`].
     fn link<'a>(&self, f: &mut Frame<'a>, link: LinkType) {
         let data = f.data;
         // Each layer is sliced with etherparse's per-header types rather than its whole-packet slicer: the

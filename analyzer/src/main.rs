@@ -196,6 +196,21 @@ fn decoder(i: &Input) -> Decoder {
     }
 }
 
+/// Names each interface whose link type the decoder does not read (an InfiniBand or IPoIB capture, say):
+/// its frames are all `other`, and a table of nothing but `other` would not say why.
+fn warn_unread_links(reader: &CaptureReader) {
+    for (id, i) in reader.interfaces().iter().enumerate() {
+        if !Decoder::reads_link(i.link) {
+            eprintln!(
+                "roce-analyzer: warning: {}: interface {id} has link type {}, which is not decoded: its frames \
+                 are counted as `other` (RoCE is read from Ethernet, Linux cooked and raw IP captures)",
+                reader.name(),
+                i.link
+            );
+        }
+    }
+}
+
 /// What a damaged file leaves: printed after the results so the user sees both.
 fn damage_warning(e: &SourceError) -> ExitCode {
     eprintln!("roce-analyzer: warning: {e}; the results above cover everything before this point");
@@ -235,6 +250,7 @@ fn decode(a: DecodeArgs) -> Result<ExitCode> {
         }
     };
     out.flush()?;
+    warn_unread_links(&reader);
     Ok(match damage {
         Some(e) => damage_warning(&e),
         None => ExitCode::SUCCESS,
@@ -319,6 +335,7 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
             }
         }
     }
+    warn_unread_links(&reader);
     Ok(match damage {
         Some(e) => damage_warning(&e),
         None => ExitCode::SUCCESS,
@@ -436,6 +453,7 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
     for limit in analysis.dcqcn.limits() {
         eprintln!("roce-analyzer: warning: {limit}");
     }
+    warn_unread_links(&reader);
     Ok(match damage {
         Some(e) => damage_warning(&e),
         None => ExitCode::SUCCESS,
@@ -472,6 +490,7 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
         print_dcqcn(&mut out, &report)?;
     }
     out.flush()?;
+    warn_unread_links(&reader);
     Ok(match damage {
         Some(e) => damage_warning(&e),
         None => ExitCode::SUCCESS,

@@ -76,6 +76,32 @@ pub enum Format {
     Pcapng,
 }
 
+impl Format {
+    /// A stable name for tables and JSON: `pcapng`, or `pcap-` with the timestamp unit and byte order
+    /// (`pcap-us-le`, `pcap-ns-be`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Pcapng => "pcapng",
+            Format::Pcap {
+                nanosecond: false,
+                big_endian: false,
+            } => "pcap-us-le",
+            Format::Pcap {
+                nanosecond: false,
+                big_endian: true,
+            } => "pcap-us-be",
+            Format::Pcap {
+                nanosecond: true,
+                big_endian: false,
+            } => "pcap-ns-le",
+            Format::Pcap {
+                nanosecond: true,
+                big_endian: true,
+            } => "pcap-ns-be",
+        }
+    }
+}
+
 /// One capture interface (the single implicit one of a pcap file, or an IDB of a pcapng file).
 #[derive(Debug, Clone)]
 pub struct Interface {
@@ -1001,6 +1027,34 @@ mod tests {
             scale: Scale::from_tsresol(tsresol).0,
             offset_s,
         }
+    }
+
+    #[test]
+    fn format_names_are_the_documented_ones() {
+        let pcap = |nanosecond, big_endian| Format::Pcap {
+            nanosecond,
+            big_endian,
+        };
+        let names: Vec<&str> = [
+            pcap(false, false),
+            pcap(false, true),
+            pcap(true, false),
+            pcap(true, true),
+            Format::Pcapng,
+        ]
+        .iter()
+        .map(|f| f.name())
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "pcap-us-le",
+                "pcap-us-be",
+                "pcap-ns-le",
+                "pcap-ns-be",
+                "pcapng"
+            ]
+        );
     }
 
     #[test]

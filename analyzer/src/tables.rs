@@ -214,8 +214,10 @@ impl Columns {
     }
 }
 
-/// Builds a DataFrame from serializable rows. Column order: the fields' order, new keys (such as opcode
-/// names) appended as they first appear.
+/// Builds a DataFrame from serializable rows. Column order: the fields' order, with the keys of a map field
+/// (such as the opcode names under `opcodes`) kept together where that field first appeared, in the order
+/// the keys first appear. Without the grouping, a key first seen in a later row went to the end of the table,
+/// away from its siblings.
 pub fn dataframe<T: Serialize>(table: &str, rows: &[T]) -> Result<DataFrame, TableError> {
     let shape = |e: Box<dyn std::error::Error + Send + Sync>| TableError::Shape {
         table: table.to_string(),
@@ -226,11 +228,24 @@ pub fn dataframe<T: Serialize>(table: &str, rows: &[T]) -> Result<DataFrame, Tab
         let v = serde_json::to_value(row).map_err(|e| shape(Box::new(e)))?;
         flatten("", v, i, &mut columns);
     }
-    let columns: Vec<Column> = columns
-        .names
-        .iter()
-        .zip(columns.cells)
-        .map(|(name, cells)| cells.into_column(name, rows.len()))
+    let mut named: Vec<(String, Cells)> = columns.names.into_iter().zip(columns.cells).collect();
+    let mut groups: Vec<String> = Vec::new();
+    let mut group_of = |name: &str| {
+        let top = name.split('.').next().unwrap_or(name);
+        groups.iter().position(|g| g == top).unwrap_or_else(|| {
+            groups.push(top.to_string());
+            groups.len() - 1
+        })
+    };
+    let keys: Vec<usize> = named.iter().map(|(n, _)| group_of(n)).collect();
+    let mut order: Vec<usize> = (0..named.len()).collect();
+    // Stable: within a group, columns keep the order in which they first appeared.
+    order.sort_by_key(|&i| keys[i]);
+    let mut slots: Vec<Option<(String, Cells)>> = named.drain(..).map(Some).collect();
+    let columns: Vec<Column> = order
+        .into_iter()
+        .filter_map(|i| slots.get_mut(i).and_then(Option::take))
+        .map(|(name, cells)| cells.into_column(&name, rows.len()))
         .collect();
     DataFrame::new(rows.len(), columns).map_err(|e| shape(Box::new(e)))
 }
@@ -417,6 +432,33 @@ mod tests {
         assert_eq!(df.column("rate").unwrap().dtype(), &DataType::Float64);
         assert_eq!(df.column("nested.x").unwrap().null_count(), 1);
         assert_eq!(df.column("name").unwrap().dtype(), &DataType::String);
+    }
+
+    /// A map's keys stay together where the map first appeared, whichever row brings them.
+    #[test]
+    fn the_keys_of_a_map_stay_beside_each_other() {
+        #[derive(Serialize)]
+        struct Mixed {
+            first: u64,
+            ops: BTreeMap<&'static str, u64>,
+            last: u64,
+        }
+        let rows = [
+            Mixed {
+                first: 1,
+                ops: [("b", 1)].into_iter().collect(),
+                last: 2,
+            },
+            Mixed {
+                first: 3,
+                ops: [("a", 1), ("c", 2)].into_iter().collect(),
+                last: 4,
+            },
+        ];
+        let df = dataframe("t", &rows).unwrap();
+        let names: Vec<&str> = df.get_column_names().iter().map(|n| n.as_str()).collect();
+        assert_eq!(names, ["first", "ops.b", "ops.a", "ops.c", "last"]);
+        assert_eq!(df.column("ops.a").unwrap().null_count(), 1);
     }
 
     /// Cells are typed as the whole column allows: a number next to a string makes the column text, a

@@ -335,6 +335,7 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
         .iter()
         .map(|f| {
             vec![
+                f.iface.to_string(),
                 f.src.to_string(),
                 f.dst.to_string(),
                 format!("0x{:06x}", f.dest_qp),
@@ -355,7 +356,7 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
     table(
         out,
         &[
-            "src", "dst", "dest_qp", "packets", "bytes", "Gb/s", "ECT", "CE", "gaps", "retx",
+            "if", "src", "dst", "dest_qp", "packets", "bytes", "Gb/s", "ECT", "CE", "gaps", "retx",
             "ooo", "NAKs", "ICRC bad", "trunc",
         ],
         &rows,

@@ -4,7 +4,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{analyzer, run, workspace};
+use common::{analyzer, run, shared_capture, workspace};
 use serde_json::Value;
 
 fn corpus_pcap() -> PathBuf {
@@ -438,4 +438,22 @@ fn a_corrupt_timestamp_years_ahead_is_survived_with_warnings() {
     let gap = stats["capture"]["largest_gap_ns"].as_u64().unwrap();
     assert!(gap > 70 * 365 * 24 * 3_600 * 1_000_000_000, "{gap}");
     assert_eq!(stats["capture"]["timestamps_backwards"], 0);
+}
+
+/// A capture of a link type the decoder does not read (this one is ERF-framed InfiniBand) is all `other`;
+/// the commands say why instead of printing such a table silently. An Ethernet capture gets no such line.
+#[test]
+fn a_link_type_that_is_not_decoded_is_named() {
+    for cmd in ["stats", "decode"] {
+        let out = run(analyzer().arg(cmd).arg(shared_capture("infiniband.pcap")));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{cmd}: {err}");
+        assert!(
+            err.contains("interface 0 has link type ERF (197), which is not decoded"),
+            "{cmd}: {err}"
+        );
+    }
+    let out = run(analyzer().arg("stats").arg(shared_capture("roce.pcap")));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("not decoded"), "{err}");
 }

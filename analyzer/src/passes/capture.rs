@@ -113,7 +113,7 @@ impl CapturePass {
             .reduce(|a, b| a + b);
         CaptureRow {
             file: reader.name().to_string(),
-            format: format!("{:?}", reader.format()),
+            format: reader.format().name().to_owned(),
             frames: self.frames,
             bytes: self.bytes,
             captured_bytes: self.captured_bytes,
