@@ -6,6 +6,7 @@
 //! gone, or a write error. A second SIGINT/SIGTERM skips writing what is still queued, so the tool exits at
 //! once, still closing the file with its statistics blocks.
 
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use std::sync::mpsc::{RecvTimeoutError, sync_channel};
 use std::time::{Duration, Instant};
 
 use analyzer::sink::SectionInfo;
+
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -306,31 +308,8 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         shutdown(engine);
         return Err(write_error(opts, 0, source));
     }
-    if let Some(path) = &opts.ready_file
-        && let Err(source) = std::fs::write(path, b"ready\n")
-    {
-        shutdown(engine);
-        let _ = file.finish(&[]);
-        return Err(CaptureError::Ready {
-            path: path.clone(),
-            source,
-        });
-    }
-    let mut child: Option<Child> = None;
-    if let Some((prog, args)) = opts.command.split_first() {
-        match Command::new(prog).args(args).spawn() {
-            Ok(c) => child = Some(c),
-            Err(source) => {
-                shutdown(engine);
-                let _ = file.finish(&[]);
-                return Err(CaptureError::Command {
-                    cmd: opts.command.join(" "),
-                    source,
-                });
-            }
-        }
-    }
-
+    // Metrics before the ready file and the command: a port that cannot be bound stops the capture before
+    // anyone is told it runs, and before a workload starts that nobody would then stop.
     let metrics = match opts.metrics {
         Some(addr) => {
             let m = Metrics::new();
@@ -345,6 +324,32 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         }
         None => None,
     };
+    if let Some(path) = &opts.ready_file
+        && let Err(source) = std::fs::write(path, b"ready\n")
+    {
+        shutdown(engine);
+        let _ = file.finish(&[]);
+        return Err(CaptureError::Ready {
+            path: path.clone(),
+            source,
+        });
+    }
+    let mut child: Option<Child> = None;
+    if let Some((prog, args)) = opts.command.split_first() {
+        // In a process group of its own, so that stopping it reaches what it started too (a shell's children).
+        match Command::new(prog).args(args).process_group(0).spawn() {
+            Ok(c) => child = Some(c),
+            Err(source) => {
+                shutdown(engine);
+                let _ = file.finish(&[]);
+                return Err(CaptureError::Command {
+                    cmd: opts.command.join(" "),
+                    source,
+                });
+            }
+        }
+    }
+
     let started = Instant::now();
     let mut last_tick = Instant::now();
     let mut next_sample = Instant::now() + opts.interval;
@@ -452,20 +457,28 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         }
     };
 
-    // Stop the engine and empty the channel: frames already queued are written unless the count is reached,
-    // a write failed, or a second signal asked for an immediate exit.
+    if let Some(c) = child.as_mut() {
+        stop_command(c, &opts.command);
+    }
+    // Stop the engine and empty the channel: frames already queued, and those the engines still read out of
+    // the kernel, are written unless the count is reached, a write failed, or a second signal asked for an
+    // immediate exit. Then the channel is closed, which tells the engines to stop reading.
     stop.store(true, Ordering::SeqCst);
     while let Ok(ev) = rx.recv() {
         let keep = write_failure.is_none()
             && signals_seen.load(Ordering::SeqCst) < 2
             && opts.count.is_none_or(|c| frames < c);
-        if let (Event::Frame(f), true) = (ev, keep) {
+        if !keep {
+            break;
+        }
+        if let Event::Frame(f) = ev {
             match file.write_frame(f.iface, f.ts_ns, &f.data, f.len, 0) {
                 Ok(()) => frames += 1,
                 Err(e) => write_failure = Some(e),
             }
         }
     }
+    drop(rx);
     let (stats, probe_block) = engine.finish();
     if let Some(block) = probe_block
         && write_failure.is_none()
@@ -490,6 +503,42 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         dropped,
         reason,
     })
+}
+
+/// How long a command still running when the capture ends gets to exit after SIGTERM, before SIGKILL.
+const COMMAND_GRACE: Duration = Duration::from_secs(2);
+
+/// Ends the `-- CMD` workload when the capture stopped for another reason (a signal, `--duration`, `-c`, a
+/// full disk), so that it does not go on unobserved after the tool has exited; and reaps it in every case.
+/// SIGTERM goes to its process group, which it leads, so a shell's children stop with it; SIGKILL follows
+/// for a group whose leader has not exited after [`COMMAND_GRACE`].
+fn stop_command(child: &mut Child, command: &[String]) {
+    if !matches!(child.try_wait(), Ok(None)) {
+        return;
+    }
+    eprintln!(
+        "roce-tracer: the capture ended while `{}` (pid {}) still ran; stopping it",
+        command.join(" "),
+        child.id()
+    );
+    let group = i32::try_from(child.id()).ok().map(|pid| -pid);
+    let signal_group = |sig| {
+        if let Some(g) = group {
+            // SAFETY: kill(2) on the group of a child this process spawned and has not reaped, so the id
+            // cannot have been reused.
+            unsafe { libc::kill(g, sig) };
+        }
+    };
+    signal_group(libc::SIGTERM);
+    let deadline = Instant::now() + COMMAND_GRACE;
+    while Instant::now() < deadline {
+        if !matches!(child.try_wait(), Ok(None)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal_group(libc::SIGKILL);
+    let _ = child.wait();
 }
 
 fn write_error(opts: &CaptureOptions, frames: u64, source: std::io::Error) -> CaptureError {

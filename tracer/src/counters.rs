@@ -5,7 +5,7 @@
 //! `np_cnp_sent`, `rp_cnp_handled`, `out_of_sequence` and friends there), and every ethtool statistic of each
 //! captured interface (what `ethtool -S` prints: mlx5's per-priority `rx_prio3_pause`,
 //! `rx_prio3_pause_duration`, `rx_prio3_pause_transition`, ...), under the key `ethtool/<iface>/<name>`.
-//! Knobs: every file under `class/net/<iface>/ecn/roce_rp/` and `roce_np/`, read once.
+//! Knobs: every file under `class/net/*/ecn/roce_rp/` and `roce_np/`, read once.
 //!
 //! On a live system the root is `/sys` and the ethtool statistics come from the `SIOCETHTOOL` ioctl. A
 //! fixture tree (`--sysfs-root`, for tests) is laid out like `/sys` and holds the ethtool statistics as the
@@ -51,6 +51,8 @@ pub struct Sampler {
 struct KnobsRecord<'a> {
     ts_ns: u64,
     knobs: &'a BTreeMap<String, String>,
+    /// The interfaces captured, so that the analyzer can prefer their knobs when several NICs have some.
+    captured: &'a [String],
 }
 
 #[derive(Debug, Serialize)]
@@ -179,17 +181,23 @@ impl Sampler {
         }
     }
 
-    /// The DCQCN knobs of the captured interfaces: `<iface>/<roce_rp|roce_np>/<path>` → value.
+    /// The DCQCN knobs of every interface that has them: `<iface>/<roce_rp|roce_np>/<path>` → value. Not
+    /// only the captured ones: on a mirror port or a sniffer device the captured interface is not the RoCE
+    /// NIC whose knobs shaped the traffic.
     pub fn knobs(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
-        for iface in &self.interfaces {
+        let net = self.root.join("class/net");
+        let Ok(entries) = std::fs::read_dir(&net) else {
+            return out;
+        };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        names.sort();
+        for iface in names {
             for side in ["roce_rp", "roce_np"] {
-                let dir = self
-                    .root
-                    .join("class/net")
-                    .join(iface)
-                    .join("ecn")
-                    .join(side);
+                let dir = net.join(&iface).join("ecn").join(side);
                 walk(&dir, &format!("{iface}/{side}"), 0, &mut out);
             }
         }
@@ -228,6 +236,7 @@ impl Sampler {
             &KnobsRecord {
                 ts_ns: sys::now_ns(),
                 knobs: &knobs,
+                captured: &self.interfaces,
             },
         )
         .ok()
@@ -333,9 +342,10 @@ mod tests {
     }
 
     #[test]
-    fn knobs_of_the_captured_interfaces_only() {
+    fn knobs_of_every_interface_that_has_them() {
         let d = fixture();
-        let s = Sampler::fixture(d.path(), &["eth0".to_string()]);
+        // Capturing eth2 (a mirror port without knobs) still records the RoCE NICs' knobs.
+        let s = Sampler::fixture(d.path(), &["eth2".to_string()]);
         let k = s.knobs();
         assert_eq!(
             k.get("eth0/roce_rp/rpg_time_reset").map(String::as_str),
@@ -349,7 +359,15 @@ mod tests {
             k.get("eth0/roce_np/cnp_dscp").map(String::as_str),
             Some("48")
         );
-        assert_eq!(k.len(), 3, "{k:?}");
+        assert_eq!(
+            k.get("eth1/roce_np/cnp_dscp").map(String::as_str),
+            Some("46")
+        );
+        assert_eq!(k.len(), 4, "{k:?}");
+        let block = s.knobs_block().expect("knobs were found");
+        let (kind, value) = blocks::decode(&block).expect("our own record");
+        assert_eq!(kind, blocks::KNOBS);
+        assert_eq!(value["captured"], serde_json::json!(["eth2"]));
     }
 
     #[test]
@@ -375,7 +393,9 @@ mod tests {
             v["counters"]["class/infiniband/mlx5_0/ports/1/hw_counters/np_cnp_sent"],
             9
         );
-        assert!(Sampler::fixture(d.path(), &[]).knobs_block().is_none());
+        // A host without any knob directory records no knob block at all.
+        let bare = tempfile::tempdir().unwrap();
+        assert!(Sampler::fixture(bare.path(), &[]).knobs_block().is_none());
     }
 
     #[test]

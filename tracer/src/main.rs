@@ -77,6 +77,7 @@ struct CaptureArgs {
     /// DCQCN knobs once.
     #[arg(long)]
     counters: bool,
+    /// How often --counters samples, and how often kernel events are written out (`1s`, `500ms`).
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     interval: Duration,
     /// A fixture tree to read instead of /sys and the ethtool ioctl (tests): laid out like /sys, with each
@@ -102,7 +103,8 @@ struct CaptureArgs {
     /// No line per second on stderr.
     #[arg(short, long)]
     quiet: bool,
-    /// A command to run while capturing: the capture starts before it and stops when it exits.
+    /// A command to run while capturing: the capture starts before it and stops when it exits; a capture
+    /// that ends first stops it (SIGTERM to its process group, SIGKILL 2 s later).
     #[arg(last = true)]
     command: Vec<String>,
 }

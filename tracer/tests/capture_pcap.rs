@@ -102,6 +102,16 @@ fn pcap_engine_captures_the_corpus_exactly() {
     }
 }
 
+/// The property over every teaching capture, not only the corpus: the samples hold the traffic
+/// patterns (incast, PFC storms, go-back-N) whose PSNs, ECN marks and CNPs users read the tracer's files for.
+#[test]
+fn pcap_engine_captures_every_sample_exactly() {
+    if !require_netns("pcap_engine_captures_every_sample_exactly") {
+        return;
+    }
+    every_sample_comes_back_unchanged("pcap", &["-s", "2048"]);
+}
+
 #[test]
 fn default_snaplen_keeps_every_header() {
     if !require_netns("default_snaplen_keeps_every_header") {
@@ -311,10 +321,10 @@ fn counters_and_knobs_travel_in_the_capture() {
     let k = &knobs[0].1["knobs"];
     assert_eq!(k["vb/roce_rp/rpg_min_rate"], "1");
     assert_eq!(k["vb/roce_np/enable/3"], "1");
-    assert!(
-        k.get("other/roce_np/enable/3").is_none(),
-        "only the captured interfaces: {k}"
-    );
+    // Every interface's knobs, not only the captured one's (a mirror port has none of its own), and the
+    // list of captured interfaces beside them.
+    assert_eq!(k["other/roce_np/enable/3"], "0", "{k}");
+    assert_eq!(knobs[0].1["captured"], serde_json::json!(["vb"]));
     let samples: Vec<_> = blocks
         .iter()
         .filter(|(k, _)| *k == tracer::blocks::COUNTERS)
@@ -504,4 +514,87 @@ fn rotation_by_time_without_traffic() {
         let (_, reader) = frames(f);
         assert_eq!(reader.if_stats().len(), 1, "{f:?} has its statistics block");
     }
+}
+
+/// `-- CMD` bounds the capture: the workload starts once the capture is ready (its first frames are in the
+/// file), the capture ends when it exits without any signal, and every frame it sent is in the file.
+#[test]
+fn a_command_bounds_the_capture_and_its_last_frames_are_kept() {
+    if !require_netns("a_command_bounds_the_capture_and_its_last_frames_are_kept") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ns = Netns::new("cm");
+    let replay = dir.path().join("replay.pcap");
+    let sent = replayable(&corpus(), &replay);
+    let out = dir.path().join("cap.pcapng");
+    let child = ns
+        .cmd(TRACER)
+        .args([
+            "capture", "-q", "-i", "vb", "--engine", "pcap", "-s", "2048", "-w",
+        ])
+        .arg(&out)
+        .args(["--", "tcpreplay", "-q", "-t", "-i", "va", "--loop=3"])
+        .arg(&replay)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start roce-tracer");
+    // No signal: the capture has to end by itself when tcpreplay does.
+    let result = wait(child, 60);
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{} frames written", 3 * sent)),
+        "every replayed frame: {stderr}"
+    );
+    let (got, reader) = frames(&out);
+    assert_eq!(got.len(), 3 * sent);
+    let st = reader.if_stats().first().copied().unwrap_or_default();
+    assert_eq!(st.received, Some(3 * sent as u64), "{st:?}");
+}
+
+/// A capture that ends before its workload (here by `--duration`) stops the workload too, rather than
+/// leaving it running unobserved after the tool has exited, and says so.
+#[test]
+fn a_command_still_running_at_the_end_is_stopped() {
+    if !require_netns("a_command_still_running_at_the_end_is_stopped") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ns = Netns::new("cs");
+    let out = dir.path().join("cap.pcapng");
+    let marker = dir.path().join("still-running");
+    let script = format!("sleep 30; touch {}", marker.display());
+    let started = std::time::Instant::now();
+    let child = ns
+        .cmd(TRACER)
+        .args(["capture", "-q", "-i", "vb", "--duration", "1s", "-w"])
+        .arg(&out)
+        .args(["--", "sh", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start roce-tracer");
+    let result = wait(child, 20);
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the capture waited for its workload: {:?}",
+        started.elapsed()
+    );
+    assert!(stderr.contains("still ran; stopping it"), "{stderr}");
+    // The shell was terminated, so its `touch` never runs, however long we wait for it.
+    let (_, _) = frames(&out);
+    let pids = Command::new("ip")
+        .args(["netns", "pids", &ns.name])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&pids.stdout).trim().is_empty(),
+        "processes left in the namespace: {}",
+        String::from_utf8_lossy(&pids.stdout)
+    );
+    assert!(!marker.exists());
 }

@@ -2,7 +2,8 @@
 //!
 //! Immediate mode (frames are delivered as they arrive, not when a buffer block fills), a 64 MiB kernel
 //! buffer for bursts, nanosecond timestamps and the BPF filter compiled by libpcap. A short read timeout
-//! lets each thread notice the stop flag within 100 ms.
+//! lets each thread notice the stop flag within 100 ms; what the kernel still holds then is read out before
+//! the thread ends.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -126,6 +127,7 @@ fn read_loop(
     dropped: &[AtomicU64],
 ) -> IfaceStats {
     let mut ended = None;
+    let mut open = true;
     let mut last_poll = Instant::now();
     while !p.stop.load(Ordering::Relaxed) {
         if last_poll.elapsed() >= Duration::from_secs(1) {
@@ -139,18 +141,8 @@ fn read_loop(
         }
         match cap.next_packet() {
             Ok(pkt) => {
-                let ts = pkt.header.ts;
-                // With nanosecond precision libpcap stores nanoseconds in the microsecond field.
-                let ts_ns = (ts.tv_sec as u64)
-                    .saturating_mul(1_000_000_000)
-                    .saturating_add(ts.tv_usec as u64);
-                let frame = Captured {
-                    iface,
-                    ts_ns,
-                    len: pkt.header.len,
-                    data: pkt.data.to_vec(),
-                };
-                if p.tx.send(Event::Frame(frame)).is_err() {
+                if !forward(&pkt, iface, &p) {
+                    open = false;
                     break;
                 }
             }
@@ -160,6 +152,9 @@ fn read_loop(
                 break;
             }
         }
+    }
+    if ended.is_none() && open {
+        drain(&mut cap, iface, &p);
     }
     let stats = match cap.stats() {
         Ok(s) => IfaceStats {
@@ -172,6 +167,45 @@ fn read_loop(
         let _ = p.tx.send(Event::Ended { iface, reason });
     }
     stats
+}
+
+/// Hands one frame to the writer; false once the writer has gone (it stopped taking frames).
+fn forward(pkt: &pcap::Packet<'_>, iface: u32, p: &Plumbing) -> bool {
+    let ts = pkt.header.ts;
+    // With nanosecond precision libpcap stores nanoseconds in the microsecond field.
+    let ts_ns = (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_usec as u64);
+    let frame = Captured {
+        iface,
+        ts_ns,
+        len: pkt.header.len,
+        data: pkt.data.to_vec(),
+    };
+    p.tx.send(Event::Frame(frame)).is_ok()
+}
+
+/// How long a stopping capture keeps reading what the kernel buffered: on a link that keeps sending, the
+/// buffer never empties.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// Reads out the frames the kernel still holds when the capture stops. They arrived before the stop (the
+/// end of a `-- CMD` workload, the last burst before a SIGINT), and the statistics block counts them as
+/// received: leaving them unwritten would lose frames without a word. The handle does not block, so an
+/// empty buffer ends the drain at once; a writer that stops taking frames (a second signal, a count
+/// reached) ends it too.
+fn drain(cap: &mut Capture<Active>, iface: u32, p: &Plumbing) {
+    let deadline = Instant::now() + DRAIN_LIMIT;
+    while Instant::now() < deadline {
+        match cap.next_packet() {
+            Ok(pkt) => {
+                if !forward(&pkt, iface, p) {
+                    return;
+                }
+            }
+            Err(_) => return,
+        }
+    }
 }
 
 impl Engine for PcapEngine {

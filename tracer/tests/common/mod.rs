@@ -340,6 +340,28 @@ pub fn stats(path: &Path) -> StatsReport {
     stats.finish(&reader, None)
 }
 
+/// `stats` on the `range` of a capture's non-`other` frames (counted from 0, as [`frames`] lists them): a
+/// capture of several replays one after another holds each replay's frames as one run, and each run must
+/// give its own sample's statistics, not a blend with its neighbours'.
+pub fn stats_of(path: &Path, range: std::ops::Range<usize>) -> StatsReport {
+    let mut reader = CaptureReader::open(path).expect("open capture");
+    let decoder = Decoder::default();
+    let mut stats = Stats::new(100_000_000_000);
+    let (mut n, mut kept) = (0, 0);
+    while let Some(rec) = reader.next_record().expect("read record") {
+        n += 1;
+        let f = decoder.decode(n, &rec);
+        if f.kind == Kind::Other {
+            continue;
+        }
+        if range.contains(&kept) {
+            stats.frame(&f);
+        }
+        kept += 1;
+    }
+    stats.finish(&reader, None)
+}
+
 /// The parts of `stats` that a replay must reproduce: per-flow packet, ECN, opcode and PSN accounting, CNP
 /// counts, PFC frame counts. Byte counts, ICRC results and times depend on the replay, not the traffic.
 pub fn stats_view(r: &StatsReport) -> serde_json::Value {
@@ -442,4 +464,137 @@ pub fn first_records(src: &Path, dst: &Path, n: usize) {
         w.write_packet(rec.ts_ns, rec.data, rec.len).unwrap();
     }
     w.into_inner().unwrap();
+}
+
+/// Every sample capture, by name, found when the test runs: a sample added later is replayed without
+/// anyone remembering to list it here.
+pub fn sample_captures() -> Vec<(String, PathBuf)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/captures");
+    let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("list {}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pcapng"))
+        .map(|p| (p.file_stem().unwrap().to_string_lossy().into_owned(), p))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The promise for one engine: every sample replayed into `vb` comes out of `roce-tracer capture
+/// --engine <engine> <extra>` as the same frames with the same `stats`.
+///
+/// One tracer run takes all samples, replayed one after another, so the test costs one start and stop of
+/// the engine rather than one per sample; the capture is then cut back into samples by their frame counts.
+/// Each sample is compared on its own so that a failure names the sample, and so that PSN tracking does
+/// not run from one sample's flows into the next one's.
+pub fn every_sample_comes_back_unchanged(engine: &str, extra: &[&str]) {
+    let samples = sample_captures();
+    assert!(
+        samples.len() >= 5,
+        "expected at least 5 sample captures, found {samples:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut parts = Vec::new();
+    for (name, path) in &samples {
+        let replay = dir.path().join(format!("{name}.pcap"));
+        let sent = replayable(path, &replay);
+        if sent == 0 {
+            // tcpreplay sends Ethernet frames only, and a frame the decoder calls `other` says nothing
+            // about RoCE: such a sample has nothing to compare.
+            cannot_run_here(&format!(
+                "sample {name} has no Ethernet RoCE, CNP, PFC or PAUSE frame to replay"
+            ));
+            continue;
+        }
+        let (decoded, reader) = frames(path);
+        let taps = reader.interfaces().len();
+        if taps == 1 && sent == decoded.len() {
+            // The replay file stands for the sample: what the capture is held to is the sample's own `stats`.
+            assert_eq!(
+                stats_view(&stats(&replay)),
+                stats_view(&stats(path)),
+                "sample {name}: its replay file does not give its stats"
+            );
+        } else {
+            // One veth is one tap: frames of several taps (or of other link types, which are not sent) cannot
+            // come back as the sample had them, so the capture is held to the replay file instead.
+            println!(
+                "sample {name}: {taps} taps, {sent} of {} frames replayed; compared with its replay file",
+                decoded.len()
+            );
+        }
+        parts.push((name.as_str(), replay, sent));
+    }
+    assert!(
+        parts.len() >= 5,
+        "only {} samples have frames to replay",
+        parts.len()
+    );
+
+    let ns = Netns::new(&format!("s{}", &engine[..1]));
+    let out = dir.path().join("cap.pcapng");
+    let child = ns.capture_on_vb(dir.path(), &out, &[&["--engine", engine], extra].concat());
+    let (last, rest) = parts.split_last().unwrap();
+    for (_, replay, _) in rest {
+        ns.replay(replay, 1);
+    }
+    ns.replay_and_stop(child, &last.1, 1, 30);
+
+    let (got, reader) = frames(&out);
+    let mut start = 0;
+    for (name, replay, sent) in &parts {
+        let (want, _) = frames(replay);
+        assert_eq!(
+            want.len(),
+            *sent,
+            "sample {name}: frames in its replay file"
+        );
+        let end = (start + sent).min(got.len());
+        let slice = &got[start..end];
+        for (i, (g, w)) in slice.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "sample {name}: frame {} differs", i + 1);
+        }
+        assert_eq!(slice.len(), *sent, "sample {name}: frames captured");
+        let (got_view, got_pauses) = without_pauses(stats_view(&stats_of(&out, start..end)));
+        let (want_view, want_pauses) = without_pauses(stats_view(&stats(replay)));
+        assert_eq!(
+            got_view, want_view,
+            "sample {name}: stats on its part of the capture differ from stats on the sample"
+        );
+        // tcpreplay -t sends as fast as it can, so a refresh that came after its XOFF had run out arrives
+        // while it still runs: pauses can merge on replay, never split, and a priority once paused stays so.
+        for (i, (g, w)) in got_pauses.iter().zip(&want_pauses).enumerate() {
+            assert!(
+                g <= w && (*g > 0) == (*w > 0),
+                "sample {name}: PFC row {i}: {g} pauses captured, {w} in the sample"
+            );
+        }
+        start = end;
+    }
+    let sent: usize = parts.iter().map(|p| p.2).sum();
+    assert_eq!(got.len(), sent, "frames captured after the last sample");
+    // Nothing lost on the way, so the comparison above was of everything that was sent.
+    let st = reader.if_stats().first().copied().unwrap_or_default();
+    assert_eq!(st.received, Some(sent as u64), "{st:?}");
+    assert_eq!(
+        st.dropped_iface.unwrap_or(0) + st.dropped_os.unwrap_or(0),
+        0,
+        "{st:?}"
+    );
+}
+
+/// A [`stats_view`] without the PFC rows' pause counts, and those counts in row order. A pause ends when
+/// its time runs out, so how many there were depends on the frames' spacing, which a replay does not keep.
+fn without_pauses(mut view: serde_json::Value) -> (serde_json::Value, Vec<u64>) {
+    let rows = view["pfc"].as_array_mut().expect("pfc rows");
+    let pauses = rows
+        .iter_mut()
+        .map(|r| {
+            r.as_object_mut()
+                .and_then(|o| o.remove("pauses"))
+                .and_then(|p| p.as_u64())
+                .expect("pauses in a pfc row")
+        })
+        .collect();
+    (view, pauses)
 }
