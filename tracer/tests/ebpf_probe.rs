@@ -457,6 +457,99 @@ fn ebpf_engine_captures_the_corpus_and_leaves_nothing_behind() {
     assert_nothing_attached(&ns);
 }
 
+/// Kernels before 6.6 have no TCX: there the probes are netlink tc filters under a clsact qdisc, and those
+/// outlive a process killed with SIGKILL. The tracer is forced onto that path here: a clean exit removes
+/// the filters and the qdisc; after SIGKILL the next start removes the leftovers (so each frame is captured
+/// once, not twice) and leaves nothing behind at its own exit.
+#[test]
+fn netlink_filters_are_removed_at_exit_and_after_sigkill_at_the_next_start() {
+    let name = "netlink_filters_are_removed_at_exit_and_after_sigkill_at_the_next_start";
+    if !require_netns(name) || !require(name, have("bpftool"), "needs bpftool") {
+        return;
+    }
+    let _turn = one_capture_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let ns = Netns::new("nl");
+    let start = |out: &std::path::Path| {
+        let ready = dir.path().join("ready");
+        let _ = std::fs::remove_file(&ready);
+        let mut child = ns
+            .cmd(TRACER)
+            .env(tracer::engine::ebpf::FORCE_NETLINK_ENV, "1")
+            .args([
+                "capture", "-q", "-i", "vb", "--engine", "ebpf", "-s", "2048", "-w",
+            ])
+            .arg(out)
+            .arg("--ready-file")
+            .arg(&ready)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start roce-tracer");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !ready.exists() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("roce-tracer exited before it was ready: {status}");
+            }
+            assert!(std::time::Instant::now() < deadline, "never ready");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        child
+    };
+    let ours = |hook: &str| {
+        let out = ns
+            .cmd("tc")
+            .args(["filter", "show", "dev", "vb", hook])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains("tracer_"))
+            .count()
+    };
+
+    let child = start(&dir.path().join("a.pcapng"));
+    assert_eq!(
+        (ours("ingress"), ours("egress")),
+        (1, 1),
+        "netlink filters while running"
+    );
+    assert_eq!(tracer_links(), 0, "forced onto the netlink path, not TCX");
+    signal(&child, "INT");
+    assert!(wait(child, 20).status.success());
+    assert_nothing_attached(&ns);
+
+    let child = start(&dir.path().join("b.pcapng"));
+    signal(&child, "KILL");
+    let _ = wait(child, 10);
+    assert_eq!(ours("ingress"), 1, "a netlink filter outlives SIGKILL");
+
+    let replay = dir.path().join("replay.pcap");
+    let sent = replayable(&corpus(), &replay);
+    let out = dir.path().join("c.pcapng");
+    let child = start(&out);
+    assert_eq!(
+        (ours("ingress"), ours("egress")),
+        (1, 1),
+        "the leftover filters were replaced, not joined"
+    );
+    ns.replay_and_stop(child, &replay, 1, 20);
+    let (got, _) = frames(&out);
+    assert_eq!(got.len(), sent, "each frame once");
+    assert_nothing_attached(&ns);
+}
+
+/// Every teaching capture through the probe: its parser, not libpcap's, decides what is kept, so each
+/// sample's mix of tags, CNPs and PFC frames must survive it as the corpus does.
+#[test]
+fn ebpf_engine_captures_every_sample_exactly() {
+    if !require_netns("ebpf_engine_captures_every_sample_exactly") {
+        return;
+    }
+    let _turn = one_capture_at_a_time();
+    every_sample_comes_back_unchanged("ebpf", &["-s", "2048"]);
+}
+
 #[test]
 fn ring_overflow_is_counted_frame_for_frame() {
     if !require_netns("ring_overflow_is_counted_frame_for_frame") {

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use analyzer::source::LinkType;
 use aya::Ebpf;
 use aya::maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf};
+use aya::programs::tc::{NlOptions, TcAttachOptions};
 use aya::programs::{SchedClassifier, TcAttachType};
 use aya::util::KernelVersion;
 use serde::Serialize;
@@ -63,6 +64,10 @@ pub const POLL_MS: i32 = 10;
 pub fn wakeup_bytes(ring_bytes: u32) -> u32 {
     (ring_bytes / 16).max(1)
 }
+
+/// When set, the probes attach as netlink tc filters under a clsact qdisc, as on kernels before 6.6, even
+/// where TCX links exist: that path's cleanup is tested on whatever kernel the tests run.
+pub const FORCE_NETLINK_ENV: &str = "ROCETRACE_TC_NETLINK";
 
 #[derive(Debug, thiserror::Error)]
 pub enum EbpfStartError {
@@ -432,13 +437,30 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, E
             sys::ifindex(name).ok_or_else(|| EbpfStartError::NoSuchInterface(name.clone()))?;
         index_of.insert(idx, i as u32);
     }
-    let tcx = KernelVersion::current().is_ok_and(|v| v >= KernelVersion::new(6, 6, 0));
+    let tcx = std::env::var_os(FORCE_NETLINK_ENV).is_none()
+        && KernelVersion::current().is_ok_and(|v| v >= KernelVersion::new(6, 6, 0));
     let mut netlink_ifaces = Vec::new();
     for name in &config.interfaces {
         if !tcx {
-            // Ignore "exists": a qdisc left by an earlier run is reused, and removed by this one.
-            let _ = aya::programs::tc::qdisc_add_clsact(name);
-            netlink_ifaces.push(name.clone());
+            if aya::programs::tc::qdisc_add_clsact(name).is_ok() {
+                // Ours: removed again at exit.
+                netlink_ifaces.push(name.clone());
+            } else {
+                // Already there: another tool's, or one that a run of ours killed by SIGKILL left behind
+                // with its filters still attached. Those filters go now, before ours attach, and such a
+                // qdisc is removed at exit as if this run had made it.
+                let mut leftovers = false;
+                for (prog_name, kind) in [
+                    (INGRESS, TcAttachType::Ingress),
+                    (EGRESS, TcAttachType::Egress),
+                ] {
+                    leftovers |=
+                        aya::programs::tc::qdisc_detach_program(name, kind, prog_name).is_ok();
+                }
+                if leftovers {
+                    netlink_ifaces.push(name.clone());
+                }
+            }
         }
         for (prog_name, direction, kind) in [
             (INGRESS, "ingress", TcAttachType::Ingress),
@@ -449,12 +471,16 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, E
                 .ok_or(EbpfStartError::MissingProgram(prog_name))?
                 .try_into()
                 .map_err(prog_err(prog_name))?;
-            prog.attach(name, kind)
-                .map_err(|source| EbpfStartError::Attach {
-                    iface: name.clone(),
-                    direction,
-                    source,
-                })?;
+            let attached = if tcx {
+                prog.attach(name, kind)
+            } else {
+                prog.attach_with_options(name, kind, TcAttachOptions::Netlink(NlOptions::default()))
+            };
+            attached.map_err(|source| EbpfStartError::Attach {
+                iface: name.clone(),
+                direction,
+                source,
+            })?;
         }
     }
     let ring = take_ring_reader(&mut ebpf)?;
@@ -654,10 +680,31 @@ impl Engine for EbpfEngine {
             .collect();
         let block = probe.and_then(|p| crate::blocks::encode(crate::blocks::PROBE, &p).ok());
         for name in &self.netlink_ifaces {
-            let _ = std::process::Command::new("tc")
-                .args(["qdisc", "del", "dev", name, "clsact"])
-                .status();
+            // Deleting the qdisc deletes every filter under it: only when all of them are ours.
+            if only_our_filters(name) {
+                let _ = std::process::Command::new("tc")
+                    .args(["qdisc", "del", "dev", name, "clsact"])
+                    .status();
+            }
         }
         (stats, block)
     }
+}
+
+/// Whether every tc filter on the interface's clsact hooks is one of the probe's programs (or there are
+/// none). Anything else, or a `tc` that cannot be asked, keeps the qdisc.
+fn only_our_filters(iface: &str) -> bool {
+    ["ingress", "egress"].iter().all(|hook| {
+        std::process::Command::new("tc")
+            .args(["filter", "show", "dev", iface, hook])
+            .output()
+            .is_ok_and(|out| {
+                out.status.success()
+                    && String::from_utf8_lossy(&out.stdout)
+                        .lines()
+                        // `tc` prints a header line per priority, then one per filter (with its handle).
+                        .filter(|l| l.starts_with("filter") && l.contains(" handle "))
+                        .all(|l| l.contains(INGRESS) || l.contains(EGRESS))
+            })
+    })
 }
