@@ -1,9 +1,10 @@
 //! The Grafana dashboard only uses metrics the tracer exports.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr};
 
 use analyzer::passes::cnp::CnpRow;
+use analyzer::passes::flows::FlowRow;
 use analyzer::passes::pfc::PfcRow;
 use tracer::metrics::Metrics;
 
@@ -87,20 +88,84 @@ fn promtool_accepts_the_metrics() {
         );
         return;
     }
+    // One row of every table, so that each labelled family has a sample line to lint: an IPv6 flow (its
+    // address brings colons into a label value), a CNP, and PFC and PAUSE rows (a priority and `all`).
     let m = Metrics::new();
-    let ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+    let (a, b): (IpAddr, IpAddr) = ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+    let flow = FlowRow {
+        iface: 0,
+        src: a,
+        dst: b,
+        dest_qp: 7,
+        packets: 3,
+        bytes: 3000,
+        first_ns: 0,
+        last_ns: 1,
+        mean_gbps: None,
+        opcodes: BTreeMap::from([("RC_SEND_ONLY", 3)]),
+        ect_packets: 2,
+        ce_packets: 1,
+        psn_gaps: 1,
+        retransmissions: 0,
+        out_of_order: 0,
+        naks: Default::default(),
+        icrc_failures: 0,
+        truncated: 0,
+        pcp: Some(3),
+        dscp: 26,
+    };
     let cnp = CnpRow {
-        src: ip,
-        dst: ip,
-        dest_qp: 1,
+        src: b,
+        dst: a,
+        dest_qp: 9,
         count: 2,
         first_ns: 0,
         last_ns: 1,
         pcp: Some(6),
         dscp: 48,
     };
-    m.update(&[("roce", 3), ("cnp", 2)], &[], &[cnp], &[], 2.5, 1);
+    let pfc = PfcRow {
+        src_mac: "02:00:00:00:00:01".into(),
+        kind: "pfc",
+        priority: Some(3),
+        frames: 4,
+        xoff: 3,
+        xon: 1,
+        pauses: 1,
+        paused_ns: 10,
+    };
+    let pause = PfcRow {
+        kind: "pause",
+        priority: None,
+        frames: 5,
+        ..pfc.clone()
+    };
+    m.update(
+        &[("roce", 3), ("cnp", 2), ("pfc", 4), ("pause", 5)],
+        &[flow],
+        &[cnp],
+        &[pfc, pause],
+        2.5,
+        1,
+    );
     let text = m.render();
+    let qp = r#"{src="fd00::1",dst="fd00::2",qp="7"}"#;
+    let prio = r#"{src_mac="02:00:00:00:00:01",priority="3"}"#;
+    for series in [
+        format!("rocetrace_qp_packets_total{qp} 3"),
+        format!("rocetrace_qp_bytes_total{qp} 3000"),
+        format!("rocetrace_qp_ce_packets_total{qp} 1"),
+        format!("rocetrace_qp_psn_gaps_total{qp} 1"),
+        r#"rocetrace_cnps_total{src="fd00::2",dst="fd00::1",qp="9"} 2"#.to_owned(),
+        format!("rocetrace_pfc_frames_total{prio} 4"),
+        format!("rocetrace_pfc_xoff_total{prio} 3"),
+        r#"rocetrace_pause_frames_total{src_mac="02:00:00:00:00:01",priority="all"} 5"#.to_owned(),
+    ] {
+        assert!(
+            text.lines().any(|l| l == series),
+            "no line `{series}` to lint in:\n{text}"
+        );
+    }
     let mut child = std::process::Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(std::process::Stdio::piped())
