@@ -44,8 +44,10 @@ pub struct LaxRocePacket<'a> {
     pub ext: ExtHeaders,
     /// Bytes of BTH and extension headers read (12 + the headers present in `ext`; 0 without a BTH).
     pub header_len: usize,
-    /// The payload length on the wire: `wire_len - header_len - pad - 4`. `None` when the headers were not all
-    /// read, or when `wire_len` is too short to hold the pad and ICRC (a malformed packet).
+    /// The payload length on the wire: `wire_len` less the headers the opcode calls for, the pad and the 4-byte
+    /// ICRC. Known once the BTH is read, even when an extension header was cut (their sizes follow from the
+    /// opcode); `None` without a BTH or a defined opcode, or when `wire_len` is too short to hold the headers,
+    /// pad and ICRC (a malformed packet).
     pub payload_len: Option<usize>,
     /// The captured part of the payload (all of it when the capture is complete).
     pub payload: &'a [u8],
@@ -102,6 +104,15 @@ impl<'a> LaxRocePacket<'a> {
         let (len, stop) = out.ext.read_partial(&layout, rest);
         out.header_len += len;
         if let Some(e) = stop {
+            // The opcode fixes every header's size, so the payload's length on the wire is known even when
+            // the capture cut one of them: a snap length inside a RETH still counts the bytes behind it.
+            let full = BthRepr::LEN + layout.len();
+            let pad = usize::from(bth.pad_count);
+            if let Some(tail) = wire_len.checked_sub(full)
+                && trailer_error(tail, pad, layout.cnp, full).is_none()
+            {
+                out.payload_len = Some(tail - ICRC_LEN - pad);
+            }
             out.stop = Some(e.shifted(BthRepr::LEN));
             return;
         }
