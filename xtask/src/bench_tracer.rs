@@ -230,46 +230,73 @@ struct Workload {
     pcap: bool,
 }
 
-/// A network namespace with the veth pair `va` ↔ `vb`, deleted on drop.
-struct Netns(String);
+/// Two network namespaces joined by the veth pair `va` ↔ `vb`: the tracer's, holding `vb`, and the
+/// sender's, holding `va`, as the issue sets the benchmark up. Both are deleted on drop.
+struct Netns {
+    capture: String,
+    sender: String,
+}
 
 impl Netns {
     fn new() -> Result<Netns> {
-        let name = format!("rtbench{}", std::process::id());
-        let _ = Command::new("ip").args(["netns", "del", &name]).output();
-        sh(Command::new("ip").args(["netns", "add", &name]))?;
-        let ns = Netns(name);
-        for args in [
-            &["link", "add", "va", "type", "veth", "peer", "name", "vb"][..],
-            &["link", "set", "va", "up"],
-            &["link", "set", "vb", "up"],
-        ] {
-            sh(Command::new("ip").args(["-n", &ns.0]).args(args))?;
+        let capture = format!("rtbench{}", std::process::id());
+        let ns = Netns {
+            sender: format!("{capture}s"),
+            capture,
+        };
+        for name in [&ns.capture, &ns.sender] {
+            let _ = Command::new("ip").args(["netns", "del", name]).output();
+            sh(Command::new("ip").args(["netns", "add", name]))?;
         }
-        for key in [
-            "net.ipv6.conf.all.disable_ipv6=1",
-            "net.ipv6.conf.default.disable_ipv6=1",
+        let (c, s) = (ns.capture.as_str(), ns.sender.as_str());
+        for args in [
+            &[
+                "-n", c, "link", "add", "va", "type", "veth", "peer", "name", "vb",
+            ][..],
+            &["-n", c, "link", "set", "va", "netns", s],
+            &["-n", s, "link", "set", "va", "up"],
+            &["-n", c, "link", "set", "vb", "up"],
         ] {
-            let _ = ns.cmd("sysctl").args(["-qw", key]).output();
+            sh(Command::new("ip").args(args))?;
+        }
+        for name in [c, s] {
+            for key in [
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ] {
+                let _ = in_ns(name, "sysctl").args(["-qw", key]).output();
+            }
         }
         Ok(ns)
     }
 
+    /// A command in the tracer's namespace.
     fn cmd(&self, prog: &str) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.0, prog]);
-        c
+        in_ns(&self.capture, prog)
     }
+
+    /// A command in the sender's namespace.
+    fn sender_cmd(&self, prog: &str) -> Command {
+        in_ns(&self.sender, prog)
+    }
+}
+
+fn in_ns(name: &str, prog: &str) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", name, prog]);
+    c
 }
 
 impl Drop for Netns {
     fn drop(&mut self) {
-        if let Ok(out) = Command::new("ip").args(["netns", "pids", &self.0]).output() {
-            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                let _ = Command::new("kill").args(["-KILL", pid]).output();
+        for name in [&self.capture, &self.sender] {
+            if let Ok(out) = Command::new("ip").args(["netns", "pids", name]).output() {
+                for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                    let _ = Command::new("kill").args(["-KILL", pid]).output();
+                }
             }
+            let _ = Command::new("ip").args(["netns", "del", name]).output();
         }
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
     }
 }
 
@@ -482,7 +509,7 @@ fn capture_rate(
         let empty_before = one_prog_stats(&empty_ids);
         let t = Instant::now();
         let status = ns
-            .cmd("tcpreplay")
+            .sender_cmd("tcpreplay")
             .args(["-q", "-t", "-i", "va"])
             .arg(format!("--loop={passes}"))
             .arg(replay)
@@ -617,8 +644,8 @@ fn render(
         ));
     }
     s.push_str(&format!(
-        "\n**Capture at the fastest sender here**: tcpreplay at top speed into a veth pair in a network \
-         namespace, the tracer on the peer with its defaults (snap length 256, so the eBPF probe copies \
+        "\n**Capture at the fastest sender here**: tcpreplay at top speed in one network namespace into a \
+         veth pair whose peer is in another, the tracer's, with its defaults (snap length 256, so the eBPF probe copies \
          headers only; 64 MiB ring). Two replays: the corpus's {per_pass} RoCE/CNP/PFC/PAUSE frames {PASSES} \
          times (mostly short frames, which are whole at either copy length), and {DATA_FRAMES} RoCEv2 RDMA \
          WRITE frames with 1 KiB payloads {DATA_PASSES} times (where the header-only copy matters); libpcap \
