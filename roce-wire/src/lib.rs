@@ -8,8 +8,9 @@
 //! 1. **Views** ([`Bth`], [`Reth`], [`Aeth`], [`Deth`], ..., [`Grh`], [`MacControl`], [`Mad`]) wrap any
 //!    `T: AsRef<[u8]>`; their field offsets live in a `field` module beside them. Setters exist where
 //!    `T: AsMut<[u8]>`.
-//! 2. **Reprs** ([`BthRepr`], [`RethRepr`], ..., [`ExtHeaders`], [`GrhRepr`], [`MacControlRepr`]) are owned,
-//!    `Copy` values with `parse(&[u8])` and `emit(&mut [u8])`. Reserved bits are not kept and are written as 0.
+//! 2. **Reprs** ([`BthRepr`], [`RethRepr`], ..., [`ExtHeaders`], [`GrhRepr`], [`MacControlRepr`],
+//!    [`CmMadRepr`]) are owned, `Copy` values with `parse(&[u8])` and `emit(&mut [u8])`. Reserved bits are not
+//!    kept and are written as 0.
 //! 3. **Packets**: [`RocePacket`] is one whole transport packet (BTH, the extension headers its opcode calls for,
 //!    payload, pad, ICRC), parsed strictly; [`RocePacket::parse_lax`] reads what a snap length left of one and
 //!    says where it stopped. [`build::RoceFrame`] writes whole Ethernet frames with correct lengths, checksum and
@@ -123,7 +124,7 @@ pub use ext::{
 };
 pub use grh::{ETHERTYPE_ROCE_V1, Grh, GrhRepr};
 pub use icrc::{Crc32, SoftCrc32, crc32, icrc, icrc_matches, icrc_v1, icrc_v1_with, icrc_with};
-pub use mad::{CmMessage, Mad, MadHeaderRepr, parse_cm};
+pub use mad::{CmMadRepr, CmMessage, Mad, MadHeaderRepr, parse_cm};
 pub use opcode::{ExtLayout, Opcode, Transport};
 pub use packet::{LaxRocePacket, RocePacket, pad_for};
 pub use pfc::{

@@ -105,6 +105,7 @@ proptest! {
         let _ = MacControlRepr::parse(&b);
         let _ = MadHeaderRepr::parse(&b);
         let _ = parse_cm(&b);
+        let _ = CmMadRepr::parse(&b);
         if let Some(layout) = Opcode(opcode).layout() {
             let p = roce_wire::ext::ExtHeaders::parse_partial(&layout, &b);
             prop_assert!(p.len <= b.len());
@@ -164,6 +165,15 @@ proptest! {
             let _ = emit_mac_control([0; 6], None, &m, &mut out);
         }
         let _ = BthRepr { opcode: Opcode(opcode), ..BthRepr::cnp(u32::from(q)) }.emit(&mut out);
+        if let Ok(h) = MadHeaderRepr::parse(&b) {
+            let _ = h.emit(&mut out);
+            let wide = u32::from(q) << (opcode % 16);
+            let message = CmMessage::Req { local_comm_id: wide, local_qpn: wide, starting_psn: u32::from(q) };
+            let _ = CmMadRepr { header: h, message }.emit(&mut out);
+        }
+        if let Ok(Some(m)) = CmMadRepr::parse(&b) {
+            let _ = m.emit(&mut out);
+        }
         let frame = RoceFrame {
             src_mac: [0; 6],
             dst_mac: [0; 6],

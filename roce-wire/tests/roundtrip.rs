@@ -1,5 +1,6 @@
-//! Property tests: emit → parse round trips for every header and every defined opcode, exact length errors for
-//! every truncation, and frames built by `RoceFrame` checked with an independent ICRC computation.
+//! Property tests: emit → parse round trips for every header, every defined opcode and every CM message, exact
+//! length errors for every truncation (transport packets, MAC Control, GRH, CM MADs), and frames built by
+//! `RoceFrame` checked with an independent ICRC computation.
 
 mod common;
 
@@ -33,6 +34,67 @@ prop_compose! {
 prop_compose! {
     fn arb_atomic()(va in any::<u64>(), rkey in any::<u32>(), swap_add in any::<u64>(), compare in any::<u64>())
         -> AtomicEthRepr { AtomicEthRepr { va, rkey, swap_add, compare } }
+}
+
+prop_compose! {
+    fn arb_mad_header()(base_version in any::<u8>(), class_version in any::<u8>(), method in any::<u8>(),
+                        status in any::<u16>(), transaction_id in any::<u64>(), attr_modifier in any::<u32>())
+        -> MadHeaderRepr {
+        MadHeaderRepr {
+            base_version, mgmt_class: roce_wire::mad::MGMT_CLASS_CM, class_version, method, status,
+            transaction_id, attr_id: 0, attr_modifier,
+        }
+    }
+}
+
+/// One of each CM message the parser reads, plus an attribute it only names, all from the same random fields.
+fn cm_messages(ids: [u32; 2], qpn: u32, psn: u32, other: u16) -> Vec<CmMessage> {
+    let [local_comm_id, remote_comm_id] = ids;
+    vec![
+        CmMessage::Req {
+            local_comm_id,
+            local_qpn: qpn,
+            starting_psn: psn,
+        },
+        CmMessage::Rep {
+            local_comm_id,
+            remote_comm_id,
+            local_qpn: qpn,
+            starting_psn: psn,
+        },
+        CmMessage::Rtu {
+            local_comm_id,
+            remote_comm_id,
+        },
+        CmMessage::Dreq {
+            local_comm_id,
+            remote_comm_id,
+            remote_qpn: qpn,
+        },
+        CmMessage::Drep {
+            local_comm_id,
+            remote_comm_id,
+        },
+        CmMessage::Other { attr_id: other },
+    ]
+}
+
+/// How many bytes `parse_cm` needs for a message: up to the end of the last field it reads.
+fn cm_needs(m: &CmMessage) -> usize {
+    match m {
+        CmMessage::Req { .. } => 71,
+        CmMessage::Rep { .. } => 47,
+        CmMessage::Dreq { .. } => 35,
+        CmMessage::Rtu { .. } | CmMessage::Drep { .. } => 32,
+        CmMessage::Other { .. } => 24,
+    }
+}
+
+/// Attribute IDs that `parse_cm` reports as `Other`.
+fn other_attr() -> impl Strategy<Value = u16> {
+    any::<u16>().prop_filter("a CM message with fields", |a| {
+        !(0x10..=0x16).contains(a) || *a == 0x11 || *a == 0x12
+    })
 }
 
 /// Every defined opcode.
@@ -317,6 +379,93 @@ proptest! {
         let mut buf = [0u8; 40];
         g.emit(&mut buf).unwrap();
         prop_assert_eq!(GrhRepr::parse(&buf), Ok(g));
+    }
+
+    #[test]
+    fn cm_mad_round_trip(header in arb_mad_header(), ids in any::<[u32; 2]>(), qpn in u24(), psn in u24(),
+                         other in other_attr(), junk in any::<u8>()) {
+        for message in cm_messages(ids, qpn, psn, other) {
+            let repr = CmMadRepr { header: MadHeaderRepr { attr_id: message.attr_id(), ..header }, message };
+            let mut buf = [junk; 260];
+            repr.emit(&mut buf).unwrap();
+            prop_assert!(buf[256..].iter().all(|&b| b == junk), "emit stays within the MAD");
+            prop_assert_eq!(CmMadRepr::parse(&buf[..256]), Ok(Some(repr)));
+            prop_assert_eq!(parse_cm(&buf), Ok(Some(message)));
+            prop_assert_eq!(MadHeaderRepr::parse(&buf), Ok(repr.header));
+            prop_assert!(buf[cm_needs(&message)..256].iter().all(|&b| b == 0), "zero after the last field");
+        }
+    }
+
+    /// PFC, PAUSE and other MAC Control payloads cut anywhere: the opcode first, then the body, which starts at
+    /// byte 2 and is measured from there.
+    #[test]
+    fn every_truncation_mac_control(enable in any::<u16>(), quanta in any::<[u16; 8]>(), q in any::<u16>(),
+                                    opcode in any::<u16>()) {
+        let mut ctls = vec![(MacControlRepr::Pause { quanta: q }, Layer::Pause),
+                            (MacControlRepr::Pfc(PfcRepr { enable, quanta }), Layer::Pfc)];
+        if opcode != OPCODE_PAUSE && opcode != OPCODE_PFC {
+            ctls.push((MacControlRepr::Other { opcode }, Layer::MacControl));
+        }
+        for (ctl, body) in ctls {
+            let mut buf = [0u8; 20];
+            let n = ctl.emit(&mut buf).unwrap();
+            prop_assert_eq!(n, ctl.len());
+            prop_assert_eq!(MacControlRepr::parse(&buf[..n]), Ok(ctl));
+            for k in 0..n {
+                let want = if k < 2 {
+                    len_err(Layer::MacControl, 0, 2, k)
+                } else {
+                    len_err(body, 2, n - 2, k - 2)
+                };
+                prop_assert_eq!(MacControlRepr::parse(&buf[..k]), Err(want), "{:?} cut at {}", ctl, k);
+                let mut out = [0u8; 20];
+                prop_assert_eq!(ctl.emit(&mut out[..k]), Err(want), "{:?} emitted into {}", ctl, k);
+            }
+        }
+    }
+
+    #[test]
+    fn every_truncation_grh(tclass in any::<u8>(), flow_label in 0u32..1 << 20, payload_len in any::<u16>(),
+                            hop_limit in any::<u8>(), sgid in any::<[u8; 16]>(), dgid in any::<[u8; 16]>()) {
+        let g = GrhRepr { tclass, flow_label, payload_len, next_header: 0x1b, hop_limit, sgid, dgid };
+        let mut buf = [0u8; 40];
+        g.emit(&mut buf).unwrap();
+        for k in 0..40 {
+            prop_assert_eq!(GrhRepr::parse(&buf[..k]), Err(len_err(Layer::Grh, 0, 40, k)), "cut at {}", k);
+            prop_assert!(Grh::new_checked(&buf[..k]).is_err());
+            let mut out = [0u8; 40];
+            prop_assert_eq!(g.emit(&mut out[..k]), Err(len_err(Layer::Grh, 0, 40, k)));
+        }
+    }
+
+    /// CM MADs cut anywhere. The strict parser wants the whole 256 bytes; `parse_cm`, made for snap lengths,
+    /// wants the header and then the bytes up to the last field of the message, and reads the message as soon as
+    /// they are there.
+    #[test]
+    fn every_truncation_cm_mad(header in arb_mad_header(), ids in any::<[u32; 2]>(), qpn in u24(), psn in u24(),
+                               other in other_attr()) {
+        for message in cm_messages(ids, qpn, psn, other) {
+            let repr = CmMadRepr { header: MadHeaderRepr { attr_id: message.attr_id(), ..header }, message };
+            let mut buf = [0u8; 256];
+            repr.emit(&mut buf).unwrap();
+            let need = cm_needs(&message);
+            for k in 0..256 {
+                let cut = &buf[..k];
+                prop_assert_eq!(CmMadRepr::parse(cut), Err(len_err(Layer::Mad, 0, 256, k)), "{:?} cut at {}", message, k);
+                let mut out = [0u8; 256];
+                prop_assert_eq!(repr.emit(&mut out[..k]), Err(len_err(Layer::Mad, 0, 256, k)));
+                let header_want = if k < 24 { Err(len_err(Layer::Mad, 0, 24, k)) } else { Ok(repr.header) };
+                prop_assert_eq!(MadHeaderRepr::parse(cut), header_want);
+                let lax_want = if k < 24 {
+                    Err(len_err(Layer::Mad, 0, 24, k))
+                } else if k < need {
+                    Err(len_err(Layer::Mad, 0, need, k))
+                } else {
+                    Ok(Some(message))
+                };
+                prop_assert_eq!(parse_cm(cut), lax_want, "{:?} cut at {}", message, k);
+            }
+        }
     }
 
     /// Frames built by `RoceFrame` carry a good ICRC, computed here once more from the masking rules by a
