@@ -183,6 +183,19 @@ fn run() -> Result<()> {
             }
             let link_bps = analyzer::units::parse_speed(&a.link_speed)
                 .with_context(|| format!("--link-speed {}", a.link_speed))?;
+            let most = tracer_common::MAX_SNAPLEN as u32;
+            let snaplen = match a.engine {
+                Engine::Ebpf if a.snaplen > most => {
+                    // The file's interface blocks then state the snap length the frames really have.
+                    eprintln!(
+                        "roce-tracer: the eBPF engine copies at most {most} bytes of a frame: -s {} becomes \
+                         {most} (--engine pcap keeps whole jumbo frames)",
+                        a.snaplen
+                    );
+                    most
+                }
+                _ => a.snaplen.max(1),
+            };
             let opts = CaptureOptions {
                 engine: match a.engine {
                     Engine::Pcap => EngineKind::Pcap,
@@ -190,7 +203,7 @@ fn run() -> Result<()> {
                 },
                 interfaces: a.interfaces,
                 output: a.output,
-                snaplen: a.snaplen.max(1),
+                snaplen,
                 filter: a.filter,
                 all_frames: a.all_frames,
                 ring_bytes: a.ring_bytes,

@@ -539,6 +539,36 @@ fn netlink_filters_are_removed_at_exit_and_after_sigkill_at_the_next_start() {
     assert_nothing_attached(&ns);
 }
 
+/// A snap length beyond what a ring record holds is capped, said so at start, and the file's interface
+/// block states the cap, so nobody takes a 2048-byte copy of a jumbo frame for the whole frame.
+#[test]
+fn an_ebpf_snap_length_above_the_record_is_capped_and_said_so() {
+    if !require_netns("an_ebpf_snap_length_above_the_record_is_capped_and_said_so") {
+        return;
+    }
+    let _turn = one_capture_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let ns = Netns::new("sl");
+    let out = dir.path().join("cap.pcapng");
+    let child = ns
+        .cmd(TRACER)
+        .args([
+            "capture", "-q", "-i", "vb", "--engine", "ebpf", "-s", "9000",
+        ])
+        .args(["--duration", "300ms", "-w"])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start roce-tracer");
+    let result = wait(child, 20);
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    assert!(stderr.contains("-s 9000 becomes 2048"), "{stderr}");
+    let (_, reader) = frames(&out);
+    assert_eq!(reader.interfaces()[0].snaplen, 2048);
+}
+
 /// Every teaching capture through the probe: its parser, not libpcap's, decides what is kept, so each
 /// sample's mix of tags, CNPs and PFC frames must survive it as the corpus does.
 #[test]
