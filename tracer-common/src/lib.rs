@@ -52,8 +52,9 @@ pub const KFREE_SKB_PROGRAM: &str = "tracer_kfree_skb";
 /// with room for the reasons later kernels add.
 pub const MAX_DROP_KEYS: u32 = 1024;
 
-/// Ethertypes whose drops are counted. IPv4 and IPv6 carry RoCEv2, but the tracepoint only gives the
-/// ethertype, so their drops include every other IP packet the host drops too.
+/// Ethertypes whose drops are counted. An IPv4 or IPv6 drop is counted only when the packet is RoCEv2 (UDP
+/// to port 4791), which the counter reads from the packet when [`DropConfig`] knows where `struct sk_buff`
+/// keeps it; without that layout (a kernel without BTF) every IP drop is counted.
 pub const DROP_PROTOCOLS: [u16; 4] = [
     ETHERTYPE_IPV4,
     ETHERTYPE_IPV6,
@@ -70,8 +71,20 @@ pub struct DropConfig {
     pub protocol_offset: u32,
     /// Offset of the `reason` field (4 bytes), or [`NO_REASON`] on kernels without drop reasons.
     pub reason_offset: u32,
+    /// Offset of the `skbaddr` field (the buffer's address, 8 bytes), or [`NO_LAYOUT`].
+    pub skbaddr_offset: u32,
+    /// Offsets inside `struct sk_buff` of `head` and of the 16-bit `network_header`, from the kernel's BTF,
+    /// or [`NO_LAYOUT`]: then IP drops are counted without looking at the packet.
+    pub skb_head: u32,
+    pub skb_network_header: u32,
 }
-const _: () = assert!(core::mem::size_of::<DropConfig>() == 8);
+const _: () = assert!(core::mem::size_of::<DropConfig>() == 20);
+
+/// A [`DropConfig`] offset that is not known on this kernel.
+pub const NO_LAYOUT: u32 = u32::MAX;
+
+/// UDP destination port of RoCEv2, which an IP drop must have to be counted.
+pub const ROCEV2_UDP_PORT: u16 = 4791;
 
 /// [`DropConfig::reason_offset`] of a kernel whose tracepoint has no `reason` field: drops are then all
 /// counted under reason 0.

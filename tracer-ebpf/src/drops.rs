@@ -1,14 +1,22 @@
 //! The `skb:kfree_skb` tracepoint program: counts the kernel's packet drops per ethertype and drop reason,
-//! for the ethertypes RoCE and PFC travel in. It sees the tracepoint record only, not the packet, so an
-//! IPv4/IPv6 drop is counted whether or not it was RoCEv2: reading the UDP port would mean reading skb data
-//! from a tracepoint, which this program does not do.
+//! for the ethertypes RoCE and PFC travel in. The tracepoint record gives the ethertype; for IPv4 and IPv6
+//! the program also reads the dropped packet's IP and UDP headers out of the `struct sk_buff` (at offsets
+//! userspace found in the kernel's BTF) and counts only RoCEv2, UDP to port 4791. Without those offsets
+//! every IP drop is counted, as userspace then says.
 
+use aya_ebpf::helpers::bpf_probe_read_kernel;
 use aya_ebpf::{
     macros::{map, tracepoint},
     maps::{Array, PerCpuHashMap},
     programs::TracePointContext,
 };
-use tracer_common::{DROP_PROTOCOLS, DropConfig, DropKey, MAX_DROP_KEYS, NO_REASON};
+use tracer_common::{
+    DROP_PROTOCOLS, DropConfig, DropKey, MAX_DROP_KEYS, NO_LAYOUT, NO_REASON, ROCEV2_UDP_PORT,
+};
+
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+const IPPROTO_UDP: u8 = 17;
 
 #[map]
 static DROP_CONFIG: Array<DropConfig> = Array::with_max_entries(1, 0);
@@ -35,6 +43,12 @@ fn count(ctx: &TracePointContext) {
     if !DROP_PROTOCOLS.contains(&protocol) {
         return;
     }
+    if (protocol == ETHERTYPE_IPV4 || protocol == ETHERTYPE_IPV6)
+        && config.skb_head != NO_LAYOUT
+        && !is_rocev2(ctx, config, protocol == ETHERTYPE_IPV6)
+    {
+        return;
+    }
     let reason = if config.reason_offset == NO_REASON {
         0
     } else {
@@ -54,4 +68,55 @@ fn count(ctx: &TracePointContext) {
             let _ = DROPS.insert(key, 1u64, 0);
         }
     }
+}
+
+/// Whether the dropped IP packet is UDP to the RoCEv2 port. Every read goes through
+/// `bpf_probe_read_kernel`, so a buffer whose headers were never set (or are gone) reads as "no" rather
+/// than faulting. IPv6 extension headers are not walked: RoCEv2 does not use them.
+#[inline(always)]
+fn is_rocev2(ctx: &TracePointContext, config: &DropConfig, v6: bool) -> bool {
+    // SAFETY: the offset comes from the event's format file, as above.
+    let Ok(skb) = (unsafe { ctx.read_at::<u64>(config.skbaddr_offset as usize) }) else {
+        return false;
+    };
+    // SAFETY (these reads): bpf_probe_read_kernel checks the address; a bad one fails the helper.
+    let Ok(head) =
+        (unsafe { bpf_probe_read_kernel((skb + u64::from(config.skb_head)) as *const u64) })
+    else {
+        return false;
+    };
+    let Ok(network) = (unsafe {
+        bpf_probe_read_kernel((skb + u64::from(config.skb_network_header)) as *const u16)
+    }) else {
+        return false;
+    };
+    // The kernel's marker for a header offset never set.
+    if network == u16::MAX {
+        return false;
+    }
+    let ip = head + u64::from(network);
+    let udp = if v6 {
+        let Ok(next) = (unsafe { bpf_probe_read_kernel((ip + 6) as *const u8) }) else {
+            return false;
+        };
+        if next != IPPROTO_UDP {
+            return false;
+        }
+        ip + 40
+    } else {
+        let Ok(first) = (unsafe { bpf_probe_read_kernel(ip as *const u8) }) else {
+            return false;
+        };
+        let Ok(proto) = (unsafe { bpf_probe_read_kernel((ip + 9) as *const u8) }) else {
+            return false;
+        };
+        if proto != IPPROTO_UDP {
+            return false;
+        }
+        ip + u64::from(first & 0x0f) * 4
+    };
+    let Ok(port) = (unsafe { bpf_probe_read_kernel((udp + 2) as *const [u8; 2]) }) else {
+        return false;
+    };
+    u16::from_be_bytes(port) == ROCEV2_UDP_PORT
 }

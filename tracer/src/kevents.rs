@@ -36,7 +36,7 @@ use tracer_common::kevents::{
     MAX_FIELDS, MAX_TRACEPOINTS, MODE_COUNT, MODE_EVENT, NO_FIELD, TRACE_EVENT_LEN,
     TRACE_PROGRAM_PREFIX, TraceConfig, stat,
 };
-use tracer_common::{DropConfig, DropKey, KFREE_SKB_PROGRAM, NO_REASON, maps};
+use tracer_common::{DropConfig, DropKey, KFREE_SKB_PROGRAM, NO_LAYOUT, NO_REASON, maps};
 
 use crate::engine::ebpf::{EbpfStartError, probe_object};
 
@@ -123,6 +123,8 @@ pub struct Field {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KfreeSkbFormat {
     pub protocol_offset: u32,
+    /// Offset of the 8-byte `skbaddr`, `None` when the record lacks it (then IP drops cannot be told apart).
+    pub skbaddr_offset: Option<u32>,
     /// `None` on kernels before drop reasons (5.17).
     pub reason_offset: Option<u32>,
     /// The reason names of the `__print_symbolic` list in the print format, by value.
@@ -286,6 +288,7 @@ pub fn parse_kfree_skb(text: &str) -> Result<KfreeSkbFormat, FormatError> {
     };
     Ok(KfreeSkbFormat {
         protocol_offset: protocol.offset,
+        skbaddr_offset: find("skbaddr").filter(|f| f.size == 8).map(|f| f.offset),
         reason_offset,
         reasons: parse_symbolic(text),
     })
@@ -722,6 +725,9 @@ pub fn describe(report: &TracepointReport) -> String {
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct DropBlock {
     pub ts_ns: u64,
+    /// What the `ipv4` and `ipv6` rows count: `rocev2` (UDP to port 4791 only) or `any` (every IP drop,
+    /// on a kernel whose sk_buff layout could not be read).
+    pub ip: &'static str,
     pub drops: Vec<DropRow>,
 }
 
@@ -860,6 +866,8 @@ pub struct KernelEvents {
     last_poll: Instant,
     /// QP owners from `rdma res show qp`, as `rdma_res:qp` events.
     qp_owners: crate::qp_owners::QpSnapshots,
+    /// Whether IP drops are counted for RoCEv2 only (the sk_buff layout was found).
+    rocev2_only: bool,
 }
 
 /// The name of the recorder program of `slot`.
@@ -908,6 +916,23 @@ impl KernelEvents {
         })?;
         let format =
             parse_kfree_skb(&text).map_err(|source| KernelEventsError::Format { path, source })?;
+        // To count RoCEv2 drops rather than every IP drop, the counter reads the packet's UDP port, which
+        // needs the buffer's address in the record and sk_buff's layout from the kernel's BTF.
+        let (layout, ip_drops) = match (format.skbaddr_offset, crate::btf::running_kernel()) {
+            (Some(_), Ok(l)) => (
+                Some(l),
+                "IPv4/IPv6 drops counted for RoCEv2 (UDP 4791) only".to_string(),
+            ),
+            (None, _) => (
+                None,
+                "every IPv4/IPv6 drop counted, RoCEv2 or not: the tracepoint has no skbaddr"
+                    .to_string(),
+            ),
+            (_, Err(why)) => (
+                None,
+                format!("every IPv4/IPv6 drop counted, RoCEv2 or not: no sk_buff layout ({why})"),
+            ),
+        };
         // A separate instance of the object: its packet ring is shrunk to a page, since only the
         // tracepoint programs and their maps are used here.
         let mut ebpf = aya::EbpfLoader::new()
@@ -924,6 +949,9 @@ impl KernelEvents {
             let config = DropConfig {
                 protocol_offset: format.protocol_offset,
                 reason_offset: format.reason_offset.unwrap_or(NO_REASON),
+                skbaddr_offset: format.skbaddr_offset.unwrap_or(NO_LAYOUT),
+                skb_head: layout.map_or(NO_LAYOUT, |l| l.head),
+                skb_network_header: layout.map_or(NO_LAYOUT, |l| l.network_header),
             };
             array
                 .set(0, config, 0)
@@ -996,6 +1024,7 @@ impl KernelEvents {
         let (qp_owners, owners, warning) =
             crate::qp_owners::QpSnapshots::start_default(started_ns, sysfs_root);
         let mut description = describe(&report);
+        description.push_str(&format!("\nroce-tracer: kernel drops: {ip_drops}"));
         if let Some(w) = warning {
             description.push('\n');
             description.push_str(&w);
@@ -1008,6 +1037,7 @@ impl KernelEvents {
             offset_ns,
             description,
             report,
+            rocev2_only: layout.is_some(),
             reported: BTreeMap::new(),
             interval_drops: BTreeMap::new(),
             interval_counts: BTreeMap::new(),
@@ -1163,6 +1193,7 @@ impl KernelEvents {
         let totals = self.drop_totals().ok()?;
         let block = DropBlock {
             ts_ns: crate::sys::now_ns(),
+            ip: if self.rocev2_only { "rocev2" } else { "any" },
             drops: drop_rows(&totals, &self.reported, &self.format.reasons),
         };
         self.reported = totals;

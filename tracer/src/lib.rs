@@ -7,6 +7,7 @@
 //! [`blocks`]). Decoding is never done twice: the analyzer's decoder is the only one.
 /// The custom-block format lives with its reader, the analyzer; the tracer writes it.
 pub use analyzer::blocks;
+pub mod btf;
 pub mod capture;
 pub mod counters;
 pub mod engine;
