@@ -1,5 +1,7 @@
 //! The pcap engine end to end: the corpus replayed into a veth pair in a network namespace, captured by
-//! `roce-tracer capture --engine pcap`, and compared with the corpus through the analyzer.
+//! `roce-tracer capture --engine pcap`, and compared with the corpus through the analyzer. The stop cases
+//! (second signal, vanishing interface, full disk) run with both engines, since each engine has its own
+//! way of stopping.
 
 mod common;
 
@@ -131,41 +133,91 @@ fn default_snaplen_keeps_every_header() {
 }
 
 #[test]
-fn second_signal_exits_at_once_with_a_valid_file() {
-    if !require_netns("second_signal_exits_at_once_with_a_valid_file") {
+fn second_signal_exits_at_once_with_a_valid_file_pcap() {
+    second_signal("pcap", "s2p");
+}
+
+#[test]
+fn second_signal_exits_at_once_with_a_valid_file_ebpf() {
+    second_signal("ebpf", "s2e");
+}
+
+/// SIGTERM then SIGINT while a long replay is still arriving: the second signal does not wait for the
+/// backlog to be written, and the file is still complete up to where writing stopped.
+fn second_signal(engine: &str, tag: &str) {
+    let name = format!("second_signal_exits_at_once_with_a_valid_file_{engine}");
+    if !require_netns(&name) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("s2");
+    let ns = Netns::new(tag);
     let out = dir.path().join("cap.pcapng");
-    let child = ns.capture_on_vb(dir.path(), &out, &[]);
+    let child = ns.capture_on_vb(dir.path(), &out, &["--engine", engine, "-s", "2048"]);
     let replay = dir.path().join("replay.pcap");
     replayable(&corpus(), &replay);
-    ns.replay(&replay, 1);
+    let sender = {
+        let (ns_name, replay) = (ns.name.clone(), replay.clone());
+        std::thread::spawn(move || {
+            Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &ns_name,
+                    "tcpreplay",
+                    "-q",
+                    "-t",
+                    "-i",
+                    "va",
+                ])
+                .arg("--loop=400")
+                .arg(&replay)
+                .output()
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
     signal(&child, "TERM");
     signal(&child, "INT");
     let started = std::time::Instant::now();
-    let result = wait(child, 5);
-    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    let result = wait(child, 10);
+    let took = started.elapsed();
+    let _ = sender.join();
+    assert!(
+        took < std::time::Duration::from_secs(2),
+        "{took:?} after the second signal"
+    );
     assert!(
         result.status.success(),
         "{}",
         String::from_utf8_lossy(&result.stderr)
     );
     // Valid: the analyzer reads it to the end without an error, statistics block included.
-    let (_, reader) = frames(&out);
+    let (got, reader) = frames(&out);
+    assert!(
+        !got.is_empty(),
+        "the replay had started: frames were written"
+    );
     assert_eq!(reader.if_stats().len(), 1);
 }
 
 #[test]
-fn vanishing_interface_ends_the_capture_cleanly() {
-    if !require_netns("vanishing_interface_ends_the_capture_cleanly") {
+fn vanishing_interface_ends_the_capture_cleanly_pcap() {
+    vanishing_interface("pcap", "vip");
+}
+
+#[test]
+fn vanishing_interface_ends_the_capture_cleanly_ebpf() {
+    vanishing_interface("ebpf", "vie");
+}
+
+fn vanishing_interface(engine: &str, tag: &str) {
+    let name = format!("vanishing_interface_ends_the_capture_cleanly_{engine}");
+    if !require_netns(&name) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("vi");
+    let ns = Netns::new(tag);
     let out = dir.path().join("cap.pcapng");
-    let child = ns.capture_on_vb(dir.path(), &out, &[]);
+    let child = ns.capture_on_vb(dir.path(), &out, &["--engine", engine]);
     let replay = dir.path().join("replay.pcap");
     let sent = replayable(&corpus(), &replay);
     ns.replay(&replay, 1);
@@ -184,8 +236,18 @@ fn vanishing_interface_ends_the_capture_cleanly() {
 }
 
 #[test]
-fn full_disk_stops_with_a_clear_error_and_a_valid_file() {
-    if !require_netns("full_disk_stops_with_a_clear_error_and_a_valid_file") {
+fn full_disk_stops_with_a_clear_error_and_a_valid_file_pcap() {
+    full_disk("pcap", "fdp");
+}
+
+#[test]
+fn full_disk_stops_with_a_clear_error_and_a_valid_file_ebpf() {
+    full_disk("ebpf", "fde");
+}
+
+fn full_disk(engine: &str, tag: &str) {
+    let name = format!("full_disk_stops_with_a_clear_error_and_a_valid_file_{engine}");
+    if !require_netns(&name) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -196,7 +258,7 @@ fn full_disk_stops_with_a_clear_error_and_a_valid_file() {
         .arg(&mnt)
         .status()
         .is_ok_and(|s| s.success());
-    if !require("full_disk", mounted, "cannot mount a small tmpfs") {
+    if !require(&name, mounted, "cannot mount a small tmpfs") {
         return;
     }
     struct Unmount(std::path::PathBuf);
@@ -206,9 +268,9 @@ fn full_disk_stops_with_a_clear_error_and_a_valid_file() {
         }
     }
     let _guard = Unmount(mnt.clone());
-    let ns = Netns::new("fd");
+    let ns = Netns::new(tag);
     let out = mnt.join("cap.pcapng");
-    let child = ns.capture_on_vb(dir.path(), &out, &["-s", "2048"]);
+    let child = ns.capture_on_vb(dir.path(), &out, &["--engine", engine, "-s", "2048"]);
     let replay = dir.path().join("replay.pcap");
     replayable(&corpus(), &replay);
     // About 40 KiB a pass: 20 passes are far beyond 256 KiB.
