@@ -152,6 +152,22 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
     let pause = MacControlRepr::Pause { quanta: 0x100 };
     let n = emit_mac_control([2, 0, 0, 0, 0, 9], None, &pause, &mut buf).unwrap();
     out.push(("pause", buf[..n].to_vec()));
+    // QinQ: an 802.1ad service tag (PCP 5) outside the 802.1Q one (PCP 3); the outer tag's PCP is the
+    // priority, as the analyzer reads it.
+    let mut qinq = roce(
+        v4(2),
+        Some(Vlan {
+            pcp: 3,
+            dei: false,
+            vid: 10,
+        }),
+        Opcode::RC_SEND_ONLY,
+        0x60,
+        8,
+        64,
+    );
+    qinq.splice(12..12, [0x88, 0xa8, 0xa0, 0x14]);
+    out.push(("qinq outer pcp 5", qinq));
     // Cut inside the BTH: RoCE by its UDP port, no BTH.
     let mut cut = roce(v4(0), None, Opcode::RC_SEND_ONLY, 0x40, 1, 64);
     cut.truncate(14 + 20 + 8 + 6);
