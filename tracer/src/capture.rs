@@ -355,7 +355,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     let mut next_sample = Instant::now() + opts.interval;
     let mut live = LiveView::new(opts.link_bps);
     let mut frames = 0u64;
-    let mut dropped_cache = 0u64;
+    let mut dropped_cache = vec![0u64; opts.interfaces.len()];
     let mut ended = vec![false; opts.interfaces.len()];
     let mut write_failure = None;
     let reason = loop {
@@ -373,7 +373,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(Event::Frame(f)) => {
                 // The loss count as of the last tick: asking the eBPF engine costs a syscall per frame.
-                if let Err(e) = file.write_frame(f.iface, f.ts_ns, &f.data, f.len, dropped_cache) {
+                if let Err(e) = file.write_frame(f.iface, f.ts_ns, &f.data, f.len, &dropped_cache) {
                     write_failure = Some(e);
                     break StopReason::Signal;
                 }
@@ -406,8 +406,8 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
             let secs = last_tick.elapsed().as_secs_f64();
             last_tick = Instant::now();
             let (interval, rows) = live.tick(secs);
-            let dropped = engine.dropped_so_far();
-            dropped_cache = dropped;
+            dropped_cache = engine.dropped_so_far();
+            let dropped: u64 = dropped_cache.iter().sum();
             if !opts.quiet {
                 eprintln!(
                     "{}",
@@ -424,7 +424,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
                     dropped,
                 );
             }
-            if let Err(e) = file.tick(dropped) {
+            if let Err(e) = file.tick(&dropped_cache) {
                 write_failure = Some(e);
                 break StopReason::Signal;
             }
@@ -472,7 +472,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
             break;
         }
         if let Event::Frame(f) = ev {
-            match file.write_frame(f.iface, f.ts_ns, &f.data, f.len, 0) {
+            match file.write_frame(f.iface, f.ts_ns, &f.data, f.len, &dropped_cache) {
                 Ok(()) => frames += 1,
                 Err(e) => write_failure = Some(e),
             }

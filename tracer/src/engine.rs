@@ -60,8 +60,9 @@ pub trait Engine {
     fn link_types(&self) -> Vec<LinkType>;
     /// A line for the pcapng interface description (engine and filter).
     fn describe(&self, iface: u32) -> String;
-    /// Frames lost so far (for the live line and the metrics).
-    fn dropped_so_far(&self) -> u64;
+    /// Frames lost so far, per interface in `-i` order (for the live line, the metrics, and the statistics
+    /// of each rotated file).
+    fn dropped_so_far(&self) -> Vec<u64>;
     /// Waits for the engine's threads, detaches everything, and returns each interface's counters plus an
     /// optional custom-block record with engine statistics.
     fn finish(self: Box<Self>) -> (Vec<IfaceStats>, Option<Vec<u8>>);

@@ -265,7 +265,8 @@ pub struct Output {
     index: u32,
     opened: Instant,
     frames_in_file: Vec<u64>,
-    dropped_at_open: u64,
+    /// Each interface's loss count when the current file was opened.
+    dropped_at_open: Vec<u64>,
     closing: Option<ClosingBlock>,
 }
 
@@ -292,6 +293,7 @@ impl Output {
             base.to_path_buf()
         };
         let file = CaptureFile::create(&path, &section, &ifaces)?;
+        let n_ifaces = ifaces.len();
         Ok(Output {
             base: base.to_path_buf(),
             frames_in_file: vec![0; ifaces.len()],
@@ -303,7 +305,7 @@ impl Output {
             path,
             index: 0,
             opened: Instant::now(),
-            dropped_at_open: 0,
+            dropped_at_open: vec![0; n_ifaces],
             closing: None,
         })
     }
@@ -336,14 +338,14 @@ impl Output {
     }
 
     /// Writes a frame, starting a new file first when the current one is full or old enough.
-    /// `dropped_so_far` is the engine's running loss count, for the closing file's statistics.
+    /// `dropped_so_far` is the engine's running loss count per interface, for the closing file's statistics.
     pub fn write_frame(
         &mut self,
         iface: u32,
         ts_ns: u64,
         data: &[u8],
         len: u32,
-        dropped_so_far: u64,
+        dropped_so_far: &[u64],
     ) -> io::Result<()> {
         let full = self.rotation.size.is_some_and(|s| self.file.written() >= s);
         let old = self
@@ -361,7 +363,7 @@ impl Output {
     }
 
     /// Starts the next file when the current one is old enough even without traffic.
-    pub fn tick(&mut self, dropped_so_far: u64) -> io::Result<()> {
+    pub fn tick(&mut self, dropped_so_far: &[u64]) -> io::Result<()> {
         if self
             .rotation
             .every
@@ -372,7 +374,7 @@ impl Output {
         self.file.flush()
     }
 
-    fn rotate(&mut self, dropped_so_far: u64) -> io::Result<()> {
+    fn rotate(&mut self, dropped_so_far: &[u64]) -> io::Result<()> {
         let index = self.index.saturating_add(1);
         let path = rotated_path(&self.base, index);
         let mut next = CaptureFile::create(&path, &self.section, &self.ifaces)?;
@@ -380,14 +382,15 @@ impl Output {
         for block in &self.header_blocks {
             next.write_custom(block)?;
         }
-        let lost = dropped_so_far.saturating_sub(self.dropped_at_open);
-        // The engines count losses for the capture as a whole: they go on the first interface.
+        // Each interface's losses while this file was open.
         let stats: Vec<(Option<u64>, Option<u64>)> = self
             .frames_in_file
             .iter()
             .enumerate()
             .map(|(i, &n)| {
-                let d = if i == 0 { lost } else { 0 };
+                let now = dropped_so_far.get(i).copied().unwrap_or(0);
+                let then = self.dropped_at_open.get(i).copied().unwrap_or(0);
+                let d = now.saturating_sub(then);
                 (Some(n + d), Some(d))
             })
             .collect();
@@ -397,7 +400,9 @@ impl Output {
         self.path = path;
         self.opened = Instant::now();
         self.frames_in_file = vec![0; self.ifaces.len()];
-        self.dropped_at_open = dropped_so_far;
+        self.dropped_at_open = (0..self.ifaces.len())
+            .map(|i| dropped_so_far.get(i).copied().unwrap_or(0))
+            .collect();
         Ok(())
     }
 
@@ -414,13 +419,8 @@ impl Output {
                 .enumerate()
                 .map(|(i, &(_, dropped))| {
                     let n = self.frames_in_file.get(i).copied().unwrap_or(0);
-                    let d = dropped.map(|d| {
-                        if i == 0 {
-                            d.saturating_sub(self.dropped_at_open)
-                        } else {
-                            d
-                        }
-                    });
+                    let then = self.dropped_at_open.get(i).copied().unwrap_or(0);
+                    let d = dropped.map(|d| d.saturating_sub(then));
                     (Some(n + d.unwrap_or(0)), d)
                 })
                 .collect()
@@ -455,6 +455,55 @@ mod tests {
         assert!(f.write_all(&[2; 8]).is_err(), "later blocks are refused");
     }
 
+    /// Losses are the interface's own in every file: an earlier version put the whole capture's losses on
+    /// the first interface of each rotated file.
+    #[test]
+    fn each_rotated_file_states_each_interfaces_own_losses() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("run.pcapng");
+        let iface = |name: &str| OutInterface {
+            name: name.into(),
+            link: LinkType::ETHERNET,
+            snaplen: 256,
+            description: String::new(),
+        };
+        let rotation = Rotation {
+            size: Some(1),
+            every: None,
+        };
+        let ifaces = vec![iface("a"), iface("b")];
+        let mut out = Output::create(&base, SectionInfo::default(), ifaces, rotation).unwrap();
+        // Running loss counts per interface as the engine would report them before each frame.
+        out.write_frame(0, 1, &[0u8; 60], 60, &[0, 0]).unwrap();
+        out.write_frame(1, 2, &[0u8; 60], 60, &[0, 4]).unwrap();
+        out.write_frame(0, 3, &[0u8; 60], 60, &[2, 4]).unwrap();
+        out.finish(&[(Some(4), Some(2)), (Some(8), Some(7))])
+            .unwrap();
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        let losses: Vec<Vec<Option<u64>>> = files
+            .iter()
+            .map(|path| {
+                let mut r = analyzer::source::CaptureReader::open(path).unwrap();
+                while r.next_record().unwrap().is_some() {}
+                r.if_stats().iter().map(|s| s.dropped_iface).collect()
+            })
+            .collect();
+        // The first file is already "full" with its headers, so the first frame opens the second.
+        assert_eq!(
+            losses,
+            [
+                vec![Some(0), Some(0)],
+                vec![Some(0), Some(4)],
+                vec![Some(2), Some(0)],
+                vec![Some(0), Some(3)]
+            ]
+        );
+    }
+
     #[test]
     fn every_rotated_file_gets_its_closing_block() {
         let dir = tempfile::tempdir().unwrap();
@@ -477,7 +526,7 @@ mod tests {
             vec![format!("DROP{{\"n\":{calls}}}").into_bytes()]
         })));
         for i in 0..3u64 {
-            out.write_frame(0, i, &[0u8; 60], 60, 0).unwrap();
+            out.write_frame(0, i, &[0u8; 60], 60, &[0]).unwrap();
         }
         out.finish(&[(Some(3), Some(0))]).unwrap();
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir.path())

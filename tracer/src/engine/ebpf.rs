@@ -623,6 +623,25 @@ pub fn ring_batch(ring_bytes: usize) -> usize {
     (ring_bytes / 32).max(1)
 }
 
+impl EbpfEngine {
+    /// Each interface's own ring-buffer losses. Lost frames are counted before the user's filter could
+    /// look at them, so with --filter they are an upper bound on what the filter would have kept.
+    fn lost_by_iface(&self) -> Option<Vec<u64>> {
+        let by_index = ring_full_by_ifindex(&self.ebpf).ok()?;
+        let mut v = vec![0u64; self.ifaces];
+        for (ifindex, n) in by_index {
+            if let Some(slot) = self
+                .index_of
+                .get(&ifindex)
+                .and_then(|&i| v.get_mut(i as usize))
+            {
+                *slot += n;
+            }
+        }
+        Some(v)
+    }
+}
+
 impl Engine for EbpfEngine {
     fn link_types(&self) -> Vec<LinkType> {
         vec![LinkType::ETHERNET; self.ifaces]
@@ -642,8 +661,8 @@ impl Engine for EbpfEngine {
         d
     }
 
-    fn dropped_so_far(&self) -> u64 {
-        ring_full(&self.ebpf).unwrap_or(0)
+    fn dropped_so_far(&self) -> Vec<u64> {
+        self.lost_by_iface().unwrap_or_else(|| vec![0; self.ifaces])
     }
 
     fn finish(mut self: Box<Self>) -> (Vec<IfaceStats>, Option<Vec<u8>>) {
@@ -653,21 +672,7 @@ impl Engine for EbpfEngine {
             .and_then(|r| r.join().ok())
             .unwrap_or_default();
         let probe = probe_stats(&self.ebpf).ok();
-        // Each interface's own ring-buffer losses. Lost frames are counted before the user's filter could
-        // look at them, so with --filter they are an upper bound on what the filter would have kept.
-        let by_iface = ring_full_by_ifindex(&self.ebpf).ok().map(|by_index| {
-            let mut v = vec![0u64; self.ifaces];
-            for (ifindex, n) in by_index {
-                if let Some(slot) = self
-                    .index_of
-                    .get(&ifindex)
-                    .and_then(|&i| v.get_mut(i as usize))
-                {
-                    *slot += n;
-                }
-            }
-            v
-        });
+        let by_iface = self.lost_by_iface();
         let stats = (0..self.ifaces)
             .map(|i| {
                 let got = received.get(i).copied().unwrap_or(0);

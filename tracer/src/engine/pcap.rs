@@ -217,8 +217,11 @@ impl Engine for PcapEngine {
         format!("roce-tracer engine=pcap filter={}", self.filter)
     }
 
-    fn dropped_so_far(&self) -> u64 {
-        self.dropped.iter().map(|d| d.load(Ordering::Relaxed)).sum()
+    fn dropped_so_far(&self) -> Vec<u64> {
+        self.dropped
+            .iter()
+            .map(|d| d.load(Ordering::Relaxed))
+            .collect()
     }
 
     fn finish(self: Box<Self>) -> (Vec<IfaceStats>, Option<Vec<u8>>) {
