@@ -61,6 +61,11 @@ pub enum KernelEventsError {
     NoTracefs(#[source] std::io::Error),
     #[error("this kernel has no skb:kfree_skb tracepoint, which --kernel-events needs")]
     NoKfreeSkb,
+    #[error(
+        "{path} is not readable by this user: tracefs belongs to root unless mounted otherwise (run as root, \
+         or mount tracefs with `-o gid=GROUP,mode=0750` for a group of this user)"
+    )]
+    Unreadable { path: PathBuf },
     #[error("cannot read {path}")]
     Read {
         path: PathBuf,
@@ -910,9 +915,15 @@ impl KernelEvents {
         let started_ns = crate::sys::now_ns();
         let root = tracefs()?;
         let path = format_path(&root, "skb", "kfree_skb").ok_or(KernelEventsError::NoKfreeSkb)?;
-        let text = std::fs::read_to_string(&path).map_err(|source| KernelEventsError::Read {
-            path: path.clone(),
-            source,
+        let text = std::fs::read_to_string(&path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::PermissionDenied {
+                KernelEventsError::Unreadable { path: path.clone() }
+            } else {
+                KernelEventsError::Read {
+                    path: path.clone(),
+                    source,
+                }
+            }
         })?;
         let format =
             parse_kfree_skb(&text).map_err(|source| KernelEventsError::Format { path, source })?;
