@@ -234,6 +234,11 @@ impl Decoder {
 
     /// The link header, then everything above it; the link types are those of [`Decoder::reads_link`].
     fn link<'a>(&self, f: &mut Frame<'a>, link: LinkType) {
+        // The one list of link types read: a type added below but not there would stay unread (and a test
+        // would say so), never read silently while the commands warn that it is not.
+        if !Self::reads_link(link) {
+            return;
+        }
         let data = f.data;
         // Each layer is sliced with etherparse's per-header types rather than its whole-packet slicer: the
         // latter returns a large struct by value, and moving it dominated the per-frame cost.
