@@ -596,15 +596,11 @@ fn a_command_bounds_the_capture_and_its_last_frames_are_kept() {
     let sent = replayable(&corpus(), &replay);
     let out = dir.path().join("cap.pcapng");
     let child = ns
-        .cmd(TRACER)
-        .args([
-            "capture", "-q", "-i", "vb", "--engine", "pcap", "-s", "2048", "-w",
-        ])
+        .tracer()
+        .args(["-q", "-i", "vb", "--engine", "pcap", "-s", "2048", "-w"])
         .arg(&out)
         .args(["--", "tcpreplay", "-q", "-t", "-i", "va", "--loop=3"])
         .arg(&replay)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start roce-tracer");
     // No signal: the capture has to end by itself when tcpreplay does.
@@ -635,12 +631,10 @@ fn a_command_still_running_at_the_end_is_stopped() {
     let script = format!("sleep 30; touch {}", marker.display());
     let started = std::time::Instant::now();
     let child = ns
-        .cmd(TRACER)
-        .args(["capture", "-q", "-i", "vb", "--duration", "1s", "-w"])
+        .tracer()
+        .args(["-q", "-i", "vb", "--duration", "1s", "-w"])
         .arg(&out)
         .args(["--", "sh", "-c", &script])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start roce-tracer");
     let result = wait(child, 20);

@@ -487,30 +487,11 @@ fn netlink_filters_are_removed_at_exit_and_after_sigkill_at_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
     let ns = Netns::new("nl");
     let start = |out: &std::path::Path| {
-        let ready = dir.path().join("ready");
-        let _ = std::fs::remove_file(&ready);
-        let mut child = ns
-            .cmd(TRACER)
-            .env(tracer::engine::ebpf::FORCE_NETLINK_ENV, "1")
-            .args([
-                "capture", "-q", "-i", "vb", "--engine", "ebpf", "-s", "2048", "-w",
-            ])
-            .arg(out)
-            .arg("--ready-file")
-            .arg(&ready)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start roce-tracer");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while !ready.exists() {
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("roce-tracer exited before it was ready: {status}");
-            }
-            assert!(std::time::Instant::now() < deadline, "never ready");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        child
+        let mut c = ns.tracer();
+        c.env(tracer::engine::ebpf::FORCE_NETLINK_ENV, "1")
+            .args(["-i", "vb", "--engine", "ebpf", "-s", "2048", "-w"])
+            .arg(out);
+        ns.start_when_ready(&mut c, dir.path())
     };
     let ours = |hook: &str| {
         let out = ns
@@ -567,14 +548,10 @@ fn an_ebpf_snap_length_above_the_record_is_capped_and_said_so() {
     let ns = Netns::new("sl");
     let out = dir.path().join("cap.pcapng");
     let child = ns
-        .cmd(TRACER)
-        .args([
-            "capture", "-q", "-i", "vb", "--engine", "ebpf", "-s", "9000",
-        ])
+        .tracer()
+        .args(["-q", "-i", "vb", "--engine", "ebpf", "-s", "9000"])
         .args(["--duration", "300ms", "-w"])
         .arg(&out)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start roce-tracer");
     let result = wait(child, 20);

@@ -474,25 +474,13 @@ fn capture_rate(
         eprintln!("xtask: capture rate, {}, {engine} engine", work.name);
         let ns = Netns::new()?;
         let out = dir.join(format!("{engine}.pcapng"));
-        let ready = dir.join("ready");
-        let _ = std::fs::remove_file(&ready);
         let stats = if engine == "ebpf" {
             Some(BpfStats::enable()?)
         } else {
             None
         };
         let before_ids = prog_ids("tracer_ingress");
-        let mut child = ns
-            .cmd(&tracer.to_string_lossy())
-            .args(["capture", "-q", "-i", "vb", "--engine", engine, "-w"])
-            .arg(&out)
-            .arg("--ready-file")
-            .arg(&ready)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("starting roce-tracer")?;
-        wait_ready(&mut child, &ready)?;
+        let child = start_capture(&ns, tracer, engine, &out, dir)?;
         let ours: Vec<u64> = prog_ids("tracer_ingress")
             .into_iter()
             .filter(|id| !before_ids.contains(id))
@@ -526,27 +514,7 @@ fn capture_rate(
         let empty_after = one_prog_stats(&empty_ids);
         drop(empty);
         drop(stats);
-        let _ = Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status();
-        let result = child.wait_with_output()?;
-        if !result.status.success() {
-            bail!(
-                "roce-tracer failed: {}",
-                String::from_utf8_lossy(&result.stderr)
-            );
-        }
-        let mut reader = CaptureReader::open(&out)?;
-        let decoder = Decoder::default();
-        let (mut i, mut captured) = (0, 0u64);
-        while let Some(rec) = reader.next_record()? {
-            i += 1;
-            if decoder.decode(i, &rec).kind != Kind::Other {
-                captured += 1;
-            }
-        }
-        let st = reader.if_stats().first().copied().unwrap_or_default();
-        let dropped = st.dropped_iface.unwrap_or(0) + st.dropped_os.unwrap_or(0);
+        let (captured, dropped) = stop_capture(child, &out)?;
         let prog_ns_per_run = per_run(prog_before, prog_after);
         let empty_ns_per_run = per_run(empty_before, empty_after);
         rows.push(RateRow {
@@ -728,6 +696,53 @@ impl BlastTrial {
     }
 }
 
+/// Starts `roce-tracer capture` on `vb` in the capture namespace and waits until its probes are attached.
+fn start_capture(ns: &Netns, tracer: &Path, engine: &str, out: &Path, dir: &Path) -> Result<Child> {
+    let ready = dir.join("ready");
+    let _ = std::fs::remove_file(&ready);
+    let mut child = ns
+        .cmd(&tracer.to_string_lossy())
+        .args(["capture", "-q", "-i", "vb", "--engine", engine, "-w"])
+        .arg(out)
+        .arg("--ready-file")
+        .arg(&ready)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting roce-tracer")?;
+    wait_ready(&mut child, &ready)?;
+    Ok(child)
+}
+
+/// Stops a capture with SIGINT, and returns the frames its file holds that are not `other` and the losses
+/// its statistics block reports.
+fn stop_capture(child: Child, out: &Path) -> Result<(u64, u64)> {
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let result = child.wait_with_output()?;
+    if !result.status.success() {
+        bail!(
+            "roce-tracer failed: {}",
+            String::from_utf8_lossy(&result.stderr)
+        );
+    }
+    let mut reader = CaptureReader::open(out)?;
+    let decoder = Decoder::default();
+    let (mut i, mut captured) = (0, 0u64);
+    while let Some(rec) = reader.next_record()? {
+        i += 1;
+        if decoder.decode(i, &rec).kind != Kind::Other {
+            captured += 1;
+        }
+    }
+    let st = reader.if_stats().first().copied().unwrap_or_default();
+    Ok((
+        captured,
+        st.dropped_iface.unwrap_or(0) + st.dropped_os.unwrap_or(0),
+    ))
+}
+
 fn rx_packets(ns: &Netns) -> Result<u64> {
     let out = ns
         .cmd("cat")
@@ -751,19 +766,7 @@ fn blast_trial(
 ) -> Result<BlastTrial> {
     let ns = Netns::new()?;
     let out = dir.join(format!("blast-{engine}.pcapng"));
-    let ready = dir.join("ready");
-    let _ = std::fs::remove_file(&ready);
-    let mut child = ns
-        .cmd(&tracer.to_string_lossy())
-        .args(["capture", "-q", "-i", "vb", "--engine", engine, "-w"])
-        .arg(&out)
-        .arg("--ready-file")
-        .arg(&ready)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("starting roce-tracer")?;
-    wait_ready(&mut child, &ready)?;
+    let child = start_capture(&ns, tracer, engine, &out, dir)?;
     let before = rx_packets(&ns)?;
     let mut send = ns.sender_cmd(&blast.to_string_lossy());
     send.arg("va").arg(replay).arg(BLAST_FRAMES.to_string());
@@ -783,29 +786,14 @@ fn blast_trial(
     let delivered = rx_packets(&ns)? - before;
     // The capture's own queues drain before the stop.
     std::thread::sleep(Duration::from_millis(1500));
-    let _ = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
-    let result = child.wait_with_output()?;
-    if !result.status.success() {
-        bail!(
-            "roce-tracer failed: {}",
-            String::from_utf8_lossy(&result.stderr)
-        );
-    }
-    let mut reader = CaptureReader::open(&out)?;
-    let mut captured = 0u64;
-    while reader.next_record()?.is_some() {
-        captured += 1;
-    }
-    let st = reader.if_stats().first().copied().unwrap_or_default();
+    let (captured, dropped) = stop_capture(child, &out)?;
     Ok(BlastTrial {
         engine,
         asked: rate,
         rate: BLAST_FRAMES as f64 / seconds.max(1e-9),
         delivered,
         captured,
-        dropped: st.dropped_iface.unwrap_or(0) + st.dropped_os.unwrap_or(0),
+        dropped,
     })
 }
 

@@ -158,19 +158,33 @@ impl Netns {
         c
     }
 
-    /// Starts the tracer inside the namespace with `args` after `capture`, and waits for its ready file.
-    pub fn start_tracer(&self, dir: &Path, args: &[&str]) -> Child {
-        let ready = dir.join("ready");
-        let _ = std::fs::remove_file(&ready);
+    /// `roce-tracer capture` inside the namespace, its output kept for [`wait`]; the caller adds the rest.
+    pub fn tracer(&self) -> Command {
         let mut c = self.cmd(TRACER);
         c.arg("capture")
-            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    /// Starts the tracer inside the namespace with `args` after `capture`, and waits for its ready file.
+    pub fn start_tracer(&self, dir: &Path, args: &[&str]) -> Child {
+        let mut c = self.tracer();
+        c.args(args);
+        self.start_when_ready(&mut c, dir)
+    }
+
+    /// Spawns `cmd` (from [`Netns::tracer`], its arguments given) quiet and with a ready file in `dir`, and
+    /// returns once the probes are attached. Not for a `-- CMD` line: the ready file's options go last.
+    pub fn start_when_ready(&self, cmd: &mut Command, dir: &Path) -> Child {
+        let ready = dir.join("ready");
+        let _ = std::fs::remove_file(&ready);
+        let mut child = cmd
             .arg("--ready-file")
             .arg(&ready)
             .arg("-q")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().expect("start roce-tracer");
+            .spawn()
+            .expect("start roce-tracer");
         let deadline = Instant::now() + Duration::from_secs(20);
         while !ready.exists() {
             if let Ok(Some(status)) = child.try_wait() {
