@@ -15,11 +15,11 @@ use std::process::Command;
 
 use analyzer::sink::{PcapWriter, PcapngWriter, SectionInfo};
 use analyzer::source::LinkType;
-use common::{analyzer_json, tshark_fields, v4_frame};
+use common::{analyzer_json, tshark_fields, v4_frame, v6_frame};
 use roce_wire::build::emit_mac_control;
 use roce_wire::ext::{AethRepr, DethRepr, RdethRepr, RethRepr, XrcEthRepr};
 use roce_wire::pfc::{MacControlRepr, PfcRepr};
-use roce_wire::{BthRepr, ExtHeaders, IpSpec, Opcode, RoceFrame};
+use roce_wire::{BthRepr, ExtHeaders, Opcode};
 use serde_json::{Value, json};
 
 const ETH_LEN: usize = 14;
@@ -29,48 +29,6 @@ const T0: u64 = 1_700_000_000_000_000_000;
 
 fn bth(opcode: Opcode, qp: u32, psn: u32) -> BthRepr {
     BthRepr::new(opcode, qp, psn)
-}
-
-/// A RoCEv2 frame over IPv6 from 2001:db8::`src` to 2001:db8::`dst`, ICRC included.
-fn v6_frame(src: u8, dst: u8, ecn: u8, bth: BthRepr, ext: ExtHeaders, payload: &[u8]) -> Vec<u8> {
-    let addr = |host: u8| {
-        let mut a = [0u8; 16];
-        a[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
-        a[15] = host;
-        a
-    };
-    let f = RoceFrame {
-        src_mac: [2, 0, 0, 0, 6, src],
-        dst_mac: [2, 0, 0, 0, 6, dst],
-        vlan: None,
-        ip: IpSpec::V6 {
-            src: addr(src),
-            dst: addr(dst),
-            dscp: 26,
-            ecn,
-            flow_label: 0x12345,
-            hop_limit: 64,
-        },
-        sport: 49152,
-        bth,
-        ext,
-        payload,
-    };
-    let mut buf = vec![0; f.len()];
-    let n = f.emit(&mut buf).expect("a frame of its own length");
-    buf.truncate(n);
-    buf
-}
-
-fn ipv4_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 /// The ICRC as wire.md spells it out, for IPv4: written again here, independently of roce-wire, so that frames
@@ -106,7 +64,7 @@ fn with_ipv4_options(frame: &[u8], options: &[u8]) -> Vec<u8> {
     let new_total = u16::try_from(total + options.len()).unwrap();
     out[ip + 2..ip + 4].copy_from_slice(&new_total.to_be_bytes());
     out[ip + 10..ip + 12].fill(0);
-    let sum = ipv4_checksum(&out[ip..ip + header_len]);
+    let sum = roce_wire::build::ipv4_checksum(&out[ip..ip + header_len]);
     out[ip + 10..ip + 12].copy_from_slice(&sum.to_be_bytes());
     let udp = ip + header_len;
     let end = out.len();

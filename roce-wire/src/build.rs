@@ -127,8 +127,9 @@ impl IpSpec {
     }
 }
 
-/// The RFC 1071 checksum of an IPv4 header (whose checksum field is zero).
-fn ipv4_checksum(h: &[u8]) -> u16 {
+/// The RFC 1071 checksum of an IPv4 header (whose checksum field is zero). Public for the code that edits
+/// headers after they were built (options added, fields changed) and must put the checksum right again.
+pub fn ipv4_checksum(h: &[u8]) -> u16 {
     let mut sum: u32 = 0;
     for pair in h.chunks(2) {
         let hi = pair.first().copied().unwrap_or(0);

@@ -70,17 +70,12 @@ const BTH_AT: usize = 14 + 20 + 8;
 const CNP_GAP_NS: u64 = 4_000;
 const PFC_PRIO: usize = 3;
 
+/// Puts a rewritten IPv4 header's checksum right.
 fn ipv4_checksum(h: &mut [u8]) {
     h[10] = 0;
     h[11] = 0;
-    let mut sum: u32 = h
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    let sum = roce_wire::build::ipv4_checksum(h);
+    h[10..12].copy_from_slice(&sum.to_be_bytes());
 }
 
 struct Gen<W: Write> {

@@ -455,18 +455,21 @@ mod tests {
         assert!(f.write_all(&[2; 8]).is_err(), "later blocks are refused");
     }
 
+    fn iface(name: &str) -> OutInterface {
+        OutInterface {
+            name: name.into(),
+            link: LinkType::ETHERNET,
+            snaplen: 256,
+            description: String::new(),
+        }
+    }
+
     /// Losses are the interface's own in every file: an earlier version put the whole capture's losses on
     /// the first interface of each rotated file.
     #[test]
     fn each_rotated_file_states_each_interfaces_own_losses() {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().join("run.pcapng");
-        let iface = |name: &str| OutInterface {
-            name: name.into(),
-            link: LinkType::ETHERNET,
-            snaplen: 256,
-            description: String::new(),
-        };
         let rotation = Rotation {
             size: Some(1),
             every: None,
@@ -508,12 +511,7 @@ mod tests {
     fn every_rotated_file_gets_its_closing_block() {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().join("run.pcapng");
-        let ifaces = vec![OutInterface {
-            name: "x".into(),
-            link: LinkType::ETHERNET,
-            snaplen: 256,
-            description: String::new(),
-        }];
+        let ifaces = vec![iface("x")];
         // Any file that holds a frame is full: each frame after the first starts a new file.
         let rotation = Rotation {
             size: Some(1),

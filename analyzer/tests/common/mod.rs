@@ -113,6 +113,45 @@ pub fn v4_frame(
         ext,
         payload,
     };
+    emit(&f)
+}
+
+/// [`v4_frame`] over IPv6, from 2001:db8::`src` to 2001:db8::`dst`.
+pub fn v6_frame(
+    src: u8,
+    dst: u8,
+    ecn: u8,
+    bth: BthRepr,
+    ext: ExtHeaders,
+    payload: &[u8],
+) -> Vec<u8> {
+    let addr = |host: u8| {
+        let mut a = [0u8; 16];
+        a[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+        a[15] = host;
+        a
+    };
+    let f = RoceFrame {
+        src_mac: [2, 0, 0, 0, 6, src],
+        dst_mac: [2, 0, 0, 0, 6, dst],
+        vlan: None,
+        ip: IpSpec::V6 {
+            src: addr(src),
+            dst: addr(dst),
+            dscp: 26,
+            ecn,
+            flow_label: 0x12345,
+            hop_limit: 64,
+        },
+        sport: 49152,
+        bth,
+        ext,
+        payload,
+    };
+    emit(&f)
+}
+
+fn emit(f: &RoceFrame<'_>) -> Vec<u8> {
     let mut buf = vec![0; f.len()];
     let n = f.emit(&mut buf).expect("a frame of its own length");
     buf.truncate(n);
