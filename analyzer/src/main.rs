@@ -7,22 +7,24 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use analyzer::dcqcn::analysis::{DcqcnPass, Options};
-use analyzer::dcqcn::{Knobs, Profile};
-use analyzer::decode::{Decoder, Frame};
-use analyzer::filter::Filter;
-use analyzer::findings::Severity;
-use analyzer::passes::flows::FlowKey;
-use analyzer::passes::pairing::{Pairing, PairingPass};
-use analyzer::passes::{Stats, StatsReport};
-use analyzer::pipeline::{self, PipelineOptions};
-use analyzer::report::{Progress, ReportInput, write_report_with};
-use analyzer::source::{CaptureReader, SourceError};
-use analyzer::tables::{self, TableFormat};
-use analyzer::text::{print_dcqcn, print_kernel_events, print_stats};
-use analyzer::{blocks, print, units};
+use analyzer::analysis::dcqcn::{DcqcnPass, Options};
+use analyzer::analysis::findings::Severity;
+use analyzer::analysis::{self as pipeline, PipelineOptions};
+use analyzer::output::frames as print;
+use analyzer::output::report::{Progress, ReportInput, write_report_with};
+use analyzer::output::tables::{self, TableFormat};
+use analyzer::output::text::{print_dcqcn, print_kernel_events, print_stats};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use roce_capture::{CaptureReader, SourceError};
+use roce_core::dcqcn::{Knobs, Profile};
+use roce_core::decode::{Decoder, Frame};
+use roce_core::filter::Filter;
+use roce_core::passes::flows::FlowKey;
+use roce_core::passes::pairing::{Pairing, PairingPass};
+use roce_core::passes::{Stats, StatsReport};
+use roce_core::recorded as blocks;
+use roce_core::units;
 
 /// Decode and analyse RoCEv2 captures: BTH and extension headers, ECN, CNPs, PFC/PAUSE, per-QP statistics.
 #[derive(Debug, Parser)]
@@ -96,12 +98,12 @@ struct ModelArgs {
     #[arg(long)]
     no_fit: bool,
     /// Fit the knobs of this many flows, those with the most CNPs (each fit replays the model 41 times).
-    #[arg(long, value_name = "N", default_value_t = analyzer::dcqcn::analysis::DEFAULT_FIT_FLOWS)]
+    #[arg(long, value_name = "N", default_value_t = analyzer::analysis::dcqcn::DEFAULT_FIT_FLOWS)]
     fit_flows: usize,
     /// Model events kept over all flows (about 50 bytes each), shared out evenly and at most a million a
     /// flow, what short flows leave over going to the long ones; a flow whose model needs more than its
     /// share stops early, with a warning.
-    #[arg(long, value_name = "N", default_value_t = analyzer::dcqcn::analysis::DEFAULT_MAX_MODEL_EVENTS,
+    #[arg(long, value_name = "N", default_value_t = analyzer::analysis::dcqcn::DEFAULT_MAX_MODEL_EVENTS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     model_events: usize,
 }
@@ -180,7 +182,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 fn open(path: &Path) -> Result<CaptureReader> {
     CaptureReader::open(path).map_err(|e| {
         let hint = match e.kind {
-            analyzer::source::SourceErrorKind::NotACapture { .. } => {
+            roce_capture::SourceErrorKind::NotACapture { .. } => {
                 " (expected a pcap or pcapng file; convert others with `editcap -F pcapng IN OUT`)"
             }
             _ => "",

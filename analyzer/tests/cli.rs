@@ -331,8 +331,8 @@ fn broken_pipe_is_not_an_error() {
 
 /// A sample whose last record's timestamp is 75 years late, as a bit flip in a pcap seconds field makes it.
 fn sample_with_a_far_timestamp(dir: &Path) -> PathBuf {
-    use analyzer::sink::PcapWriter;
-    use analyzer::source::{CaptureReader, LinkType};
+    use roce_capture::write::PcapWriter;
+    use roce_capture::{CaptureReader, LinkType};
     let sample = workspace().join("samples/captures/incast_dcqcn.pcapng");
     let mut reader = CaptureReader::open(&sample).unwrap();
     let mut records = Vec::new();
@@ -356,8 +356,8 @@ fn sample_with_a_far_timestamp(dir: &Path) -> PathBuf {
 /// such a timestamp overflowing: a panic in a debug build, wrong values in a release build.
 #[test]
 fn a_timestamp_at_the_end_of_time_is_survived_by_every_command() {
-    use analyzer::sink::{PcapngWriter, SectionInfo};
-    use analyzer::source::{CaptureReader, LinkType};
+    use roce_capture::write::{PcapngWriter, SectionInfo};
+    use roce_capture::{CaptureReader, LinkType};
     let dir = tempfile::tempdir().unwrap();
     let sample = workspace().join("samples/captures/incast_dcqcn.pcapng");
     let mut reader = CaptureReader::open(&sample).unwrap();

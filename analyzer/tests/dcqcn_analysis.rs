@@ -3,13 +3,13 @@
 
 mod common;
 
-use analyzer::blocks;
-use analyzer::dcqcn::analysis::{DcqcnPass, DcqcnReport, Options};
-use analyzer::dcqcn::{Knobs, Profile, Rp};
-use analyzer::decode::Decoder;
-use analyzer::passes::pairing::Method;
-use analyzer::sink::{PcapWriter, PcapngWriter, SectionInfo};
-use analyzer::source::{CaptureReader, LinkType};
+use analyzer::analysis::dcqcn::{DcqcnPass, DcqcnReport, Options};
+use roce_capture::blocks;
+use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
+use roce_capture::{CaptureReader, LinkType};
+use roce_core::dcqcn::{Knobs, Profile, Rp};
+use roce_core::decode::Decoder;
+use roce_core::passes::pairing::Method;
 use roce_wire::ext::AethRepr;
 use roce_wire::{BthRepr, ExtHeaders, Opcode};
 
@@ -443,7 +443,7 @@ fn a_fixed_bin_too_fine_for_the_span_widens_instead_of_failing() {
     assert_eq!(report.requested_bin_ns, Some(10_000));
     assert!(report.bin_ns > 10_000);
     let bins: usize = report.flows.iter().map(|f| f.observed.len()).sum();
-    assert!(bins <= analyzer::passes::rates::MAX_FIXED_BINS, "{bins}");
+    assert!(bins <= roce_core::passes::rates::MAX_FIXED_BINS, "{bins}");
     let limits = report.limits();
     assert!(
         limits.iter().any(|l| l.contains("requested 10000 ns")),

@@ -13,9 +13,9 @@ use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
-use analyzer::sink::{PcapWriter, PcapngWriter, SectionInfo};
-use analyzer::source::LinkType;
 use common::{analyzer_json, tshark_fields, v4_frame, v6_frame};
+use roce_capture::LinkType;
+use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
 use roce_wire::build::emit_mac_control;
 use roce_wire::ext::{AethRepr, DethRepr, RdethRepr, RethRepr, XrcEthRepr};
 use roce_wire::pfc::{MacControlRepr, PfcRepr};

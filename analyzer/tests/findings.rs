@@ -2,11 +2,11 @@
 
 mod common;
 
-use analyzer::dcqcn::Knobs;
-use analyzer::findings::Severity;
-use analyzer::pipeline::{self, Analysis, PipelineOptions};
-use analyzer::source::CaptureReader;
+use analyzer::analysis::findings::Severity;
+use analyzer::analysis::{self as pipeline, Analysis, PipelineOptions};
 use common::workspace;
+use roce_capture::CaptureReader;
+use roce_core::dcqcn::Knobs;
 
 /// Runs the whole analysis on a sample, with the link speed and knobs its scenario uses (25 Gb/s links,
 /// the simulator's deactivate_at_line).

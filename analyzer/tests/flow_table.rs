@@ -4,9 +4,9 @@
 
 mod common;
 
-use analyzer::decode::Decoder;
-use analyzer::passes::flows::FlowsPass;
-use analyzer::source::{LinkType, Record};
+use roce_capture::{LinkType, Record};
+use roce_core::decode::Decoder;
+use roce_core::passes::flows::FlowsPass;
 use roce_wire::{BthRepr, ExtHeaders, Opcode};
 
 fn frame(src: u8, qp: u32, psn: u32) -> Vec<u8> {

@@ -5,11 +5,11 @@ mod common;
 use std::net::IpAddr;
 use std::path::Path;
 
-use analyzer::decode::Decoder;
-use analyzer::passes::flows::FlowKey;
-use analyzer::passes::pairing::{Method, Pairing, PairingPass};
-use analyzer::source::{CaptureReader, LinkType, Record};
 use common::shared_capture;
+use roce_capture::{CaptureReader, LinkType, Record};
+use roce_core::decode::Decoder;
+use roce_core::passes::flows::FlowKey;
+use roce_core::passes::pairing::{Method, Pairing, PairingPass};
 use roce_wire::{BthRepr, ExtHeaders, Opcode};
 
 fn pair_file(path: &Path) -> Pairing {

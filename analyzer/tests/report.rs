@@ -6,13 +6,13 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use analyzer::dcqcn::analysis::Options;
-use analyzer::findings::{Finding, Severity};
-use analyzer::pipeline::{self, Analysis, PipelineOptions};
-use analyzer::report::charts::{self, Chart};
-use analyzer::report::{ReportInput, TimeAxis, write_report};
-use analyzer::source::CaptureReader;
+use analyzer::analysis::dcqcn::Options;
+use analyzer::analysis::findings::{Finding, Severity};
+use analyzer::analysis::{self as pipeline, Analysis, PipelineOptions};
+use analyzer::output::report::charts::{self, Chart};
+use analyzer::output::report::{ReportInput, TimeAxis, write_report};
 use common::workspace;
+use roce_capture::CaptureReader;
 
 fn sample(name: &str) -> PathBuf {
     workspace()
@@ -89,7 +89,7 @@ fn writes_every_file_self_contained_and_escaped() {
         .dcqcn
         .flows
         .len()
-        .min(analyzer::report::MAX_FLOW_CHARTS);
+        .min(analyzer::output::report::MAX_FLOW_CHARTS);
     expected.extend((1..=charted).map(|i| format!("flow_{i:02}.png")));
     for t in ["flows", "cnps", "dcqcn_flows", "cuts", "findings", "model"] {
         expected.push(format!("{t}.csv"));
@@ -205,7 +205,7 @@ fn many_flows_chart_the_worst_and_table_the_rest() {
                 .starts_with("flow_")
         })
         .count();
-    assert_eq!(flow_charts, analyzer::report::MAX_FLOW_CHARTS);
+    assert_eq!(flow_charts, analyzer::output::report::MAX_FLOW_CHARTS);
     let html = std::fs::read_to_string(&files.index).unwrap();
     // The worst flow (most CNPs: QP 0x103b) leads; the least bad is left to the table.
     assert!(html.contains("Flow 1: "));
@@ -223,7 +223,7 @@ fn cnp_rate_chart_snapshot() {
     let cap = &inputs.stats.capture;
     let axis = TimeAxis::new(cap.first_ns.unwrap(), cap.duration_ns);
     let shown: Vec<_> = inputs.dcqcn.flows.iter().take(8).collect();
-    let chart = analyzer::report::cnp_rate_chart(&inputs.dcqcn, &shown, &axis).unwrap();
+    let chart = analyzer::output::report::cnp_rate_chart(&inputs.dcqcn, &shown, &axis).unwrap();
     let svg = charts::to_svg(&chart).unwrap();
     assert!(svg.starts_with("<svg"));
     insta::assert_snapshot!("cnp_rate_incast_dcqcn", svg);
@@ -234,7 +234,7 @@ fn pause_timeline_snapshot() {
     let inputs = inputs("pfc_storm_hol", 25);
     let cap = &inputs.stats.capture;
     let axis = TimeAxis::new(cap.first_ns.unwrap(), cap.duration_ns);
-    let (chart, _) = analyzer::report::pause_timeline(&inputs.pauses, &axis);
+    let (chart, _) = analyzer::output::report::pause_timeline(&inputs.pauses, &axis);
     let chart = chart.expect("the sample pauses");
     assert!(matches!(chart, Chart::Timeline(_)));
     insta::assert_snapshot!(

@@ -1,8 +1,8 @@
 //! A missing chart font is an error that says what to install, not a panic. Its own test binary, because the
 //! font is loaded once per process.
 
-use analyzer::report::ReportError;
-use analyzer::report::charts::ensure_font;
+use analyzer::output::report::ReportError;
+use analyzer::output::report::charts::ensure_font;
 
 #[test]
 fn missing_font_is_a_clear_error() {

@@ -10,13 +10,13 @@ mod common;
 
 use std::path::Path;
 
-use analyzer::dcqcn::Knobs;
-use analyzer::dcqcn::analysis::{DcqcnPass, DcqcnReport, FlowDcqcn, Options};
-use analyzer::decode::Decoder;
-use analyzer::passes::Stats;
-use analyzer::passes::pairing::Method;
-use analyzer::source::CaptureReader;
+use analyzer::analysis::dcqcn::{DcqcnPass, DcqcnReport, FlowDcqcn, Options};
 use common::workspace;
+use roce_capture::CaptureReader;
+use roce_core::dcqcn::Knobs;
+use roce_core::decode::Decoder;
+use roce_core::passes::Stats;
+use roce_core::passes::pairing::Method;
 use serde_json::Value;
 
 fn sample(name: &str) -> (std::path::PathBuf, Value) {
@@ -271,11 +271,11 @@ fn pfc_storm_paused_fraction_over_time() {
     // about 1429 µs; nothing else pauses. Bins wholly inside are paused throughout, bins well outside not at all.
     let path = workspace().join("samples/captures/pfc_storm_hol.pcapng");
     let mut reader = CaptureReader::open(&path).unwrap();
-    let opts = analyzer::pipeline::PipelineOptions {
+    let opts = analyzer::analysis::PipelineOptions {
         link_bps: 25_000_000_000,
         ..Default::default()
     };
-    let (a, _) = analyzer::pipeline::run(&mut reader, &opts, |_| {}).unwrap();
+    let (a, _) = analyzer::analysis::run(&mut reader, &opts, |_| {}).unwrap();
     let bins: Vec<_> = a
         .pauses
         .paused_fraction

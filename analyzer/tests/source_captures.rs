@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use analyzer::sink::{PcapWriter, PcapngWriter, SectionInfo};
-use analyzer::source::{CaptureReader, Format, LinkType};
+use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
+use roce_capture::{CaptureReader, Format, LinkType};
 
 fn captures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/captures")

@@ -3,9 +3,10 @@
 
 use std::io::Cursor;
 
-use analyzer::sink::{PcapWriter, PcapngWriter, SectionInfo};
-use analyzer::source::{CaptureReader, LinkType, MAX_CAPLEN, SourceError, SourceErrorKind};
 use proptest::prelude::*;
+use roce_capture::read::MAX_CAPLEN;
+use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
+use roce_capture::{CaptureReader, LinkType, SourceError, SourceErrorKind};
 
 fn open_bytes(bytes: Vec<u8>) -> Result<CaptureReader, SourceError> {
     CaptureReader::from_reader("broken.pcap", Box::new(Cursor::new(bytes)))

@@ -3,8 +3,8 @@
 
 use std::io::{self, Cursor, Read};
 
-use analyzer::sink::{PcapWriter, PcapngWriter, SectionInfo};
-use analyzer::source::{CaptureReader, Format, LinkType};
+use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
+use roce_capture::{CaptureReader, Format, LinkType};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Rec {
@@ -541,7 +541,7 @@ fn blocks_larger_than_the_initial_buffer() {
         user_application: None,
         comment: Some("c".repeat(60_000)),
     };
-    let big = packet(1, analyzer::source::MAX_CAPLEN as usize);
+    let big = packet(1, roce_capture::read::MAX_CAPLEN as usize);
     let mut ng = PcapngWriter::new(Vec::new(), &info).unwrap();
     ng.add_interface(LinkType::ETHERNET, 0, None, None).unwrap();
     let mut pc = PcapWriter::new(Vec::new(), LinkType::ETHERNET, 0).unwrap();
@@ -556,7 +556,7 @@ fn blocks_larger_than_the_initial_buffer() {
     }
     // One byte more than the limit is refused.
     let mut pc = PcapWriter::new(Vec::new(), LinkType::ETHERNET, 0).unwrap();
-    let too_big = vec![0u8; analyzer::source::MAX_CAPLEN as usize + 1];
+    let too_big = vec![0u8; roce_capture::read::MAX_CAPLEN as usize + 1];
     pc.write_packet(0, &too_big, too_big.len() as u32).unwrap();
     let mut reader = from_bytes(pc.into_inner().unwrap());
     assert!(reader.next_record().is_err());

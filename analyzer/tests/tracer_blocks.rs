@@ -6,13 +6,14 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use analyzer::blocks::{self, COUNTERS, DROPS, EVENTS, PEN};
-use analyzer::pipeline::{self, PipelineOptions};
-use analyzer::report::TimeAxis;
-use analyzer::report::charts::Chart;
-use analyzer::sink::{PcapngWriter, SectionInfo};
-use analyzer::source::{CaptureReader, LinkType};
+use analyzer::analysis::{self as pipeline, PipelineOptions};
+use analyzer::output::report::TimeAxis;
+use analyzer::output::report::charts::Chart;
 use common::{analyzer, run};
+use roce_capture::blocks::{self, COUNTERS, DROPS, EVENTS, PEN};
+use roce_capture::write::{PcapngWriter, SectionInfo};
+use roce_capture::{CaptureReader, LinkType};
+use roce_core::recorded;
 use roce_wire::{BthRepr, ExtHeaders, IpSpec, RoceFrame};
 use serde_json::{Value, json};
 
@@ -429,9 +430,9 @@ fn report_puts_kernel_events_on_the_timeline() {
     while let Some(r) = reader.next_record().unwrap() {
         last = r.ts_ns;
     }
-    let kernel = blocks::kernel_events(reader.custom_blocks());
+    let kernel = recorded::kernel_events(reader.custom_blocks());
     let axis = TimeAxis::new(first, last - first);
-    let Some(Chart::Line(chart)) = analyzer::report::kernel_chart(&kernel, &axis) else {
+    let Some(Chart::Line(chart)) = analyzer::output::report::kernel_chart(&kernel, &axis) else {
         panic!("a kernel chart");
     };
     let xs = |label: &str| -> Vec<f64> {

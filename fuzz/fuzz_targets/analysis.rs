@@ -4,10 +4,10 @@
 //! width is a second, so that ordinary inputs stay small and only a span of years reaches the grid's bound.
 #![no_main]
 
-use analyzer::dcqcn::analysis::Options;
-use analyzer::pipeline::{self, PipelineOptions};
-use analyzer::source::CaptureReader;
+use analyzer::analysis::dcqcn::Options;
+use analyzer::analysis::{self as pipeline, PipelineOptions};
 use libfuzzer_sys::fuzz_target;
+use roce_capture::CaptureReader;
 
 fuzz_target!(|data: &[u8]| {
     for bin_ns in [None, Some(1_000_000_000)] {

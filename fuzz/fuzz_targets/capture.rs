@@ -5,9 +5,9 @@
 
 use std::io::{self, Read};
 
-use analyzer::decode::Decoder;
-use analyzer::source::CaptureReader;
 use libfuzzer_sys::fuzz_target;
+use roce_capture::CaptureReader;
+use roce_core::decode::Decoder;
 
 /// At most this many records per input: the property is about the reader, not about long files.
 const MAX_RECORDS: usize = 10_000;
@@ -28,7 +28,11 @@ impl Read for Dribble {
 /// Every record as (offset, timestamp, wire length, bytes), and the error that ended the file, if any.
 type Outcome = (Vec<(u64, u64, u32, Vec<u8>)>, Option<String>);
 
-fn read_all(reader: Result<CaptureReader, analyzer::source::SourceError>, limit: usize, decode: bool) -> Outcome {
+fn read_all(
+    reader: Result<CaptureReader, roce_capture::SourceError>,
+    limit: usize,
+    decode: bool,
+) -> Outcome {
     let mut reader = match reader {
         Ok(r) => r,
         Err(e) => return (Vec::new(), Some(e.to_string())),
@@ -43,7 +47,8 @@ fn read_all(reader: Result<CaptureReader, analyzer::source::SourceError>, limit:
                 if decode {
                     let f = dec.decode(records.len() as u64 + 1, &rec);
                     let mut sink = Vec::new();
-                    analyzer::print::json_line(&mut sink, &f).expect("writing to a Vec cannot fail");
+                    analyzer::output::frames::json_line(&mut sink, &f)
+                        .expect("writing to a Vec cannot fail");
                 }
                 records.push((rec.offset, rec.ts_ns, rec.len, rec.data.to_vec()));
                 if records.len() >= MAX_RECORDS {

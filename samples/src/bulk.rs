@@ -7,8 +7,8 @@
 
 use std::io::{self, Write};
 
-use analyzer::sink::PcapWriter;
-use analyzer::source::LinkType;
+use roce_capture::LinkType;
+use roce_capture::write::PcapWriter;
 use roce_wire::build::{IpSpec, RoceFrame, emit_mac_control};
 use roce_wire::ext::{AethRepr, RethRepr};
 use roce_wire::pfc::{MacControlRepr, PfcRepr};

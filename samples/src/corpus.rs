@@ -7,9 +7,9 @@
 
 use std::io::{self, Write};
 
-use analyzer::sink::{PcapWriter, PcapngWriter, SectionInfo};
-use analyzer::source::LinkType;
 use etherparse::PacketBuilder;
+use roce_capture::LinkType;
+use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
 use roce_wire::build::{IpSpec, RoceFrame, Vlan, emit_mac_control};
 use roce_wire::ext::{
     AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, RdethRepr, RethRepr, XrcEthRepr,

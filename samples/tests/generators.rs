@@ -1,8 +1,8 @@
 //! The generators are deterministic, and what they say they wrote is what the analyzer reads back.
 
-use analyzer::decode::Decoder;
-use analyzer::passes::Stats;
-use analyzer::source::CaptureReader;
+use roce_capture::CaptureReader;
+use roce_core::decode::Decoder;
+use roce_core::passes::Stats;
 use samples::bulk::{self, BulkSpec};
 use samples::corpus;
 
@@ -29,7 +29,7 @@ fn committed_corpus_is_what_the_generator_writes() {
     );
 }
 
-fn stats_of(bytes: Vec<u8>) -> analyzer::passes::StatsReport {
+fn stats_of(bytes: Vec<u8>) -> roce_core::passes::StatsReport {
     let mut r = CaptureReader::from_reader("bulk", Box::new(std::io::Cursor::new(bytes))).unwrap();
     let mut s = Stats::new(100_000_000_000);
     let dec = Decoder::default();

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use analyzer::decode::{Decoder, Icrc, Kind};
-use analyzer::source::CaptureReader;
+use roce_capture::CaptureReader;
+use roce_core::decode::{Decoder, Icrc, Kind};
 use samples::sim::{self, LogKind, PacketKind, Run, Scenario, ScenarioError};
 
 fn scenario_dir() -> PathBuf {

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use analyzer::source::{CaptureReader, LinkType};
+use roce_capture::{CaptureReader, LinkType};
 
 const BATCH: usize = 64;
 

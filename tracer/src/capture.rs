@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, sync_channel};
 use std::time::{Duration, Instant};
 
-use analyzer::sink::SectionInfo;
+use roce_capture::write::SectionInfo;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -264,7 +264,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
             link: links
                 .get(i)
                 .copied()
-                .unwrap_or(analyzer::source::LinkType::ETHERNET),
+                .unwrap_or(roce_capture::LinkType::ETHERNET),
             snaplen: opts.snaplen,
             description: engine.describe(i as u32),
         })
@@ -379,7 +379,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
                 frames += 1;
                 let link = links.get(f.iface as usize).copied();
                 live.frame(
-                    link.unwrap_or(analyzer::source::LinkType::ETHERNET),
+                    link.unwrap_or(roce_capture::LinkType::ETHERNET),
                     f.iface,
                     f.ts_ns,
                     &f.data,

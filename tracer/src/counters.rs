@@ -1,5 +1,5 @@
 //! NIC counters, ethtool statistics and DCQCN knobs, stored in the capture as custom blocks (see
-//! [`crate::blocks`]).
+//! [`roce_capture::blocks`]).
 //!
 //! Counters: every file under `class/infiniband/*/ports/*/counters/` and `.../hw_counters/` (mlx5 puts
 //! `np_cnp_sent`, `rp_cnp_handled`, `out_of_sequence` and friends there), and every ethtool statistic of each
@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::blocks;
 use crate::sys::{self, EthtoolSocket};
+use roce_capture::blocks;
 
 /// Bounds the walk of a knob directory (mlx5 nests one level: `roce_np/enable/<priority>`).
 const MAX_DEPTH: usize = 3;
@@ -454,11 +454,11 @@ mod tests {
             },
         )
         .unwrap();
-        let custom = |data: Vec<u8>| analyzer::source::CustomBlock {
+        let custom = |data: Vec<u8>| roce_capture::CustomBlock {
             pen: blocks::PEN,
             data,
         };
-        let deltas = blocks::counter_deltas(&[custom(first_block), custom(second)]);
+        let deltas = roce_core::recorded::counter_deltas(&[custom(first_block), custom(second)]);
         let delta = |n: &str| deltas.iter().find(|d| d.name == n).map(|d| d.delta);
         assert_eq!(delta("ethtool/eth0/rx_prio3_pause"), Some(12));
         assert_eq!(delta("ethtool/eth0/rx_prio3_pause_duration"), Some(560));

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::SyncSender;
 
-use analyzer::source::LinkType;
+use roce_capture::LinkType;
 
 pub mod ebpf;
 pub mod pcap;

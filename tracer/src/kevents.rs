@@ -781,7 +781,7 @@ pub const MAX_BLOCK_BYTES: usize = 960 << 10;
 /// blocks counts them once. An event too large on its own is dropped (none comes close: a record holds six
 /// numbers and two short byte fields).
 pub fn encode_split(block: EventsBlock) -> Vec<Vec<u8>> {
-    let Ok(bytes) = crate::blocks::encode(crate::blocks::EVENTS, &block) else {
+    let Ok(bytes) = roce_capture::blocks::encode(roce_capture::blocks::EVENTS, &block) else {
         return Vec::new();
     };
     if bytes.len() <= MAX_BLOCK_BYTES {
@@ -1208,7 +1208,7 @@ impl KernelEvents {
             drops: drop_rows(&totals, &self.reported, &self.format.reasons),
         };
         self.reported = totals;
-        crate::blocks::encode(crate::blocks::DROPS, &block).ok()
+        roce_capture::blocks::encode(roce_capture::blocks::DROPS, &block).ok()
     }
 
     /// What a closing file gets last: the events since the last `EVNT` block, then its `DROP` totals. The
@@ -1388,14 +1388,14 @@ print fmt: "skbaddr=%p rx_sk=%p protocol=%u location=%pS reason: %s", REC->skbad
         assert!(blocks.len() >= 3, "{} blocks", blocks.len());
         assert!(blocks.iter().all(|b| b.len() <= MAX_BLOCK_BYTES));
         // Read back the way the analyzer reads them: every event once, in order, the drops and losses once.
-        let custom: Vec<analyzer::source::CustomBlock> = blocks
+        let custom: Vec<roce_capture::CustomBlock> = blocks
             .into_iter()
-            .map(|data| analyzer::source::CustomBlock {
-                pen: crate::blocks::PEN,
+            .map(|data| roce_capture::CustomBlock {
+                pen: roce_capture::blocks::PEN,
                 data,
             })
             .collect();
-        let k = crate::blocks::kernel_events(&custom);
+        let k = roce_core::recorded::kernel_events(&custom);
         assert_eq!(k.events.len() as u64, n);
         assert!(k.events.windows(2).all(|w| w[0].ts_ns < w[1].ts_ns));
         assert_eq!(k.drop_intervals.len(), 1);

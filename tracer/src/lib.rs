@@ -1,12 +1,10 @@
 //! Live RoCEv2 capture for `roce-tracer`.
 //!
 //! Two engines, one output: [`engine::pcap`] (libpcap) and [`engine::ebpf`] (the `tracer-ebpf` TC probe)
-//! both hand frames to [`capture::run`], which writes them with the analyzer's pcapng writer through
-//! [`output`] (a file that is valid whenever the capture stops), feeds the analyzer's passes for the
-//! console line ([`live`]) and stores counter samples and knobs in custom blocks ([`counters`],
-//! [`blocks`]). Decoding is never done twice: the analyzer's decoder is the only one.
-/// The custom-block format lives with its reader, the analyzer; the tracer writes it.
-pub use analyzer::blocks;
+//! both hand frames to [`capture::run`], which writes them with `roce-capture`'s pcapng writer through
+//! [`output`] (a file that is valid whenever the capture stops), feeds `roce-core`'s passes for the
+//! console line ([`live`]) and stores counter samples and knobs in custom blocks ([`counters`], in the
+//! format of `roce_capture::blocks`). Decoding is never done twice: `roce-core`'s decoder is the only one.
 pub mod btf;
 pub mod capture;
 pub mod counters;

@@ -1,11 +1,11 @@
 //! The line per second on the console, computed by the analyzer's own passes over the frames of that second,
 //! so the live numbers and a later `roce-analyzer stats` on the file can never disagree on a definition.
 
-use analyzer::decode::{Decoder, Frame, Kind};
-use analyzer::passes::cnp::{CnpPass, CnpRow};
-use analyzer::passes::flows::{FlowRow, FlowsPass};
-use analyzer::passes::pfc::{PfcPass, PfcRow};
-use analyzer::source::{LinkType, Record};
+use roce_capture::{LinkType, Record};
+use roce_core::decode::{Decoder, Frame, Kind};
+use roce_core::passes::cnp::{CnpPass, CnpRow};
+use roce_core::passes::flows::{FlowRow, FlowsPass};
+use roce_core::passes::pfc::{PfcPass, PfcRow};
 
 /// Running totals of one reporting interval.
 #[derive(Debug)]

@@ -181,7 +181,7 @@ fn run() -> Result<()> {
             if a.interval.is_zero() {
                 bail!("--interval must be above zero");
             }
-            let link_bps = analyzer::units::parse_speed(&a.link_speed)
+            let link_bps = roce_core::units::parse_speed(&a.link_speed)
                 .with_context(|| format!("--link-speed {}", a.link_speed))?;
             let most = tracer_common::MAX_SNAPLEN as u32;
             let snaplen = match a.engine {

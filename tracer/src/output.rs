@@ -1,6 +1,6 @@
 //! The capture file: a pcapng that stays readable whatever stops the capture.
 //!
-//! [`analyzer::sink::PcapngWriter`] hands each block to its writer in one `write_all`, so [`BlockFile`] can
+//! [`roce_capture::write::PcapngWriter`] hands each block to its writer in one `write_all`, so [`BlockFile`] can
 //! buffer whole blocks and write them to disk in batches: whatever reaches the disk ends on a block boundary.
 //! When a write fails (a full disk), the file is cut back to the last block boundary that was written
 //! completely, so a reader sees every frame before the failure and no torn block after it.
@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use analyzer::sink::{PcapngWriter, SectionInfo};
-use analyzer::source::LinkType;
+use roce_capture::LinkType;
+use roce_capture::write::{PcapngWriter, SectionInfo};
 
 /// Write to disk once this many bytes of whole blocks are buffered.
 const BATCH: usize = 1 << 20;
@@ -187,9 +187,10 @@ impl CaptureFile {
         self.writer.write_packet(iface, ts_ns, data, len)
     }
 
-    /// Writes a custom block (counter samples, knobs, kernel events) under [`crate::blocks::PEN`].
+    /// Writes a custom block (counter samples, knobs, kernel events) under [`roce_capture::blocks::PEN`].
     pub fn write_custom(&mut self, payload: &[u8]) -> io::Result<()> {
-        self.writer.write_custom(crate::blocks::PEN, payload, true)
+        self.writer
+            .write_custom(roce_capture::blocks::PEN, payload, true)
     }
 
     /// Writes the interface statistics blocks and flushes. After a failed write the file has been cut back
@@ -490,7 +491,7 @@ mod tests {
         let losses: Vec<Vec<Option<u64>>> = files
             .iter()
             .map(|path| {
-                let mut r = analyzer::source::CaptureReader::open(path).unwrap();
+                let mut r = roce_capture::CaptureReader::open(path).unwrap();
                 while r.next_record().unwrap().is_some() {}
                 r.if_stats().iter().map(|s| s.dropped_iface).collect()
             })

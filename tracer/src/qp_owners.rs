@@ -28,7 +28,7 @@ use crate::kevents::EventRow;
 
 /// The pseudo tracepoint of a QP found in a snapshot; the name is `rdma res`'s, the form a tracepoint's,
 /// so that the analyzer's event handling carries it unchanged.
-pub const TRACEPOINT: &str = analyzer::blocks::RDMA_RES_QP;
+pub const TRACEPOINT: &str = roce_core::recorded::RDMA_RES_QP;
 
 /// Environment variable naming the `rdma` program to run instead of the one on `PATH`.
 pub const RDMA_ENV: &str = "ROCE_TRACER_RDMA";

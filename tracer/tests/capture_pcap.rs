@@ -64,7 +64,7 @@ fn pcap_engine_captures_the_corpus_exactly() {
     );
     // Full frames were kept, so even the ICRC verdicts agree.
     let (s_out, s_src) = (stats(&out), stats(&replay));
-    let icrc = |r: &analyzer::passes::StatsReport| -> u64 {
+    let icrc = |r: &roce_core::passes::StatsReport| -> u64 {
         r.flows.iter().map(|f| f.icrc_failures).sum()
     };
     assert_eq!(icrc(&s_out), icrc(&s_src));
@@ -378,11 +378,11 @@ fn counters_and_knobs_travel_in_the_capture() {
     );
     let blocks: Vec<_> = custom_blocks(&out)
         .iter()
-        .map(|b| tracer::blocks::decode(b).expect("one of our records"))
+        .map(|b| roce_capture::blocks::decode(b).expect("one of our records"))
         .collect();
     let knobs: Vec<_> = blocks
         .iter()
-        .filter(|(k, _)| *k == tracer::blocks::KNOBS)
+        .filter(|(k, _)| *k == roce_capture::blocks::KNOBS)
         .collect();
     assert_eq!(knobs.len(), 1, "knobs are recorded once");
     let k = &knobs[0].1["knobs"];
@@ -394,7 +394,7 @@ fn counters_and_knobs_travel_in_the_capture() {
     assert_eq!(knobs[0].1["captured"], serde_json::json!(["vb"]));
     let samples: Vec<_> = blocks
         .iter()
-        .filter(|(k, _)| *k == tracer::blocks::COUNTERS)
+        .filter(|(k, _)| *k == roce_capture::blocks::COUNTERS)
         .collect();
     assert!(
         samples.len() >= 4,
@@ -416,7 +416,7 @@ fn counters_and_knobs_travel_in_the_capture() {
     assert!(!names.iter().any(|n| n.contains("other")), "{names:?}");
     // The analyzer still reads the file to its end, and its counter table has the ethtool rows.
     let (_, reader) = frames(&out);
-    let deltas = analyzer::blocks::counter_deltas(reader.custom_blocks());
+    let deltas = roce_core::recorded::counter_deltas(reader.custom_blocks());
     let row = deltas
         .iter()
         .find(|d| d.name == "ethtool/vb/tx_prio3_pause")
@@ -466,8 +466,8 @@ fn ethtool_statistics_by_ioctl_on_a_veth_pair() {
     assert_eq!(got.len() as u64, sent);
     let samples: Vec<serde_json::Value> = custom_blocks(&out)
         .iter()
-        .filter_map(|b| tracer::blocks::decode(b))
-        .filter(|(k, _)| *k == tracer::blocks::COUNTERS)
+        .filter_map(|b| roce_capture::blocks::decode(b))
+        .filter(|(k, _)| *k == roce_capture::blocks::COUNTERS)
         .map(|(_, v)| v)
         .collect();
     assert!(samples.len() >= 3, "{} samples", samples.len());
@@ -495,7 +495,7 @@ fn ethtool_statistics_by_ioctl_on_a_veth_pair() {
     assert_eq!(ours, theirs);
     // The receive counter moved by at least the replayed frames between the first and last samples (IPv6 is
     // off in the namespace, so nothing else is sent).
-    let deltas = analyzer::blocks::counter_deltas(reader.custom_blocks());
+    let deltas = roce_core::recorded::counter_deltas(reader.custom_blocks());
     let moved = deltas
         .iter()
         .find(|d| d.name == "ethtool/vb/rx_queue_0_xdp_packets")

@@ -3,9 +3,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr};
 
-use analyzer::passes::cnp::CnpRow;
-use analyzer::passes::flows::FlowRow;
-use analyzer::passes::pfc::PfcRow;
+use roce_core::passes::cnp::CnpRow;
+use roce_core::passes::flows::FlowRow;
+use roce_core::passes::pfc::PfcRow;
 use tracer::metrics::Metrics;
 
 #[test]

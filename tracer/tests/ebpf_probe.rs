@@ -6,10 +6,10 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use analyzer::decode::{Decoder, Kind};
-use analyzer::source::{LinkType, Record};
 use aya::TestRunOptions;
 use aya::programs::{SchedClassifier, TestRun as _};
+use roce_capture::{LinkType, Record};
+use roce_core::decode::{Decoder, Kind};
 use std::process::Command;
 
 use common::*;
@@ -1008,7 +1008,7 @@ fn the_default_snap_length_keeps_what_the_analyzer_reads() {
     assert_eq!(stats_view(&stats(&out)), stats_view(&stats(&replay)));
     // Caplens: never above the snap length (plus a tag the kernel removed and userspace put back), and
     // fewer bytes in all than the 256 a frame of before.
-    let mut reader = analyzer::source::CaptureReader::open(&out).unwrap();
+    let mut reader = roce_capture::CaptureReader::open(&out).unwrap();
     let (mut n, mut shorter, mut bytes, mut before) = (0, 0, 0u64, 0u64);
     while let Some(rec) = reader.next_record().unwrap() {
         n += 1;

@@ -18,9 +18,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use analyzer::sink::PcapWriter;
-use analyzer::source::LinkType;
 use common::*;
+use roce_capture::LinkType;
+use roce_capture::write::PcapWriter;
 use roce_wire::build::{IpSpec, RoceFrame};
 use roce_wire::{BthRepr, ExtHeaders, Opcode};
 use serde_json::Value;
@@ -105,7 +105,7 @@ fn trace_systems(ns: &Netns) -> Vec<String> {
 fn records(path: &Path, kind: [u8; 4]) -> Vec<Value> {
     custom_blocks(path)
         .iter()
-        .filter_map(|b| tracer::blocks::decode(b))
+        .filter_map(|b| roce_capture::blocks::decode(b))
         .filter(|(k, _)| *k == kind)
         .map(|(_, v)| v)
         .collect()
@@ -196,7 +196,7 @@ fn drops_with(engine: &str) {
     let (captured, _) = frames(&out);
     let ours = captured.iter().filter(|f| f.dest_qp == Some(0x11)).count();
     assert_eq!(ours, SENT as usize, "captured {ours} of {SENT}");
-    let drops = records(&out, tracer::blocks::DROPS);
+    let drops = records(&out, roce_capture::blocks::DROPS);
     assert_eq!(drops.len(), 1, "one DROP block without rotation");
     let no_socket = |rows: &Value| -> u64 {
         rows.as_array()
@@ -238,7 +238,7 @@ fn drops_with(engine: &str) {
 
     // The same drops, spread over the EVNT blocks' intervals: together they are exactly the file's total,
     // and the intervals follow each other without gaps.
-    let events = records(&out, tracer::blocks::EVENTS);
+    let events = records(&out, roce_capture::blocks::EVENTS);
     assert!(events.len() >= 2, "{} EVNT blocks", events.len());
     let per_interval: u64 = events.iter().map(|e| no_socket(&e["drops"])).sum();
     assert_eq!(per_interval, total, "EVNT drops vs the DROP total");
@@ -412,7 +412,7 @@ fn recorder_delivers_exactly_the_events_caused() {
     );
     check_rdma_listing(line, &trace_systems(&ns));
 
-    let blocks = records(&out, tracer::blocks::EVENTS);
+    let blocks = records(&out, roce_capture::blocks::EVENTS);
     assert!(blocks.len() >= 2, "{} EVNT blocks", blocks.len());
     let header = &blocks[0]["tracepoints"];
     let attached: Vec<&str> = header["attached"]
@@ -1001,12 +1001,12 @@ fn every_rotated_file_carries_its_kernel_events() {
     let mut previous_end: Option<u64> = None;
     for f in &files {
         assert_eq!(
-            records(f, tracer::blocks::DROPS).len(),
+            records(f, roce_capture::blocks::DROPS).len(),
             1,
             "{}",
             f.display()
         );
-        let evnt = records(f, tracer::blocks::EVENTS);
+        let evnt = records(f, roce_capture::blocks::EVENTS);
         assert!(!evnt.is_empty(), "{}", f.display());
         assert!(
             evnt[0]["tracepoints"]["attached"]

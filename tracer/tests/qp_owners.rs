@@ -18,8 +18,8 @@ use serde_json::Value;
 fn events_of(path: &Path) -> Vec<Value> {
     custom_blocks(path)
         .iter()
-        .filter_map(|b| tracer::blocks::decode(b))
-        .filter(|(k, _)| *k == tracer::blocks::EVENTS)
+        .filter_map(|b| roce_capture::blocks::decode(b))
+        .filter(|(k, _)| *k == roce_capture::blocks::EVENTS)
         .flat_map(|(_, v)| v["events"].as_array().cloned().unwrap_or_default())
         .filter(|e| e["tracepoint"] == "rdma_res:qp")
         .collect()
@@ -121,14 +121,14 @@ fn snapshots_of_rdma_res_travel_in_the_capture() {
         "the third QP from a later snapshot"
     );
     // The analyzer takes them as QP owners.
-    let blocks: Vec<analyzer::source::CustomBlock> = custom_blocks(&out)
+    let blocks: Vec<roce_capture::CustomBlock> = custom_blocks(&out)
         .into_iter()
-        .map(|data| analyzer::source::CustomBlock {
-            pen: tracer::blocks::PEN,
+        .map(|data| roce_capture::CustomBlock {
+            pen: roce_capture::blocks::PEN,
             data,
         })
         .collect();
-    let owners = tracer::blocks::qp_processes(&tracer::blocks::kernel_events(&blocks));
+    let owners = roce_core::recorded::qp_processes(&roce_core::recorded::kernel_events(&blocks));
     let owners: Vec<(u32, u32, usize)> = owners
         .iter()
         .map(|q| (q.qp_num, q.pid, q.addrs.len()))

@@ -21,10 +21,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use analyzer::decode::{Decoder, Kind};
-use analyzer::sink::PcapWriter;
-use analyzer::source::{CaptureReader, LinkType};
 use anyhow::{Context, Result, bail};
+use roce_capture::write::PcapWriter;
+use roce_capture::{CaptureReader, LinkType};
+use roce_core::decode::{Decoder, Kind};
 
 use crate::{install, root, sh, target_dir};
 

@@ -12,9 +12,9 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::io::Write;
 
-use analyzer::dcqcn::{Event, EventKind, Profile, Rp};
-use analyzer::sink::{PcapngWriter, SectionInfo};
-use analyzer::source::LinkType;
+use roce_capture::LinkType;
+use roce_capture::write::{PcapngWriter, SectionInfo};
+use roce_core::dcqcn::{Event, EventKind, Profile, Rp};
 use roce_wire::build::{IpSpec, RoceFrame, Vlan, emit_mac_control};
 use roce_wire::ext::{AethKind, AethRepr, NakCode, RethRepr};
 use roce_wire::pfc::{MacControlRepr, PfcRepr, quanta_to_ps};
@@ -620,7 +620,7 @@ impl<'s, W: Write> World<'s, W> {
                 .map(|(i, h)| HostTruth {
                     name: h.name.clone(),
                     ip: fmt_ip(host_ip(i)),
-                    mac: analyzer::decode::mac_to_string(&host_mac(i)),
+                    mac: roce_core::decode::mac_to_string(&host_mac(i)),
                     rp: h.rp,
                     np: h.np,
                 })

@@ -2,7 +2,7 @@
 //!
 //! Nobody can hand us real captures of every congestion behaviour, so we make them, with the ground truth beside
 //! them. Hosts run RC queue pairs (WRITE, SEND, READ, coalesced ACKs, go-back-N) paced by the analyzer's own
-//! DCQCN reaction point ([`analyzer::dcqcn::Rp`]), so a capture and the model that explains it share one
+//! DCQCN reaction point ([`roce_core::dcqcn::Rp`]), so a capture and the model that explains it share one
 //! implementation. Switches mark ECN (the CP), share a buffer, send real PFC frames and drop when a priority is
 //! lossy. Mirror taps write one pcapng interface each.
 //!

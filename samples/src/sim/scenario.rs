@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use analyzer::dcqcn::{DcqcnError, Knobs};
+use roce_core::dcqcn::{DcqcnError, Knobs};
 use serde::Deserialize;
 use thiserror::Error;
 

@@ -3,7 +3,7 @@
 //!
 //! Times are nanoseconds since the start of the run, which is also the capture's epoch.
 
-use analyzer::dcqcn::EventKind;
+use roce_core::dcqcn::EventKind;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]

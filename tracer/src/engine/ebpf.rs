@@ -17,12 +17,12 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use analyzer::source::LinkType;
 use aya::Ebpf;
 use aya::maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf};
 use aya::programs::tc::{NlOptions, TcAttachOptions};
 use aya::programs::{SchedClassifier, TcAttachType};
 use aya::util::KernelVersion;
+use roce_capture::LinkType;
 use serde::Serialize;
 use tracer_common::{
     Config, EVENT_HEADER_LEN, MAX_SNAPLEN, PRIO_SLOTS, PacketEvent, PrioCounters, ProbeCounters,
@@ -683,7 +683,8 @@ impl Engine for EbpfEngine {
                 }
             })
             .collect();
-        let block = probe.and_then(|p| crate::blocks::encode(crate::blocks::PROBE, &p).ok());
+        let block =
+            probe.and_then(|p| roce_capture::blocks::encode(roce_capture::blocks::PROBE, &p).ok());
         for name in &self.netlink_ifaces {
             // Deleting the qdisc deletes every filter under it: only when all of them are ours.
             if only_our_filters(name) {

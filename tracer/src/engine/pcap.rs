@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use analyzer::source::LinkType;
+use roce_capture::LinkType;
 use std::os::fd::AsRawFd;
 
 use pcap::{Active, Capture, Precision};

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use analyzer::decode::{Decoder, Kind};
-use analyzer::passes::{Stats, StatsReport};
-use analyzer::sink::PcapWriter;
-use analyzer::source::{CaptureReader, LinkType};
+use roce_capture::write::PcapWriter;
+use roce_capture::{CaptureReader, LinkType};
+use roce_core::decode::{Decoder, Kind};
+use roce_core::passes::{Stats, StatsReport};
 
 pub const TRACER: &str = env!("CARGO_BIN_EXE_roce-tracer");
 
@@ -445,7 +445,8 @@ pub fn custom_blocks(path: &Path) -> Vec<Vec<u8>> {
         let word = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap());
         let (kind, len) = (word(at), word(at + 4) as usize);
         assert!(len >= 12 && at + len <= bytes.len(), "broken block at {at}");
-        if (kind == 0x0000_0BAD || kind == 0x4000_0BAD) && word(at + 8) == tracer::blocks::PEN {
+        if (kind == 0x0000_0BAD || kind == 0x4000_0BAD) && word(at + 8) == roce_capture::blocks::PEN
+        {
             out.push(bytes[at + 12..at + len - 4].to_vec());
         }
         at += len;

@@ -10,11 +10,11 @@ use std::net::IpAddr;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use super::{DcqcnError, Event, EventKind, Knobs, Profile, Replay, Rp, replay_within};
-use crate::decode::{Frame, Kind};
-use crate::passes::flows::FlowKey;
-use crate::passes::pairing::{Method, Pair, Pairing, PairingPass};
-use crate::passes::rates::{Bin, FlowSeries, RatesPass, gbps};
+use roce_core::dcqcn::{DcqcnError, Event, EventKind, Knobs, Profile, Replay, Rp, replay_within};
+use roce_core::decode::{Frame, Kind};
+use roce_core::passes::flows::FlowKey;
+use roce_core::passes::pairing::{Method, Pair, Pairing, PairingPass};
+use roce_core::passes::rates::{Bin, FlowSeries, RatesPass, gbps};
 
 /// How the analysis runs.
 #[derive(Debug, Clone)]
@@ -50,11 +50,11 @@ pub struct Options {
 impl Options {
     /// Takes the knobs recorded in the capture's custom blocks, when allowed and present. A recorded value the
     /// model rejects leaves the knobs as they were and says so in `knob_source`.
-    pub fn apply_recorded_knobs(&mut self, blocks: &[crate::source::CustomBlock]) {
+    pub fn apply_recorded_knobs(&mut self, blocks: &[roce_capture::CustomBlock]) {
         if !self.recorded_knobs {
             return;
         }
-        let Some((iface, text)) = crate::blocks::recorded_rp_knobs(blocks) else {
+        let Some((iface, text)) = roce_core::recorded::recorded_rp_knobs(blocks) else {
             return;
         };
         let mut knobs = self.knobs.clone();
@@ -203,7 +203,7 @@ pub struct DcqcnReport {
     pub line_gbps: f64,
     pub bin_ns: u64,
     /// The `--bin` width asked for, when the capture spans more than that width's grid could hold (see
-    /// [`crate::passes::rates::MAX_FIXED_BINS`]) and `bin_ns` had to be wider; null otherwise.
+    /// [`roce_core::passes::rates::MAX_FIXED_BINS`]) and `bin_ns` had to be wider; null otherwise.
     pub requested_bin_ns: Option<u64>,
     pub cnp_delay_ns: i64,
     pub flows: Vec<FlowDcqcn>,
@@ -219,7 +219,7 @@ impl DcqcnReport {
             out.push(format!(
                 "all flows together would need more than {} rate bins of the requested {} ns over the capture's \
                  span, so the bins are {} ns wide",
-                crate::passes::rates::MAX_FIXED_BINS,
+                roce_core::passes::rates::MAX_FIXED_BINS,
                 asked,
                 self.bin_ns
             ));

@@ -3,10 +3,10 @@
 
 use serde::Serialize;
 
-use crate::passes::flows::{FlowKey, FlowRow};
-use crate::passes::rates::FlowSeries;
+use roce_core::passes::flows::{FlowKey, FlowRow};
+use roce_core::passes::rates::FlowSeries;
 
-pub use crate::passes::pfc::PauseInterval;
+pub use roce_core::passes::pfc::PauseInterval;
 
 /// A pause a PFC watchdog would act on: one source kept a priority paused without a break for longer than the
 /// threshold.

@@ -123,7 +123,7 @@ const FONT_CANDIDATES: &[&str] = &[
 
 /// Where the chart font comes from: `ROCETRACE_FONT` if set, else the first Debian/Arch/Fedora DejaVu path.
 /// DejaVu Sans (see assets/fonts/README.md), used when the system has no font.
-const BUNDLED_FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+const BUNDLED_FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
 fn font_paths() -> Vec<String> {
     match std::env::var("ROCETRACE_FONT") {

@@ -9,7 +9,7 @@
 
 use std::io::{self, Write};
 
-use crate::source::LinkType;
+use crate::read::LinkType;
 
 const SHB_TYPE: u32 = 0x0A0D_0D0A;
 const IDB_TYPE: u32 = 0x0000_0001;
@@ -181,7 +181,7 @@ impl<W: Write> PcapngWriter<W> {
     }
 
     /// Writes an Interface Statistics Block (`isb_ifrecv`, `isb_ifdrop`): the counters the reader reports as
-    /// [`crate::source::IfStats`].
+    /// [`crate::read::IfStats`].
     pub fn write_stats(
         &mut self,
         iface: u32,

@@ -22,7 +22,6 @@
 //! - A CNP earlier than the model's clock (unsorted input, or a CNP given after `advance` went past it) is applied
 //!   at the clock: the model never goes back in time.
 
-pub mod analysis;
 mod knobs;
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::decode::{Frame, Kind};
-use crate::source::CaptureReader;
+use roce_capture::CaptureReader;
 
 #[derive(Debug, Default)]
 pub struct CapturePass {
@@ -138,7 +138,7 @@ impl CapturePass {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::{LinkType, Record};
+    use roce_capture::{LinkType, Record};
 
     fn at(pass: &mut CapturePass, number: u64, ts_ns: u64) {
         let rec = Record {

@@ -3,9 +3,9 @@
 
 use std::io::{self, Write};
 
-use crate::blocks;
-use crate::dcqcn::analysis::DcqcnReport;
-use crate::passes::StatsReport;
+use crate::analysis::dcqcn::DcqcnReport;
+use roce_core::passes::StatsReport;
+use roce_core::recorded as blocks;
 
 /// `dcqcn`'s per-flow table: what the model saw and cut, and the knob fit.
 pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {

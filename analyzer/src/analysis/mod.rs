@@ -1,16 +1,20 @@
 //! Everything the report needs from one read of a capture: each frame is decoded once and handed to the
 //! statistics and DCQCN passes; the PFC and findings analyses then run on their tables.
 
+pub mod dcqcn;
+pub mod findings;
+pub mod pauses;
+
 use serde::Serialize;
 
-use crate::dcqcn::DcqcnError;
-use crate::dcqcn::analysis::{DcqcnPass, DcqcnReport, Options};
-use crate::decode::{Decoder, Frame};
-use crate::findings::{self, Finding, Rules};
-use crate::passes::hosts::HostsPass;
-use crate::passes::{Stats, StatsReport};
-use crate::pauses::{self, PauseInputs, PauseReport};
-use crate::source::{CaptureReader, SourceError};
+use dcqcn::{DcqcnPass, DcqcnReport, Options};
+use findings::{Finding, Rules};
+use pauses::{PauseInputs, PauseReport};
+use roce_capture::{CaptureReader, SourceError};
+use roce_core::dcqcn::DcqcnError;
+use roce_core::decode::{Decoder, Frame};
+use roce_core::passes::hosts::HostsPass;
+use roce_core::passes::{Stats, StatsReport};
 
 /// How the whole analysis runs.
 #[derive(Debug, Clone)]

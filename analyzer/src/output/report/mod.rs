@@ -20,20 +20,20 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::blocks::{
+use crate::analysis::dcqcn::{DcqcnReport, Fit, FlowDcqcn, UnpairedCnps};
+use crate::analysis::findings::{Finding, Severity};
+use crate::analysis::pauses::PauseReport;
+use crate::output::tables::{self, TableError, TableFormat};
+use charts::{Chart, Lane, Line, LineChart, MarkShape, Marks, PALETTE, SecondAxis, Timeline};
+pub use progress::Progress;
+use roce_core::dcqcn::EventKind;
+use roce_core::passes::StatsReport;
+use roce_core::passes::flows::FlowRow;
+use roce_core::passes::pairing::Method;
+use roce_core::recorded::{
     FlowProcess, KernelEvent, KernelEvents, KernelSummary, QP_TRACEPOINTS, RDMA_RES_QP,
     flow_process_rows, kernel_event_rows, reverse_flow_qp,
 };
-use crate::dcqcn::EventKind;
-use crate::dcqcn::analysis::{DcqcnReport, Fit, FlowDcqcn, UnpairedCnps};
-use crate::findings::{Finding, Severity};
-use crate::passes::StatsReport;
-use crate::passes::flows::FlowRow;
-use crate::passes::pairing::Method;
-use crate::pauses::PauseReport;
-use crate::tables::{self, TableError, TableFormat};
-use charts::{Chart, Lane, Line, LineChart, MarkShape, Marks, PALETTE, SecondAxis, Timeline};
-pub use progress::Progress;
 
 /// Flows drawn one chart each; the rest are summed up in the table, since nobody reads forty charts.
 pub const MAX_FLOW_CHARTS: usize = 8;
@@ -83,7 +83,7 @@ pub fn write_report(dir: &Path, input: &ReportInput<'_>) -> Result<ReportFiles, 
 }
 
 /// [`write_report`] for a capture that carries kernel events (`roce-tracer --kernel-events`, read with
-/// [`crate::blocks::kernel_events`]): they get their own section and chart on the report's time axis, the
+/// [`roce_core::recorded::kernel_events`]): they get their own section and chart on the report's time axis, the
 /// flows are labelled with their processes, and `summary.json` carries them under `kernel_events`.
 pub fn write_report_with(
     dir: &Path,
@@ -931,7 +931,7 @@ fn qp_table(input: &ReportInput<'_>, labels: &[FlowProcess]) -> String {
         .collect();
     let rest: Option<Vec<String>> = (flows.len() > MAX_TABLE_ROWS).then(|| {
         let others = &flows[MAX_TABLE_ROWS.min(flows.len())..];
-        let sum = |g: &dyn Fn(&crate::passes::flows::FlowRow) -> u64| -> u64 {
+        let sum = |g: &dyn Fn(&roce_core::passes::flows::FlowRow) -> u64| -> u64 {
             others.iter().map(|(r, _)| g(r)).sum()
         };
         let packets = sum(&|r| r.packets);
@@ -1292,7 +1292,7 @@ struct ProcessLabel {
 }
 
 fn flow_processes_text(l: &FlowProcess) -> String {
-    let end = |o: &Option<crate::blocks::QpOwner>| {
+    let end = |o: &Option<roce_core::recorded::QpOwner>| {
         o.as_ref()
             .map_or("?".to_string(), |o| format!("{}[{}]", o.comm, o.pid))
     };

@@ -13,7 +13,7 @@ pub mod rates;
 use serde::Serialize;
 
 use crate::decode::Frame;
-use crate::source::CaptureReader;
+use roce_capture::CaptureReader;
 
 /// Everything `stats` reports, with the top-level keys of its JSON output.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -23,9 +23,9 @@ pub struct StatsReport {
     pub cnps: Vec<cnp::CnpRow>,
     pub pfc: Vec<pfc::PfcRow>,
     /// NIC counters the tracer sampled (`--counters`): how much each moved during the capture.
-    pub counters: Vec<crate::blocks::CounterDelta>,
+    pub counters: Vec<crate::recorded::CounterDelta>,
     /// Kernel drops the tracer counted (`--kernel-events`).
-    pub kernel_drops: Vec<crate::blocks::KernelDrop>,
+    pub kernel_drops: Vec<crate::recorded::KernelDrop>,
 }
 
 /// The passes behind `stats`, run together over one decode of each frame.
@@ -73,8 +73,8 @@ impl Stats {
             flows: self.flows.finish(),
             cnps: self.cnps.finish(),
             pfc,
-            counters: crate::blocks::counter_deltas(reader.custom_blocks()),
-            kernel_drops: crate::blocks::kernel_drops(reader.custom_blocks()),
+            counters: crate::recorded::counter_deltas(reader.custom_blocks()),
+            kernel_drops: crate::recorded::kernel_drops(reader.custom_blocks()),
         };
         (report, intervals)
     }

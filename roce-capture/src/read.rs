@@ -12,7 +12,6 @@
 
 mod buffer;
 mod error;
-mod link;
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -25,8 +24,8 @@ use pcap_parser::{
 
 use buffer::StreamBuf;
 
+pub use crate::link::LinkType;
 pub use error::{SourceError, SourceErrorKind};
-pub use link::LinkType;
 
 /// The largest captured length accepted for one packet (the usual libpcap maximum snapshot length).
 ///

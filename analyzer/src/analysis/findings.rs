@@ -7,9 +7,9 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use crate::dcqcn::analysis::DcqcnReport;
-use crate::passes::StatsReport;
-use crate::pauses::PauseReport;
+use crate::analysis::dcqcn::DcqcnReport;
+use crate::analysis::pauses::PauseReport;
+use roce_core::passes::StatsReport;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -129,7 +129,7 @@ fn ce_without_cnps(stats: &StatsReport, dcqcn: &DcqcnReport, out: &mut Vec<Findi
 
 /// Rc is a ceiling: a sender that kept sending well above it for most of the time after its CNPs did not apply
 /// the cuts.
-fn ignores_cnps(f: &crate::dcqcn::analysis::FlowDcqcn, rules: &Rules) -> bool {
+fn ignores_cnps(f: &crate::analysis::dcqcn::FlowDcqcn, rules: &Rules) -> bool {
     f.cnps >= rules.min_cnps_for_cut_check && f.above_model_fraction >= rules.above_model_share
 }
 
@@ -436,7 +436,7 @@ fn priority_checks(p: &PauseReport, out: &mut Vec<Finding>) {
 /// dcqcn.md: cross-check the captured CNPs with the NICs' own count when counters were sampled. Fewer CNPs in
 /// the capture than the NICs sent means the capture point missed some (or did not see every receiver).
 fn cnp_counters(stats: &StatsReport, out: &mut Vec<Finding>) {
-    let sent: Vec<&crate::blocks::CounterDelta> = stats
+    let sent: Vec<&roce_core::recorded::CounterDelta> = stats
         .counters
         .iter()
         .filter(|d| d.name.ends_with("np_cnp_sent") && !d.reset)

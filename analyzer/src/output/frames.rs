@@ -9,7 +9,7 @@ use std::io::{self, Write};
 use roce_wire::ext::{AethKind, NakCode};
 use roce_wire::pfc::MacControlRepr;
 
-use crate::decode::{Frame, Kind, RoceInfo, mac_to_string};
+use roce_core::decode::{Frame, Kind, RoceInfo, mac_to_string};
 
 /// Names a NAK code for people; the JSON carries the number.
 fn nak_name(code: NakCode) -> &'static str {

@@ -16,7 +16,7 @@ use roce_wire::packet::LaxRocePacket;
 use roce_wire::pfc::{ETHERTYPE_MAC_CONTROL, MacControlRepr};
 use roce_wire::{BthRepr, Opcode};
 
-use crate::source::{LinkType, Record};
+use roce_capture::{LinkType, Record};
 
 /// UDP destination port that marks RoCEv2 (IANA). The source port is per-flow entropy and means nothing.
 pub const ROCEV2_PORT: u16 = 4791;
