@@ -217,11 +217,9 @@ mod tests {
     /// Says on the terminal itself, past the test harness's capture of a passing test's output, that a check
     /// did not run.
     fn cannot_run_here(why: &str) {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "btf::the_running_kernel_has_a_plausible_layout cannot run here: {why}"
-        );
+        testkit::not_run_here(&format!(
+            "btf::the_running_kernel_has_a_plausible_layout: {why}"
+        ));
     }
 
     /// A little BTF blob: `struct sk_buff { union { struct { u16 network_header; }; }; char *head; }`, the

@@ -72,7 +72,7 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| root().join("target"))
 }
 
-/// Tests append a line here for each check this machine cannot run (see `tracer/tests/common`), because
+/// Tests append a line here for each check this machine cannot run (`testkit::not_run_here`), because
 /// `cargo test` hides the output of tests that pass; the test command prints the file at the end.
 fn not_run_here_file() -> PathBuf {
     target_dir().join("tmp").join("not-run-here.txt")
@@ -137,7 +137,9 @@ fn test(args: &[String]) -> Result<()> {
     let not_run = not_run_here_file();
     // A missing file is the expected case; any other problem shows up when the tests write it.
     let _ = std::fs::remove_file(&not_run);
-    sh(cargo().args(["test", "--workspace", "--no-fail-fast"]))?;
+    sh(cargo()
+        .args(["test", "--workspace", "--no-fail-fast"])
+        .env("ROCETRACE_NOT_RUN_FILE", &not_run))?;
     match std::fs::read_to_string(&not_run) {
         Ok(text) if !text.trim().is_empty() => {
             eprintln!("xtask: checks this machine cannot run (the tests ran everything else):");

@@ -55,8 +55,7 @@ pub fn split_roce_v2(frame: &[u8]) -> Option<Split<'_>> {
 }
 
 pub fn captures_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/captures");
-    dir.is_dir().then_some(dir)
+    testkit::shared_captures()
 }
 
 /// Frames of a little- or big-endian legacy pcap file (microsecond or nanosecond), as (caplen bytes, orig len).

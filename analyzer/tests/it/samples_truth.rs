@@ -6,12 +6,10 @@
 //! to the senders computed from the topology (propagation on two links plus the CNP's serialization), never a
 //! time taken from the truth.
 
-mod common;
-
 use std::path::Path;
 
+use crate::common::workspace;
 use analyzer::analysis::dcqcn::{DcqcnPass, DcqcnReport, FlowDcqcn, Options};
-use common::workspace;
 use roce_capture::CaptureReader;
 use roce_core::dcqcn::Knobs;
 use roce_core::decode::Decoder;

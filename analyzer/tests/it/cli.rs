@@ -1,10 +1,8 @@
 //! The `roce-analyzer` binary end to end: output shapes, filters, tables, and how it meets bad files.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::{analyzer, run, shared_capture, workspace};
+use crate::common::{analyzer, run, shared_capture, workspace};
 use serde_json::Value;
 
 fn corpus_pcap() -> PathBuf {
@@ -57,7 +55,7 @@ fn expect_error(args: &[&str], file: &Path) -> Failure {
 
 #[test]
 fn decode_json_has_the_contract_fields() {
-    let frames = common::analyzer_json(&corpus_pcapng());
+    let frames = crate::common::analyzer_json(&corpus_pcapng());
     let cnp = frames
         .iter()
         .find(|f| f["kind"] == "cnp")
@@ -198,7 +196,7 @@ fn stdin_reads_like_a_file() {
     assert!(out.status.success());
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).lines().count(),
-        common::analyzer_json(&corpus_pcap()).len()
+        crate::common::analyzer_json(&corpus_pcap()).len()
     );
 }
 
@@ -445,7 +443,10 @@ fn a_corrupt_timestamp_years_ahead_is_survived_with_warnings() {
 #[test]
 fn a_link_type_that_is_not_decoded_is_named() {
     for cmd in ["stats", "decode"] {
-        let out = run(analyzer().arg(cmd).arg(shared_capture("infiniband.pcap")));
+        let Some(cap_infiniband) = shared_capture("infiniband.pcap") else {
+            return;
+        };
+        let out = run(analyzer().arg(cmd).arg(cap_infiniband));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{cmd}: {err}");
         assert!(
@@ -453,7 +454,10 @@ fn a_link_type_that_is_not_decoded_is_named() {
             "{cmd}: {err}"
         );
     }
-    let out = run(analyzer().arg("stats").arg(shared_capture("roce.pcap")));
+    let Some(cap_roce) = shared_capture("roce.pcap") else {
+        return;
+    };
+    let out = run(analyzer().arg("stats").arg(cap_roce));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("not decoded"), "{err}");
 }

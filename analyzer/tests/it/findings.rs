@@ -1,10 +1,8 @@
 //! Each finding fires on the teaching sample that shows it, and on no clean sample.
 
-mod common;
-
+use crate::common::workspace;
 use analyzer::analysis::findings::Severity;
 use analyzer::analysis::{self as pipeline, Analysis, PipelineOptions};
-use common::workspace;
 use roce_capture::CaptureReader;
 use roce_core::dcqcn::Knobs;
 

@@ -2,8 +2,6 @@
 //! never mix two flows up: flows whose QPs share a slot, and flows to the same QP from different hosts, are
 //! interleaved frame by frame here and each must come out with exactly its own packets and PSN story.
 
-mod common;
-
 use roce_capture::{LinkType, Record};
 use roce_core::decode::Decoder;
 use roce_core::passes::flows::FlowsPass;
@@ -11,7 +9,7 @@ use roce_wire::{BthRepr, ExtHeaders, Opcode};
 
 fn frame(src: u8, qp: u32, psn: u32) -> Vec<u8> {
     let bth = BthRepr::new(Opcode::RC_SEND_ONLY, qp, psn);
-    common::v4_frame(src, 9, 2, bth, ExtHeaders::default(), &[0; 64])
+    crate::common::v4_frame(src, 9, 2, bth, ExtHeaders::default(), &[0; 64])
 }
 
 #[test]

@@ -1,15 +1,13 @@
 //! What `roce-tracer` records beside the frames (counter samples, kernel drops, kernel events) shows up in
 //! `stats`, the findings and the report.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::common::{analyzer, run};
 use analyzer::analysis::{self as pipeline, PipelineOptions};
 use analyzer::output::report::TimeAxis;
 use analyzer::output::report::charts::Chart;
-use common::{analyzer, run};
 use roce_capture::blocks::{self, COUNTERS, DROPS, EVENTS, PEN};
 use roce_capture::write::{PcapngWriter, SectionInfo};
 use roce_capture::{CaptureReader, LinkType};
@@ -117,7 +115,7 @@ fn fewer_cnps_captured_than_sent_is_a_finding() {
 /// QP number of the capture on another host, a failed creation), a connection event, a MAD, drops in two of
 /// three intervals and CQ polls counted in the kernel. Returns the file and the first frame's time.
 fn traced_incast(dir: &Path) -> (PathBuf, u64) {
-    let sample = common::workspace().join("samples/captures/incast_dcqcn.pcapng");
+    let sample = crate::common::workspace().join("samples/captures/incast_dcqcn.pcapng");
     let mut reader = CaptureReader::open(&sample).unwrap();
     // The simulator's clock starts at 0; a tracer's is the wall clock.
     const WALL: u64 = 1_700_000_000_000_000_000;
@@ -371,7 +369,7 @@ fn stats_label_flows_with_their_processes() {
     );
 
     // A capture without EVNT blocks has no kernel_events key at all.
-    let plain = common::workspace().join("samples/captures/incast_dcqcn.pcapng");
+    let plain = crate::common::workspace().join("samples/captures/incast_dcqcn.pcapng");
     let out = run(analyzer().args(["stats", "--json"]).arg(&plain));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v.get("kernel_events").is_none());
@@ -472,7 +470,7 @@ fn report_puts_kernel_events_on_the_timeline() {
 /// the 10.0.0.1 ↔ .5 pair's QPs, a kernel QP and a QP that carries no traffic; a snapshot taken after the
 /// last frame names the owner of .4's destination QP, too late to own it while the flow ran.
 fn snapshot_only_incast(dir: &Path) -> PathBuf {
-    let sample = common::workspace().join("samples/captures/incast_dcqcn.pcapng");
+    let sample = crate::common::workspace().join("samples/captures/incast_dcqcn.pcapng");
     let mut reader = CaptureReader::open(&sample).unwrap();
     const WALL: u64 = 1_700_000_000_000_000_000;
     let mut frames = Vec::new();
@@ -750,7 +748,7 @@ fn snapshot_qps_label_only_flows_at_their_host() {
 
 /// One frame from 10.0.0.`src` to 10.0.0.`dst`.
 fn rc_frame(src: u8, dst: u8, bth: BthRepr, ext: ExtHeaders, payload: &[u8]) -> Vec<u8> {
-    common::v4_frame(src, dst, 2, bth, ext, payload)
+    crate::common::v4_frame(src, dst, 2, bth, ext, payload)
 }
 
 #[test]

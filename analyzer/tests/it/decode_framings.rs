@@ -7,13 +7,11 @@
 //! frames) rather than with etherparse, which is what the decoder parses with: a builder and a parser sharing one
 //! library could agree on a mistake. Where tshark can run, it must read the same addresses, ECN and BTH fields.
 
-mod common;
-
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
-use common::{analyzer_json, tshark_fields, v4_frame, v6_frame};
+use crate::common::{analyzer_json, tshark_fields, v4_frame, v6_frame};
 use roce_capture::LinkType;
 use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
 use roce_wire::build::emit_mac_control;

@@ -1,17 +1,15 @@
 //! `report`: the directory it writes, the page's self-containment and escaping, one chart against a
 //! snapshot, and the page as a real browser shows it (headless Chromium).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::common::workspace;
 use analyzer::analysis::dcqcn::Options;
 use analyzer::analysis::findings::{Finding, Severity};
 use analyzer::analysis::{self as pipeline, Analysis, PipelineOptions};
 use analyzer::output::report::charts::{self, Chart};
 use analyzer::output::report::{ReportInput, TimeAxis, write_report};
-use common::workspace;
 use roce_capture::CaptureReader;
 
 fn sample(name: &str) -> PathBuf {

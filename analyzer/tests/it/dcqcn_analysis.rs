@@ -1,8 +1,6 @@
 //! The DCQCN analysis on a capture whose sender really was paced by the model: the analysis must find the
 //! pairing, follow the rate, and fit back the knobs the sender used.
 
-mod common;
-
 use analyzer::analysis::dcqcn::{DcqcnPass, DcqcnReport, Options};
 use roce_capture::blocks;
 use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
@@ -19,7 +17,7 @@ const SENDER_QP: u32 = 0x51;
 const RECEIVER_QP: u32 = 0x7a;
 
 fn frame(src: u8, dst: u8, bth: BthRepr, ext: ExtHeaders, payload: &[u8]) -> Vec<u8> {
-    common::v4_frame(src, dst, 2, bth, ext, payload)
+    crate::common::v4_frame(src, dst, 2, bth, ext, payload)
 }
 
 fn bth(opcode: Opcode, dest_qp: u32, psn: u32) -> BthRepr {

@@ -14,17 +14,7 @@ pub fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// A public capture from ../shared/captures (beside the repository, as on CI). Missing means a broken
-/// checkout, so the test fails and says so rather than skipping.
-pub fn shared_capture(name: &str) -> PathBuf {
-    let p = workspace().join("../shared/captures").join(name);
-    assert!(
-        p.is_file(),
-        "{} is missing: the shared captures must sit beside the repository (../shared/captures)",
-        p.display()
-    );
-    p
-}
+pub use testkit::shared_capture;
 
 pub fn analyzer() -> Command {
     Command::new(env!("CARGO_BIN_EXE_roce-analyzer"))

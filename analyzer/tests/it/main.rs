@@ -1,0 +1,15 @@
+//! The analyzer's integration tests, one binary with a module per area so that polars and plotters are
+//! linked once, not once per file.
+
+mod cli;
+mod common;
+mod dcqcn_analysis;
+mod decode_framings;
+mod findings;
+mod flow_table;
+mod pairing;
+mod report;
+mod report_font;
+mod samples_truth;
+mod tracer_blocks;
+mod tshark_diff;

@@ -1,0 +1,5 @@
+//! Reading capture files: real captures against tshark, damaged files, and writer-to-reader round trips.
+
+mod captures;
+mod errors;
+mod roundtrip;

@@ -1,0 +1,85 @@
+//! Helpers every test suite of the workspace shares.
+//!
+//! The rule they enforce: a check that did not run says so where a person sees it. `cargo test` hides what a
+//! passing test prints with `println!`/`eprintln!`, so [`not_run_here`] writes to the process's standard error
+//! directly (which the harness does not capture) and appends the line to the file named by
+//! `ROCETRACE_NOT_RUN_FILE`, which `cargo xtask test` sets and prints at the end of the run.
+//!
+//! The public captures of `../shared/captures` sit beside the repository on the project's machines and CI,
+//! not in a clone from the project's public home (their licences differ from ours). Tests that use them go
+//! through [`shared_captures`]: absent, the test says what it did not run and passes, unless
+//! `ROCETRACE_REQUIRE_SHARED_CAPTURES=1` (set by `.ci/run`) makes their absence a failure.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The variable that turns absent public captures into a failure.
+pub const REQUIRE_SHARED: &str = "ROCETRACE_REQUIRE_SHARED_CAPTURES";
+/// The file `cargo xtask test` collects the not-run lines in.
+pub const NOT_RUN_FILE: &str = "ROCETRACE_NOT_RUN_FILE";
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("testkit sits inside the workspace")
+        .to_path_buf()
+}
+
+/// A teaching capture of `samples/captures/` by its name without extension.
+pub fn sample(name: &str) -> PathBuf {
+    workspace().join(format!("samples/captures/{name}.pcapng"))
+}
+
+/// Says, visibly, that `what` did not run on this machine and why.
+pub fn not_run_here(what: &str) {
+    let line = format!("not run here: {what}\n");
+    // Straight to fd 2: the test harness captures eprintln!, not the stderr handle.
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    if let Some(path) = std::env::var_os(NOT_RUN_FILE) {
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(e) = written {
+            let _ = writeln!(std::io::stderr(), "cannot record in {path:?}: {e}");
+        }
+    }
+}
+
+/// The public captures' folder, or `None` (after saying which test did not run) when a clone has none.
+/// With `ROCETRACE_REQUIRE_SHARED_CAPTURES=1` their absence panics instead.
+pub fn shared_captures() -> Option<PathBuf> {
+    let dir = workspace().join("../shared/captures");
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    // The harness names each test's thread after the test.
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    let why = format!(
+        "{test}: the public captures are not beside this clone ({} is absent; they are not part of the \
+         project's repository)",
+        dir.display()
+    );
+    if std::env::var(REQUIRE_SHARED).is_ok_and(|v| v == "1") {
+        panic!("{why}, and {REQUIRE_SHARED}=1 requires them");
+    }
+    not_run_here(&why);
+    None
+}
+
+/// One public capture by file name, under the rule of [`shared_captures`]. A folder that is present but
+/// lacks the file is a broken checkout and panics.
+pub fn shared_capture(name: &str) -> Option<PathBuf> {
+    let p = shared_captures()?.join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing from the public captures",
+        p.display()
+    );
+    Some(p)
+}
