@@ -155,8 +155,12 @@ impl fmt::Display for Hex<'_> {
 /// Names the common things people feed a capture tool by mistake, so the message says what to do instead.
 fn magic_hint(magic: &[u8; 4]) -> &'static str {
     match magic {
-        [0x1f, 0x8b, ..] => ": gzip-compressed, decompress it first",
-        [0x28, 0xb5, 0x2f, 0xfd] => ": zstd-compressed, decompress it first",
+        [0x1f, 0x8b, ..] | [0x28, 0xb5, 0x2f, 0xfd] | [0x04, 0x22, 0x4d, 0x18] => {
+            ": a compressed file inside a compressed file, decompress the outer one first"
+        }
+        [b'B', b'Z', b'h', _] => {
+            ": bzip2-compressed, decompress it first (gzip, zstd and lz4 are read as they are)"
+        }
         [0xfd, b'7', b'z', b'X'] => ": xz-compressed, decompress it first",
         [b'P', b'K', 3, 4] => ": a zip archive, extract it first",
         [0xa1, 0xb2, 0xcd, 0x34] => {

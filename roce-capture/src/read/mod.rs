@@ -11,21 +11,26 @@
 //! timing is about microseconds and one unit everywhere removes a class of bugs downstream.
 
 mod buffer;
+mod compress;
 mod error;
 mod pcap;
 mod pcapng;
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Cursor, Read};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use pcap_parser::SHB_MAGIC;
 
 use buffer::StreamBuf;
+use compress::Counted;
 use pcap::{PcapLayout, buffered_pcap_record};
 use pcapng::{Clock, Scale};
 
 pub use crate::link::LinkType;
+pub use compress::Compression;
 pub use error::{SourceError, SourceErrorKind};
 
 /// The largest captured length accepted for one packet (the usual libpcap maximum snapshot length).
@@ -153,7 +158,14 @@ pub struct Record<'a> {
 /// After an error, every later call of [`CaptureReader::next_record`] returns `Ok(None)`: the error is reported
 /// once, and the records before it have already been returned.
 pub struct CaptureReader {
+    /// What errors call the stream: the path, marked as decompressed for a compressed file (their offsets
+    /// count decompressed bytes).
     name: String,
+    /// The path or name as given.
+    path: String,
+    compression: Option<Compression>,
+    /// Bytes taken from the file or pipe itself, before decompression.
+    source_read: Arc<AtomicU64>,
     buf: StreamBuf,
     format: Format,
     /// Record header length and byte order of a pcap file (unused for pcapng).
@@ -172,6 +184,8 @@ pub struct CaptureReader {
     pending: usize,
     /// Bytes of a skipped block still to be dropped, and where that block started.
     skip: Option<(u64, u64, u32)>,
+    /// The packet `advance` found, as places in the buffer, valid until the next `advance`.
+    current: Option<Found>,
     done: bool,
     /// Custom blocks read so far, and their total size (bounded by [`MAX_CUSTOM_BYTES`]).
     custom: Vec<CustomBlock>,
@@ -183,6 +197,7 @@ impl std::fmt::Debug for CaptureReader {
         f.debug_struct("CaptureReader")
             .field("name", &self.name)
             .field("format", &self.format)
+            .field("compression", &self.compression)
             .field("interfaces", &self.interfaces)
             .field("pos", &self.pos)
             .field("done", &self.done)
@@ -191,6 +206,7 @@ impl std::fmt::Debug for CaptureReader {
 }
 
 /// What the format-specific step found: a packet, described by positions in the buffer.
+#[derive(Debug, Clone, Copy)]
 struct Found {
     iface: u32,
     link: LinkType,
@@ -227,8 +243,28 @@ impl CaptureReader {
         Self::from_reader(&name, Box::new(file))
     }
 
-    /// Reads a capture from any byte stream; `name` only labels errors.
-    pub fn from_reader(name: &str, mut r: Box<dyn Read + Send>) -> Result<Self, SourceError> {
+    /// Reads a capture from any byte stream, decompressing gzip, zstd and lz4 by itself; `name` labels
+    /// errors and tables.
+    pub fn from_reader(name: &str, r: Box<dyn Read + Send>) -> Result<Self, SourceError> {
+        let source_read = Arc::new(AtomicU64::new(0));
+        let counted = Counted {
+            inner: r,
+            count: Arc::clone(&source_read),
+        };
+        Self::start(name, Box::new(counted), source_read, None)
+    }
+
+    fn start(
+        path: &str,
+        mut r: Box<dyn Read + Send>,
+        source_read: Arc<AtomicU64>,
+        compression: Option<Compression>,
+    ) -> Result<Self, SourceError> {
+        let name = match compression {
+            Some(c) => format!("{path} (decompressed {})", c.name()),
+            None => path.to_owned(),
+        };
+        let name = name.as_str();
         let fail = |offset, kind| SourceError {
             path: name.to_owned(),
             offset,
@@ -248,6 +284,14 @@ impl CaptureReader {
             return Err(fail(0, kind));
         }
         let magic = [head[0], head[1], head[2], head[3]];
+        if compression.is_none()
+            && let Some(c) = Compression::detect(&magic)
+        {
+            let decoded = c
+                .decoder(Box::new(Cursor::new(head).chain(r)))
+                .map_err(|e| fail(0, SourceErrorKind::Io(e)))?;
+            return Self::start(path, decoded, source_read, Some(c));
+        }
         let pcap_magic = match u32::from_le_bytes(magic) {
             0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 | 0xa1b2_cd34 => true,
             0x0A0D_0D0A => false,
@@ -313,6 +357,9 @@ impl CaptureReader {
 
         let mut reader = CaptureReader {
             name: name.to_owned(),
+            path: path.to_owned(),
+            compression,
+            source_read,
             // The header stays in the buffer: pcap's is parsed from there, pcapng's section header is handled
             // by `next_record` like any later one.
             buf: StreamBuf::new(&head, r, INITIAL_BUFFER.max(header_len)),
@@ -332,6 +379,7 @@ impl CaptureReader {
             pos: 0,
             pending: 0,
             skip: None,
+            current: None,
             custom: Vec::new(),
             custom_bytes: 0,
             done: false,
@@ -344,8 +392,20 @@ impl CaptureReader {
 
     /// The next packet, `Ok(None)` at a clean end of file (and after an error, see [`CaptureReader`]).
     pub fn next_record(&mut self) -> Result<Option<Record<'_>>, SourceError> {
+        Ok(if self.advance()? {
+            self.current()
+        } else {
+            None
+        })
+    }
+
+    /// Moves to the next packet, which [`CaptureReader::current`] then returns: `Ok(false)` at a clean end
+    /// of file (and after an error). Merging several files needs this split, because each file's next packet
+    /// must wait, still borrowed from its buffer, until its turn comes.
+    pub fn advance(&mut self) -> Result<bool, SourceError> {
+        self.current = None;
         if self.done {
-            return Ok(None);
+            return Ok(false);
         }
         if self.pending > 0 {
             self.consume(self.pending);
@@ -358,18 +418,8 @@ impl CaptureReader {
             && let Some(found) = buffered_pcap_record(&self.pcap, self.buf.data())
         {
             self.pending = found.total;
-            let data = self.buf.data();
-            return Ok(Some(Record {
-                iface: found.iface,
-                link: found.link,
-                ts_ns: found.ts_ns,
-                caplen: found.caplen,
-                len: found.len,
-                data: data
-                    .get(found.data_start..found.data_start + found.caplen as usize)
-                    .unwrap_or_default(),
-                offset: self.pos,
-            }));
+            self.current = Some(found);
+            return Ok(true);
         }
         let step = match self.format {
             Format::Pcap { .. } => self.step_pcap(),
@@ -379,7 +429,7 @@ impl CaptureReader {
             Ok(Some(found)) => found,
             Ok(None) => {
                 self.done = true;
-                return Ok(None);
+                return Ok(false);
             }
             Err((offset, kind)) => {
                 self.done = true;
@@ -391,8 +441,8 @@ impl CaptureReader {
             }
         };
         let end = found.data_start + found.caplen as usize;
-        let buffered = self.buf.data();
-        if end > buffered.len() || found.total > buffered.len() {
+        let buffered = self.buf.data().len();
+        if end > buffered || found.total > buffered {
             self.done = true;
             let kind = SourceErrorKind::Malformed {
                 what: "packet record",
@@ -404,8 +454,20 @@ impl CaptureReader {
             });
         }
         self.pending = found.total;
-        let data = buffered.get(found.data_start..end).unwrap_or_default();
-        Ok(Some(Record {
+        self.current = Some(found);
+        Ok(true)
+    }
+
+    /// The packet the last [`CaptureReader::advance`] moved to, if it found one.
+    #[inline]
+    pub fn current(&self) -> Option<Record<'_>> {
+        let found = self.current.as_ref()?;
+        let data = self
+            .buf
+            .data()
+            .get(found.data_start..found.data_start + found.caplen as usize)
+            .unwrap_or_default();
+        Some(Record {
             iface: found.iface,
             link: found.link,
             ts_ns: found.ts_ns,
@@ -413,7 +475,7 @@ impl CaptureReader {
             len: found.len,
             data,
             offset: self.pos,
-        }))
+        })
     }
 
     /// pcap or pcapng, and for pcap the magic number's flavour.
@@ -431,17 +493,28 @@ impl CaptureReader {
         &self.stats
     }
 
-    /// The name errors carry: the path, or `-` for stdin.
+    /// The path as given, or `-` for stdin.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.path
     }
 
-    /// Bytes of the file consumed so far, including the last record returned.
+    /// How the file was compressed, if it was.
+    pub fn compression(&self) -> Option<Compression> {
+        self.compression
+    }
+
+    /// Bytes taken from the file or pipe itself so far, compressed or not (read ahead of the records): what
+    /// to compare with the file's size for progress.
+    pub fn source_bytes_read(&self) -> u64 {
+        self.source_read.load(Ordering::Relaxed)
+    }
+
     /// The pcapng Custom Blocks read so far (the tracer's knobs and counter samples travel in them).
     pub fn custom_blocks(&self) -> &[CustomBlock] {
         &self.custom
     }
 
+    /// Bytes of the (decompressed) stream consumed so far, including the last record returned.
     pub fn bytes_read(&self) -> u64 {
         self.pos + self.pending as u64
     }

@@ -1,0 +1,66 @@
+//! Compressed captures. People keep what they capture compressed, and a saturation test's files are large:
+//! gzip, zstd and lz4 (frame format) are recognised by their magic numbers, never by the file name, and are
+//! decompressed as a stream, so a compressed capture costs no more memory than a plain one.
+
+use std::io::{self, Read};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A compression format the reader undoes by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// gzip (RFC 1952), one member or several concatenated (as `pigz` and appended logs give).
+    Gzip,
+    /// Zstandard frames.
+    Zstd,
+    /// The LZ4 frame format (`lz4` command line tool), not raw LZ4 blocks.
+    Lz4,
+}
+
+impl Compression {
+    /// The format whose magic number starts `head` (at least 4 bytes), if any.
+    pub fn detect(head: &[u8]) -> Option<Compression> {
+        match head.get(..4)? {
+            [0x1f, 0x8b, _, _] => Some(Compression::Gzip),
+            [0x28, 0xb5, 0x2f, 0xfd] => Some(Compression::Zstd),
+            [0x04, 0x22, 0x4d, 0x18] => Some(Compression::Lz4),
+            _ => None,
+        }
+    }
+
+    /// A stable name for tables and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::Gzip => "gzip",
+            Compression::Zstd => "zstd",
+            Compression::Lz4 => "lz4",
+        }
+    }
+
+    /// The decompressed stream of `compressed`.
+    pub(super) fn decoder(
+        self,
+        compressed: Box<dyn Read + Send>,
+    ) -> io::Result<Box<dyn Read + Send>> {
+        Ok(match self {
+            Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(compressed)),
+            Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(compressed)?),
+            Compression::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(compressed)),
+        })
+    }
+}
+
+/// Counts the bytes read from the file itself, before any decompression: what a progress bar over several
+/// files, some compressed, can compare with their sizes on disk.
+pub(super) struct Counted<R> {
+    pub(super) inner: R,
+    pub(super) count: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
