@@ -1,14 +1,21 @@
 //! Capture files, the ground every rocetrace program stands on: [`read`] streams pcap and pcapng records
-//! from files or pipes, [`write`] produces files that Wireshark opens, [`link`] names the link types, and
-//! [`blocks`] is the format of the records `roce-tracer` stores beside the packets.
+//! (plain or compressed) from files or pipes, [`inputs`] turns a command line's paths, directories and
+//! patterns into files, [`merge`] reads many files as one capture in time order with each interface a tap,
+//! [`write`] produces files that Wireshark opens, [`link`] names the link types, and [`blocks`] is the
+//! format of the records `roce-tracer` stores beside the packets.
 //!
 //! Nothing here knows RoCE: decoding a record is `roce-core`'s job.
 pub mod blocks;
+pub mod inputs;
 pub mod link;
+pub mod merge;
 pub mod read;
 pub mod write;
 
+pub use inputs::{Input, InputError, Inputs};
 pub use link::LinkType;
+pub use merge::{Bound, Capture, FileSummary, Tap};
 pub use read::{
-    CaptureReader, CustomBlock, Format, IfStats, Interface, Record, SourceError, SourceErrorKind,
+    CaptureReader, Compression, CustomBlock, Format, IfStats, Interface, Record, SourceError,
+    SourceErrorKind,
 };

@@ -13,9 +13,15 @@ use crate::sh;
 /// tcpreplay replays captures into the tracer's veth pairs; iproute2 makes those pairs; bpftool shows what
 /// the eBPF engine attached; llvm-22-dev is what bpf-linker is built against (the nightly's LLVM); prometheus
 /// brings promtool, which checks the tracer's metrics; ethtool turns GRO on for the veth whose statistics the
-/// tracer's ethtool test reads, and prints the names those statistics are checked against.
+/// tracer's ethtool test reads, and prints the names those statistics are checked against; mergecap (in
+/// wireshark-common) is the peer of the multi-file merge, and gzip, zstd and lz4 compress the captures the
+/// reader must take as they are.
 const APT_PACKAGES: &[&str] = &[
     "tshark",
+    "wireshark-common",
+    "gzip",
+    "zstd",
+    "lz4",
     "libpcap-dev",
     "tcpreplay",
     "iproute2",

@@ -160,9 +160,9 @@ pub struct Record<'a> {
 pub struct CaptureReader {
     /// What errors call the stream: the path, marked as decompressed for a compressed file (their offsets
     /// count decompressed bytes).
-    name: String,
+    label: String,
     /// The path or name as given.
-    path: String,
+    name: String,
     compression: Option<Compression>,
     /// Bytes taken from the file or pipe itself, before decompression.
     source_read: Arc<AtomicU64>,
@@ -195,7 +195,7 @@ pub struct CaptureReader {
 impl std::fmt::Debug for CaptureReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CaptureReader")
-            .field("name", &self.name)
+            .field("name", &self.label)
             .field("format", &self.format)
             .field("compression", &self.compression)
             .field("interfaces", &self.interfaces)
@@ -356,8 +356,8 @@ impl CaptureReader {
         }
 
         let mut reader = CaptureReader {
-            name: name.to_owned(),
-            path: path.to_owned(),
+            label: name.to_owned(),
+            name: path.to_owned(),
             compression,
             source_read,
             // The header stays in the buffer: pcap's is parsed from there, pcapng's section header is handled
@@ -434,7 +434,7 @@ impl CaptureReader {
             Err((offset, kind)) => {
                 self.done = true;
                 return Err(SourceError {
-                    path: self.name.clone(),
+                    path: self.label.clone(),
                     offset,
                     kind,
                 });
@@ -448,7 +448,7 @@ impl CaptureReader {
                 what: "packet record",
             };
             return Err(SourceError {
-                path: self.name.clone(),
+                path: self.label.clone(),
                 offset: self.pos,
                 kind,
             });
@@ -495,7 +495,7 @@ impl CaptureReader {
 
     /// The path as given, or `-` for stdin.
     pub fn name(&self) -> &str {
-        &self.path
+        &self.name
     }
 
     /// How the file was compressed, if it was.

@@ -23,7 +23,7 @@ impl CaptureReader {
     pub(super) fn start_pcap(&mut self) -> Result<(), SourceError> {
         let Ok((_, header)) = parse_pcap_header(self.buf.data()) else {
             return Err(SourceError {
-                path: self.name.clone(),
+                path: self.label.clone(),
                 offset: 0,
                 kind: SourceErrorKind::Malformed {
                     what: "pcap file header",

@@ -2,4 +2,5 @@
 
 mod captures;
 mod errors;
+mod merge;
 mod roundtrip;
