@@ -16,10 +16,11 @@ use analyzer::output::tables::{self, TableFormat};
 use analyzer::output::text::{print_dcqcn, print_kernel_events, print_stats};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use roce_capture::{CaptureReader, SourceError};
+use roce_capture::{Bound, Capture, inputs};
 use roce_core::dcqcn::{Knobs, Profile};
-use roce_core::decode::{Decoder, Frame};
+use roce_core::decode::Decoder;
 use roce_core::filter::Filter;
+use roce_core::frames::Frames;
 use roce_core::passes::flows::FlowKey;
 use roce_core::passes::pairing::{Pairing, PairingPass};
 use roce_core::passes::{Stats, StatsReport};
@@ -110,8 +111,17 @@ struct ModelArgs {
 
 #[derive(Debug, Args)]
 struct Input {
-    /// Capture file (pcap or pcapng); `-` reads standard input.
-    file: PathBuf,
+    /// Capture files (pcap or pcapng, plain or gzip/zstd/lz4), directories of them, quoted patterns such as
+    /// 'run.*.pcapng', or `-` for standard input. Several are merged by time; each interface of each file
+    /// is a tap named FILE:IFACE (a rotated set continues its first file's taps).
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Only frames from this time on: `+12.5s` after the first frame, or seconds since the epoch.
+    #[arg(long, value_name = "TIME", value_parser = units::parse_time, allow_hyphen_values = true)]
+    from: Option<Bound>,
+    /// Only frames before this time (same forms as --from).
+    #[arg(long, value_name = "TIME", value_parser = units::parse_time, allow_hyphen_values = true)]
+    to: Option<Bound>,
     /// Also treat this UDP destination port as RoCEv2 (besides 4791).
     #[arg(long, value_name = "PORT")]
     roce_port: Option<u16>,
@@ -174,21 +184,51 @@ fn main() -> ExitCode {
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
-        c.downcast_ref::<io::Error>()
-            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+        // serde_json wraps the writer's error in its own.
+        let kind = c
+            .downcast_ref::<io::Error>()
+            .map(io::Error::kind)
+            .or_else(|| {
+                c.downcast_ref::<serde_json::Error>()
+                    .and_then(serde_json::Error::io_error_kind)
+            });
+        kind == Some(io::ErrorKind::BrokenPipe)
     })
 }
 
-fn open(path: &Path) -> Result<CaptureReader> {
-    CaptureReader::open(path).map_err(|e| {
+/// Opens the inputs as one capture, windowed; a directory's files that are not captures are named.
+fn open(input: &Input) -> Result<Capture> {
+    let inputs = inputs::resolve(&input.files)?;
+    for (path, why) in &inputs.skipped {
+        eprintln!(
+            "roce-analyzer: note: {}: skipped ({why})",
+            escape(&path.display().to_string())
+        );
+    }
+    let mut capture = Capture::open(inputs).map_err(|e| {
         let hint = match e.kind {
             roce_capture::SourceErrorKind::NotACapture { .. } => {
-                " (expected a pcap or pcapng file; convert others with `editcap -F pcapng IN OUT`)"
+                " (expected a pcap or pcapng file, plain or gzip/zstd/lz4; convert others with `editcap -F pcapng IN OUT`)"
             }
             _ => "",
         };
         anyhow::anyhow!("{e}{hint}")
-    })
+    })?;
+    capture.set_window(input.from, input.to);
+    Ok(capture)
+}
+
+/// A path for the terminal: control characters in it shown as escapes, never sent raw.
+fn escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
 }
 
 fn decoder(i: &Input) -> Decoder {
@@ -198,48 +238,56 @@ fn decoder(i: &Input) -> Decoder {
     }
 }
 
-/// Names each interface whose link type the decoder does not read (an InfiniBand or IPoIB capture, say):
-/// its frames are all `other`, and a table of nothing but `other` would not say why.
-fn warn_unread_links(reader: &CaptureReader) {
-    for (id, i) in reader.interfaces().iter().enumerate() {
-        if !Decoder::reads_link(i.link) {
+/// Names each tap whose link type the decoder does not read (an InfiniBand or IPoIB capture, say): its
+/// frames are all `other`, and a table of nothing but `other` would not say why.
+fn warn_unread_links(capture: &Capture) {
+    for tap in capture.taps() {
+        let link = tap.description.link;
+        if !Decoder::reads_link(link) {
             eprintln!(
-                "roce-analyzer: warning: {}: interface {id} has link type {}, which is not decoded: its frames \
-                 are counted as `other` (RoCE is read from Ethernet, Linux cooked and raw IP captures)",
-                reader.name(),
-                i.link
+                "roce-analyzer: warning: {}: interface {} has link type {link}, which is not decoded: \
+                 its frames are counted as `other` (RoCE is read from Ethernet, Linux cooked and raw IP captures)",
+                escape(
+                    &capture
+                        .files()
+                        .nth(tap.file)
+                        .map(|f| f.name.clone())
+                        .unwrap_or_default()
+                ),
+                tap.interface,
             );
         }
     }
 }
 
-/// What a damaged file leaves: printed after the results so the user sees both.
-fn damage_warning(e: &SourceError) -> ExitCode {
-    eprintln!("roce-analyzer: warning: {e}; the results above cover everything before this point");
-    ExitCode::from(2)
+/// What damaged files leave, printed after the results so the user sees both: one warning per file, and
+/// exit code 2.
+fn finish(capture: &Capture) -> ExitCode {
+    warn_unread_links(capture);
+    let mut code = ExitCode::SUCCESS;
+    for e in capture.errors() {
+        eprintln!(
+            "roce-analyzer: warning: {}; the results above cover everything of that file before this point",
+            escape(&e.to_string())
+        );
+        code = ExitCode::from(2);
+    }
+    code
 }
 
 fn decode(a: DecodeArgs) -> Result<ExitCode> {
     let filter: Option<Filter> = a.filter.as_deref().map(str::parse).transpose()?;
-    let dec = decoder(&a.input);
-    let mut reader = open(&a.input.file)?;
+    let mut capture = open(&a.input)?;
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
-    let mut number = 0u64;
     let mut printed = 0u64;
     let mut first_ns = None;
     let limit = a.count.unwrap_or(u64::MAX);
-    let damage = loop {
-        if printed >= limit {
-            break None;
-        }
-        let rec = match reader.next_record() {
-            Ok(Some(rec)) => rec,
-            Ok(None) => break None,
-            Err(e) => break Some(e),
+    let mut frames = Frames::new(&mut capture, decoder(&a.input));
+    while printed < limit {
+        let Some(f) = frames.next_frame() else {
+            break;
         };
-        number += 1;
-        let f = dec.decode(number, &rec);
         let first = *first_ns.get_or_insert(f.ts_ns);
         if filter.as_ref().is_some_and(|flt| !flt.matches(&f)) {
             continue;
@@ -250,45 +298,31 @@ fn decode(a: DecodeArgs) -> Result<ExitCode> {
         } else {
             print::text_line(&mut out, &f, first)?;
         }
-    };
+    }
     out.flush()?;
-    warn_unread_links(&reader);
-    Ok(match damage {
-        Some(e) => damage_warning(&e),
-        None => ExitCode::SUCCESS,
-    })
+    Ok(finish(&capture))
 }
 
 fn stats(a: StatsArgs) -> Result<ExitCode> {
-    let dec = decoder(&a.input);
-    let mut reader = open(&a.input.file)?;
+    let mut capture = open(&a.input)?;
     let mut stats = Stats::new(a.link_speed);
-    let mut number = 0u64;
-    let damage = loop {
-        match reader.next_record() {
-            Ok(Some(rec)) => {
-                number += 1;
-                let mut f = Frame::empty(number, &rec);
-                dec.decode_into(&mut f, rec.link);
-                stats.frame(&f);
-            }
-            Ok(None) => break None,
-            Err(e) => break Some(e),
-        }
-    };
-    let report = stats.finish(&reader, damage.as_ref().map(ToString::to_string));
+    let mut frames = Frames::new(&mut capture, decoder(&a.input));
+    while let Some(f) = frames.next_frame() {
+        stats.frame(&f);
+    }
+    let report = stats.finish(&capture);
     // Kernel events (`roce-tracer --kernel-events`) name the processes behind QPs. A flow's sending QP is
     // not in its packets: it comes from pairing the flow with its other direction, which `stats` does in a
     // second read only when there are events to label with (the pass would slow every plain run). Standard
     // input cannot be read twice: there the only flow coming back, if it is the only one, stands in.
-    let kernel = blocks::kernel_events(reader.custom_blocks());
+    let kernel = blocks::kernel_events(capture.custom_blocks());
     let kernel_summary = if kernel.is_empty() {
         None
     } else {
-        let pairing = if a.input.file == Path::new("-") {
+        let pairing = if a.input.files.iter().any(|f| f == Path::new("-")) {
             None
         } else {
-            Some(pair_flows(&a.input.file, &dec)?)
+            Some(pair_flows(&a.input)?)
         };
         Some(blocks::KernelSummary::of(&kernel, &report.flows, &|f| {
             let key = FlowKey {
@@ -337,23 +371,16 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
             }
         }
     }
-    warn_unread_links(&reader);
-    Ok(match damage {
-        Some(e) => damage_warning(&e),
-        None => ExitCode::SUCCESS,
-    })
+    Ok(finish(&capture))
 }
 
 /// Reads the capture again for the pairing of its flows (damage ends the pass early; the first read has
 /// already reported it).
-fn pair_flows(path: &Path, dec: &Decoder) -> Result<Pairing> {
-    let mut reader = open(path)?;
+fn pair_flows(input: &Input) -> Result<Pairing> {
+    let mut capture = open(input)?;
     let mut pass = PairingPass::default();
-    let mut number = 0u64;
-    while let Ok(Some(rec)) = reader.next_record() {
-        number += 1;
-        let mut f = Frame::empty(number, &rec);
-        dec.decode_into(&mut f, rec.link);
+    let mut frames = Frames::new(&mut capture, decoder(input));
+    while let Some(f) = frames.next_frame() {
         pass.frame(&f);
     }
     Ok(pass.finish())
@@ -419,12 +446,11 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
         storm_threshold_ns: a.storm_threshold,
         ..PipelineOptions::default()
     };
-    let mut reader = open(&a.input.file)?;
-    let total = std::fs::metadata(&a.input.file).ok().map(|m| m.len());
-    let progress = Progress::new(total, "analysing");
-    let (analysis, damage) = pipeline::run(&mut reader, &opts, |pos| progress.set_position(pos))?;
+    let mut capture = open(&a.input)?;
+    let progress = Progress::new(capture.progress().1, "analysing");
+    let analysis = pipeline::run(&mut capture, &opts, |pos| progress.set_position(pos))?;
     progress.finish();
-    let kernel = blocks::kernel_events(reader.custom_blocks());
+    let kernel = blocks::kernel_events(capture.custom_blocks());
     let files = write_report_with(
         &a.out,
         &ReportInput {
@@ -455,31 +481,26 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
     for limit in analysis.dcqcn.limits() {
         eprintln!("roce-analyzer: warning: {limit}");
     }
-    warn_unread_links(&reader);
-    Ok(match damage {
-        Some(e) => damage_warning(&e),
-        None => ExitCode::SUCCESS,
-    })
+    Ok(finish(&capture))
 }
 
 fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
     let opts = model_options(&a.model)?;
-    let dec = decoder(&a.input);
-    let mut reader = open(&a.input.file)?;
+    let mut capture = open(&a.input)?;
+    let progress = Progress::new(capture.progress().1, "reading");
     let mut pass = DcqcnPass::new(opts.bin_ns);
+    let mut frames = Frames::new(&mut capture, decoder(&a.input));
     let mut number = 0u64;
-    let damage = loop {
-        match reader.next_record() {
-            Ok(Some(rec)) => {
-                number += 1;
-                pass.frame(&dec.decode(number, &rec));
-            }
-            Ok(None) => break None,
-            Err(e) => break Some(e),
+    while let Some(f) = frames.next_frame() {
+        pass.frame(&f);
+        number += 1;
+        if number.is_multiple_of(65_536) {
+            progress.set_position(frames.capture().progress().0);
         }
-    };
+    }
+    progress.finish();
     let mut opts = opts;
-    opts.apply_recorded_knobs(reader.custom_blocks());
+    opts.apply_recorded_knobs(capture.custom_blocks());
     let report = pass.finish(&opts)?;
     for limit in report.limits() {
         eprintln!("roce-analyzer: warning: {limit}");
@@ -492,11 +513,7 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
         print_dcqcn(&mut out, &report)?;
     }
     out.flush()?;
-    warn_unread_links(&reader);
-    Ok(match damage {
-        Some(e) => damage_warning(&e),
-        None => ExitCode::SUCCESS,
-    })
+    Ok(finish(&capture))
 }
 
 fn write_tables(dir: &Path, r: &StatsReport, format: TableFormat) -> Result<()> {

@@ -7,12 +7,12 @@
 use analyzer::analysis::dcqcn::Options;
 use analyzer::analysis::{self as pipeline, PipelineOptions};
 use libfuzzer_sys::fuzz_target;
-use roce_capture::CaptureReader;
+use roce_capture::Capture;
 
 fuzz_target!(|data: &[u8]| {
     for bin_ns in [None, Some(1_000_000_000)] {
         let Ok(mut reader) =
-            CaptureReader::from_reader("fuzz", Box::new(std::io::Cursor::new(data.to_vec())))
+            Capture::from_reader("fuzz", Box::new(std::io::Cursor::new(data.to_vec())))
         else {
             return;
         };

@@ -8,8 +8,8 @@
 //! **Taps.** Every interface of every file is a tap, named `FILE:IFACE` (the interface's recorded name, else
 //! its index), and a record's `iface` is its tap's index over the whole capture. So a flow mirrored at two
 //! taps stays two flows and is never counted twice. The one exception is a rotated set: a file that starts
-//! after an earlier file has ended, with the same interfaces (link type and name, in order), continues that
-//! file's taps, as `mergecap` merges identical interface lists. The files of `roce-tracer --rotate-size`,
+//! after an earlier file has ended, with the same interfaces (link types in order, and names where both
+//! files record one), continues that file's taps, as `mergecap` merges identical interface lists. The files of `roce-tracer --rotate-size`,
 //! `tcpdump -C` or `-G` are such sets, and their flows stay whole across the rotations.
 //!
 //! **Bounded memory.** Files are first peeked at (their first timestamp) and closed again; a file is opened
@@ -152,6 +152,19 @@ impl Capture {
         Ok(Capture::start(files, inputs.skipped))
     }
 
+    /// One file, by path, as a capture (no directories or patterns: see [`crate::inputs::resolve`]).
+    pub fn open_file(path: &std::path::Path) -> Result<Capture, SourceError> {
+        let input = if path.as_os_str() == "-" {
+            Input::Stdin
+        } else {
+            Input::File(path.to_path_buf())
+        };
+        Capture::open(Inputs {
+            files: vec![input],
+            skipped: Vec::new(),
+        })
+    }
+
     /// One capture from any byte stream (a test's bytes, a pipe): the same merge over a single file.
     pub fn from_reader(name: &str, r: Box<dyn Read + Send>) -> Result<Capture, SourceError> {
         let mut file = File::new(Input::File(PathBuf::from(name)));
@@ -215,8 +228,9 @@ impl Capture {
         self.window
     }
 
-    /// The next record in time order, its `iface` the tap's index; `None` once every file has ended.
-    pub fn next_record(&mut self) -> Option<Record<'_>> {
+    /// The next record in time order with its number in the merged stream (1-based; records outside the
+    /// window count too), its `iface` the tap's index; `None` once every file has ended.
+    pub fn next_record(&mut self) -> Option<(u64, Record<'_>)> {
         loop {
             let i = self.next_file()?;
             self.number += 1;
@@ -236,7 +250,7 @@ impl Capture {
             let tap = file.tap_of.get(iface as usize).copied().unwrap_or(0);
             let mut rec = file.reader.as_ref()?.current()?;
             rec.iface = tap;
-            return Some(rec);
+            return Some((self.number, rec));
         }
     }
 
@@ -338,11 +352,17 @@ impl Capture {
         };
         let mine = reader.interfaces();
         let first = self.files[i].first_ns.unwrap_or(0);
+        // Names must agree where both files have one: a classic pcap file cannot record a name, and a set
+        // rotated through a format change (the pcap, gzip pcap and pcapng of one test) is still one set.
         let same = |a: &[Interface], b: &[Interface]| {
             a.len() == b.len()
-                && a.iter()
-                    .zip(b)
-                    .all(|(x, y)| x.link == y.link && x.name == y.name)
+                && a.iter().zip(b).all(|(x, y)| {
+                    x.link == y.link
+                        && match (&x.name, &y.name) {
+                            (Some(m), Some(n)) => m == n,
+                            _ => true,
+                        }
+                })
         };
         let earlier = (0..self.files.len())
             .filter(|&j| j != i)
@@ -446,12 +466,6 @@ impl Capture {
     /// [`Capture::next_record`] has returned `None`.
     pub fn custom_blocks(&self) -> &[CustomBlock] {
         &self.custom
-    }
-
-    /// The number of the record returned last in the merged stream (1-based; records outside the window
-    /// count too).
-    pub fn number(&self) -> u64 {
-        self.number
     }
 
     /// The first timestamp over every file, before any window.

@@ -6,6 +6,7 @@
 pub mod dcqcn;
 pub mod decode;
 pub mod filter;
+pub mod frames;
 pub mod passes;
 pub mod recorded;
 pub mod units;

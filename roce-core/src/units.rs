@@ -56,6 +56,41 @@ pub fn parse_duration_ns(s: &str) -> Result<i64, DurationError> {
     Ok(ns.round() as i64)
 }
 
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error(
+    "{0:?} is not a time (an offset from the first frame such as +12.5s or +300us, or seconds since the \
+     epoch such as 1732440000.25)"
+)]
+pub struct TimeError(pub String);
+
+/// Parses a `--from`/`--to` time: `+DURATION` from the capture's first frame, or seconds since the epoch
+/// (with a fraction down to the nanosecond, read exactly rather than through a float).
+pub fn parse_time(s: &str) -> Result<roce_capture::Bound, TimeError> {
+    let t = s.trim();
+    let err = || TimeError(s.to_string());
+    if let Some(offset) = t.strip_prefix('+') {
+        let ns = parse_duration_ns(offset).map_err(|_| err())?;
+        return u64::try_from(ns)
+            .map(roce_capture::Bound::After)
+            .map_err(|_| err());
+    }
+    let (secs, frac) = t.split_once('.').unwrap_or((t, ""));
+    let digits = |x: &str| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit());
+    if !digits(secs) || (!frac.is_empty() && !digits(frac)) || frac.len() > 9 {
+        return Err(err());
+    }
+    let secs: u64 = secs.parse().map_err(|_| err())?;
+    let frac_ns: u64 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse::<u64>().map_err(|_| err())? * 10u64.pow(9 - frac.len() as u32)
+    };
+    secs.checked_mul(1_000_000_000)
+        .and_then(|ns| ns.checked_add(frac_ns))
+        .map(roce_capture::Bound::At)
+        .ok_or_else(err)
+}
+
 /// A duration that must be positive, for bin widths.
 pub fn parse_positive_ns(s: &str) -> Result<u64, DurationError> {
     match parse_duration_ns(s)? {
@@ -66,6 +101,38 @@ pub fn parse_positive_ns(s: &str) -> Result<u64, DurationError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn times() {
+        use super::parse_time;
+        use roce_capture::Bound;
+        assert_eq!(parse_time("+12.5s"), Ok(Bound::After(12_500_000_000)));
+        assert_eq!(parse_time("+300us"), Ok(Bound::After(300_000)));
+        assert_eq!(parse_time("+0"), Ok(Bound::After(0)));
+        assert_eq!(
+            parse_time("1732440000.000000001"),
+            Ok(Bound::At(1_732_440_000_000_000_001))
+        );
+        assert_eq!(
+            parse_time("1732440000.25"),
+            Ok(Bound::At(1_732_440_000_250_000_000))
+        );
+        assert_eq!(
+            parse_time("1732440000"),
+            Ok(Bound::At(1_732_440_000_000_000_000))
+        );
+        for bad in [
+            "+-3s",
+            "12s",
+            "1.2.3",
+            "1.0000000001",
+            "",
+            "abc",
+            "99999999999999999999",
+        ] {
+            assert!(parse_time(bad).is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn durations() {
         assert_eq!(parse_duration_ns("10us"), Ok(10_000));

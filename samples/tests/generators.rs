@@ -1,7 +1,8 @@
 //! The generators are deterministic, and what they say they wrote is what the analyzer reads back.
 
-use roce_capture::CaptureReader;
+use roce_capture::Capture;
 use roce_core::decode::Decoder;
+use roce_core::frames::Frames;
 use roce_core::passes::Stats;
 use samples::bulk::{self, BulkSpec};
 use samples::corpus;
@@ -30,15 +31,14 @@ fn committed_corpus_is_what_the_generator_writes() {
 }
 
 fn stats_of(bytes: Vec<u8>) -> roce_core::passes::StatsReport {
-    let mut r = CaptureReader::from_reader("bulk", Box::new(std::io::Cursor::new(bytes))).unwrap();
+    let mut r = Capture::from_reader("bulk", Box::new(std::io::Cursor::new(bytes))).unwrap();
     let mut s = Stats::new(100_000_000_000);
-    let dec = Decoder::default();
-    let mut n = 0;
-    while let Some(rec) = r.next_record().unwrap() {
-        n += 1;
-        s.frame(&dec.decode(n, &rec));
+    let mut frames = Frames::new(&mut r, Decoder::default());
+    while let Some(f) = frames.next_frame() {
+        s.frame(&f);
     }
-    s.finish(&r, None)
+    assert_eq!(r.errors().count(), 0);
+    s.finish(&r)
 }
 
 #[test]

@@ -273,6 +273,7 @@ mod tests {
     fn flow(qp: u32, packets: u64, ce: u64) -> FlowRow {
         FlowRow {
             iface: 0,
+            tap: String::new(),
             src: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
             dst: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
             dest_qp: qp,

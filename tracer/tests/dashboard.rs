@@ -36,6 +36,8 @@ fn dashboard_metrics_exist() {
     let m = Metrics::new();
     let ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
     let cnp = CnpRow {
+        iface: 0,
+        tap: String::new(),
         src: ip,
         dst: ip,
         dest_qp: 1,
@@ -46,6 +48,8 @@ fn dashboard_metrics_exist() {
         dscp: 48,
     };
     let pfc = PfcRow {
+        iface: 0,
+        tap: String::new(),
         src_mac: "02:00:00:00:00:01".into(),
         kind: "pfc",
         priority: Some(3),
@@ -94,6 +98,7 @@ fn promtool_accepts_the_metrics() {
     let (a, b): (IpAddr, IpAddr) = ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
     let flow = FlowRow {
         iface: 0,
+        tap: String::new(),
         src: a,
         dst: b,
         dest_qp: 7,
@@ -115,6 +120,8 @@ fn promtool_accepts_the_metrics() {
         dscp: 26,
     };
     let cnp = CnpRow {
+        iface: 0,
+        tap: String::new(),
         src: b,
         dst: a,
         dest_qp: 9,
@@ -125,6 +132,8 @@ fn promtool_accepts_the_metrics() {
         dscp: 48,
     };
     let pfc = PfcRow {
+        iface: 0,
+        tap: String::new(),
         src_mac: "02:00:00:00:00:01".into(),
         kind: "pfc",
         priority: Some(3),

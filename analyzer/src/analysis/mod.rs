@@ -10,9 +10,10 @@ use serde::Serialize;
 use dcqcn::{DcqcnPass, DcqcnReport, Options};
 use findings::{Finding, Rules};
 use pauses::{PauseInputs, PauseReport};
-use roce_capture::{CaptureReader, SourceError};
+use roce_capture::Capture;
 use roce_core::dcqcn::DcqcnError;
-use roce_core::decode::{Decoder, Frame};
+use roce_core::decode::Decoder;
+use roce_core::frames::Frames;
 use roce_core::passes::hosts::HostsPass;
 use roce_core::passes::{Stats, StatsReport};
 
@@ -46,38 +47,31 @@ pub struct Analysis {
     pub findings: Vec<Finding>,
 }
 
-/// Runs every analysis over `reader`. A damaged file still yields the analysis of everything before the
-/// damage, with the error beside it (and in `stats.capture.error`).
+/// Runs every analysis over `capture`. A damaged file still yields the analysis of everything before the
+/// damage; its error stays in the capture (and in `stats.capture.error`). `progress` hears the bytes read
+/// from the files so far, every 65,536 frames.
 pub fn run(
-    reader: &mut CaptureReader,
+    capture: &mut Capture,
     opts: &PipelineOptions,
     mut progress: impl FnMut(u64),
-) -> Result<(Analysis, Option<SourceError>), DcqcnError> {
+) -> Result<Analysis, DcqcnError> {
     let mut stats = Stats::new(opts.link_bps);
     let mut dcqcn = DcqcnPass::new(opts.dcqcn.bin_ns);
     let mut hosts = HostsPass::default();
+    let mut frames = Frames::new(capture, opts.decoder);
     let mut number = 0u64;
-    let damage = loop {
-        match reader.next_record() {
-            Ok(Some(rec)) => {
-                number += 1;
-                let mut f = Frame::empty(number, &rec);
-                opts.decoder.decode_into(&mut f, rec.link);
-                stats.frame(&f);
-                dcqcn.frame(&f);
-                hosts.frame(&f);
-                if number.is_multiple_of(65_536) {
-                    progress(reader.bytes_read());
-                }
-            }
-            Ok(None) => break None,
-            Err(e) => break Some(e),
+    while let Some(f) = frames.next_frame() {
+        stats.frame(&f);
+        dcqcn.frame(&f);
+        hosts.frame(&f);
+        number += 1;
+        if number.is_multiple_of(65_536) {
+            progress(frames.capture().progress().0);
         }
-    };
-    let (stats, intervals) =
-        stats.finish_with_intervals(reader, damage.as_ref().map(ToString::to_string));
+    }
+    let (stats, intervals) = stats.finish_with_intervals(capture);
     let mut dcqcn_opts = opts.dcqcn.clone();
-    dcqcn_opts.apply_recorded_knobs(reader.custom_blocks());
+    dcqcn_opts.apply_recorded_knobs(capture.custom_blocks());
     let (dcqcn, series, bins_start_ns, bin_ns) = dcqcn.finish_with_series(&dcqcn_opts)?;
     let hosts = hosts.finish();
     let pauses = pauses::analyse(PauseInputs {
@@ -92,13 +86,10 @@ pub fn run(
         storm_threshold_ns: opts.storm_threshold_ns,
     });
     let findings = findings::diagnose(&stats, &dcqcn, &pauses, &opts.rules);
-    Ok((
-        Analysis {
-            stats,
-            dcqcn,
-            pauses,
-            findings,
-        },
-        damage,
-    ))
+    Ok(Analysis {
+        stats,
+        dcqcn,
+        pauses,
+        findings,
+    })
 }

@@ -268,6 +268,7 @@ mod tests {
 
     fn interval(priority: Option<u8>, start_ns: u64, end_ns: u64) -> PauseInterval {
         PauseInterval {
+            iface: 0,
             src_mac: "02:00:00:00:00:01".into(),
             priority,
             start_ns,

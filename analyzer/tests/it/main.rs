@@ -7,6 +7,7 @@ mod dcqcn_analysis;
 mod decode_framings;
 mod findings;
 mod flow_table;
+mod inputs;
 mod pairing;
 mod report;
 mod report_font;

@@ -10,9 +10,10 @@ use std::path::Path;
 
 use crate::common::workspace;
 use analyzer::analysis::dcqcn::{DcqcnPass, DcqcnReport, FlowDcqcn, Options};
-use roce_capture::CaptureReader;
+use roce_capture::{Capture, CaptureReader};
 use roce_core::dcqcn::Knobs;
 use roce_core::decode::Decoder;
+use roce_core::frames::Frames;
 use roce_core::passes::Stats;
 use roce_core::passes::pairing::Method;
 use serde_json::Value;
@@ -206,15 +207,13 @@ fn read_incast_matches_truth() {
 fn check_pauses(name: &str) {
     let (path, truth) = sample(name);
     let gbps = truth["links"][0]["gbps"].as_u64().unwrap();
-    let mut r = CaptureReader::open(&path).unwrap();
-    let dec = Decoder::default();
+    let mut r = Capture::open_file(&path).unwrap();
     let mut stats = Stats::new(gbps * 1_000_000_000);
-    let mut n = 0;
-    while let Some(rec) = r.next_record().unwrap() {
-        n += 1;
-        stats.frame(&dec.decode(n, &rec));
+    let mut frames = Frames::new(&mut r, Decoder::default());
+    while let Some(f) = frames.next_frame() {
+        stats.frame(&f);
     }
-    let report = stats.finish(&r, None);
+    let report = stats.finish(&r);
     let delay = truth["links"][0]["delay_ns"].as_u64().unwrap();
     let tap_to_node = delay + ((60.0 + 24.0) * 8.0 / gbps as f64).round() as u64;
     let clip = report.capture.last_ns.unwrap() + tap_to_node;
@@ -268,12 +267,12 @@ fn pfc_storm_paused_fraction_over_time() {
     // The storm pauses priority 3 from 400 µs to 1400 µs (the scenario), and the switches propagate it until
     // about 1429 µs; nothing else pauses. Bins wholly inside are paused throughout, bins well outside not at all.
     let path = workspace().join("samples/captures/pfc_storm_hol.pcapng");
-    let mut reader = CaptureReader::open(&path).unwrap();
+    let mut reader = Capture::open_file(&path).unwrap();
     let opts = analyzer::analysis::PipelineOptions {
         link_bps: 25_000_000_000,
         ..Default::default()
     };
-    let (a, _) = analyzer::analysis::run(&mut reader, &opts, |_| {}).unwrap();
+    let a = analyzer::analysis::run(&mut reader, &opts, |_| {}).unwrap();
     let bins: Vec<_> = a
         .pauses
         .paused_fraction

@@ -10,7 +10,7 @@ use analyzer::output::report::TimeAxis;
 use analyzer::output::report::charts::Chart;
 use roce_capture::blocks::{self, COUNTERS, DROPS, EVENTS, PEN};
 use roce_capture::write::{PcapngWriter, SectionInfo};
-use roce_capture::{CaptureReader, LinkType};
+use roce_capture::{Capture, CaptureReader, LinkType};
 use roce_core::recorded;
 use roce_wire::{BthRepr, ExtHeaders, IpSpec, RoceFrame};
 use serde_json::{Value, json};
@@ -96,8 +96,8 @@ fn stats_show_counter_deltas_and_kernel_drops() {
 #[test]
 fn fewer_cnps_captured_than_sent_is_a_finding() {
     let mut reader =
-        CaptureReader::from_reader("traced", Box::new(std::io::Cursor::new(capture()))).unwrap();
-    let (a, _) = pipeline::run(&mut reader, &PipelineOptions::default(), |_| {}).unwrap();
+        Capture::from_reader("traced", Box::new(std::io::Cursor::new(capture()))).unwrap();
+    let a = pipeline::run(&mut reader, &PipelineOptions::default(), |_| {}).unwrap();
     let f = a
         .findings
         .iter()

@@ -27,7 +27,7 @@ fn open(paths: &[PathBuf]) -> Capture {
 
 fn read_all(c: &mut Capture) -> Vec<Rec> {
     let mut out = Vec::new();
-    while let Some(r) = c.next_record() {
+    while let Some((_, r)) = c.next_record() {
         out.push(Rec {
             tap: r.iface,
             ts_ns: r.ts_ns,
@@ -146,7 +146,8 @@ fn a_rotated_set_in_mixed_formats_is_one_tap() {
     {
         let f = std::fs::File::create(&f2).unwrap();
         let mut w = PcapngWriter::new(f, &SectionInfo::application("t")).unwrap();
-        w.add_interface(LinkType::ETHERNET, 65_535, None, None)
+        // A name the pcap files cannot record does not break the set.
+        w.add_interface(LinkType::ETHERNET, 65_535, Some("eth7"), None)
             .unwrap();
         w.write_packet(0, 60, &packet(5, 60), 1000).unwrap();
         w.into_inner().unwrap();
@@ -168,6 +169,20 @@ fn a_rotated_set_in_mixed_formats_is_one_tap() {
     // The same set as a pattern the shell did not expand.
     let mut p = open(&[d.join("run.*")]);
     assert_eq!(read_all(&mut p), got);
+}
+
+/// Files one after the other whose interfaces differ (names both record, or link types) are separate taps.
+#[test]
+fn sequential_files_with_other_interfaces_are_other_taps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (a, b) = (d.join("a.pcapng"), d.join("b.pcapng"));
+    pcapng(&a, ["eth0", "eth1"], &[1, 2], 0);
+    pcapng(&b, ["eth0", "eth2"], &[5, 6], 0);
+    let mut c = open(&[a, b]);
+    let taps: Vec<u32> = read_all(&mut c).iter().map(|r| r.tap).collect();
+    assert_eq!(taps, [0, 1, 2, 3]);
+    assert!(c.files().all(|f| f.continues.is_none()));
 }
 
 /// gzip (also several members), zstd and lz4 read exactly as the plain file, through the real tools.
@@ -294,9 +309,9 @@ fn windows_select_exactly_the_records_inside() {
         let (lo, hi) = c.window();
         let mut got = Vec::new();
         let mut numbers = Vec::new();
-        while let Some(r) = c.next_record() {
+        while let Some((n, r)) = c.next_record() {
             got.push(r.ts_ns);
-            numbers.push(c.number());
+            numbers.push(n);
         }
         let want: Vec<u64> = all
             .iter()

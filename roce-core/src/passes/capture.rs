@@ -1,11 +1,12 @@
-//! Facts about the capture itself: how much of what, over which span, and what the recorder says it missed.
+//! Facts about the capture itself: how much of what, over which span, from which files and taps, and what
+//! the recorder says it missed.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use crate::decode::{Frame, Kind};
-use roce_capture::CaptureReader;
+use roce_capture::Capture;
 
 #[derive(Debug, Default)]
 pub struct CapturePass {
@@ -23,10 +24,17 @@ pub struct CapturePass {
     backwards: u64,
 }
 
-/// One interface as the file describes it, with the drop counters its statistics block recorded.
+/// One tap (an interface of a file, or of a rotated set of files) as the file describes it, with the drop
+/// counters its statistics blocks recorded.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct InterfaceRow {
+    /// The tap's index over the capture: the `iface` of the flows, CNP and PFC tables.
     pub id: u32,
+    /// `FILE:IFACE`.
+    pub tap: String,
+    /// The file that declared it, and the interface's index there.
+    pub file: String,
+    pub interface: u32,
     pub link_type: String,
     pub name: Option<String>,
     pub snaplen: u32,
@@ -35,10 +43,37 @@ pub struct InterfaceRow {
     pub dropped: Option<u64>,
 }
 
+/// One input file and what became of it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FileRow {
+    pub file: String,
+    /// As [`CaptureRow::format`]; null when the file could not be opened.
+    pub format: Option<String>,
+    /// `gzip`, `zstd` or `lz4` when the file was compressed.
+    pub compression: Option<String>,
+    /// Records of this file inside the window, and their span.
+    pub frames: u64,
+    pub first_ns: Option<u64>,
+    pub last_ns: Option<u64>,
+    /// Its taps by name.
+    pub taps: Vec<String>,
+    /// The file of a rotated set whose taps this one continues.
+    pub continues: Option<String>,
+    /// Where reading stopped early, or why it could not be read.
+    pub error: Option<String>,
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct CaptureRow {
+    /// The file's name, or how many files.
     pub file: String,
+    /// `pcapng`, or `pcap-` with the timestamp unit and byte order; `mixed` over files of several formats.
     pub format: String,
+    /// Every input file (one for a single capture).
+    pub files: Vec<FileRow>,
+    /// The window the frames were taken from (`--from`/`--to`), when one was given: `[from, to)` in ns.
+    pub window_from_ns: Option<u64>,
+    pub window_to_ns: Option<u64>,
     pub frames: u64,
     /// Sum of original frame lengths.
     pub bytes: u64,
@@ -57,7 +92,7 @@ pub struct CaptureRow {
     pub interfaces: Vec<InterfaceRow>,
     /// Drops the recorder counted (pcapng interface statistics); null when the file does not say.
     pub dropped: Option<u64>,
-    /// Where reading stopped early, when the file is damaged.
+    /// Where reading stopped early, for each damaged file (joined by `; `).
     pub error: Option<String>,
 }
 
@@ -85,19 +120,24 @@ impl CapturePass {
         self.last_ns
     }
 
-    pub fn finish(self, reader: &CaptureReader, error: Option<String>) -> CaptureRow {
-        let interfaces: Vec<InterfaceRow> = reader
-            .interfaces()
+    pub fn finish(self, capture: &Capture) -> CaptureRow {
+        let taps = capture.taps();
+        let file_names: Vec<String> = capture.files().map(|f| f.name.clone()).collect();
+        let interfaces: Vec<InterfaceRow> = taps
             .iter()
             .enumerate()
-            .map(|(i, ifc)| {
-                let st = reader.if_stats().get(i).copied().unwrap_or_default();
+            .map(|(i, tap)| {
+                let st = tap.stats;
                 let dropped = match (st.dropped_iface, st.dropped_os) {
                     (None, None) => None,
                     (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
                 };
+                let ifc = &tap.description;
                 InterfaceRow {
                     id: i as u32,
+                    tap: tap.name.clone(),
+                    file: file_names.get(tap.file).cloned().unwrap_or_default(),
+                    interface: tap.interface,
                     link_type: ifc.link.name().to_string(),
                     name: ifc.name.clone(),
                     snaplen: ifc.snaplen,
@@ -111,9 +151,40 @@ impl CapturePass {
             .iter()
             .filter_map(|i| i.dropped)
             .reduce(|a, b| a + b);
+        let files: Vec<FileRow> = capture
+            .files()
+            .map(|f| FileRow {
+                file: f.name.clone(),
+                format: f.format.map(|x| x.name().to_owned()),
+                compression: f.compression.map(|c| c.name().to_owned()),
+                frames: f.frames,
+                first_ns: f.first_ns,
+                last_ns: f.last_ns,
+                taps: f
+                    .taps
+                    .iter()
+                    .filter_map(|&t| taps.get(t as usize).map(|t| t.name.clone()))
+                    .collect(),
+                continues: f.continues.and_then(|j| file_names.get(j).cloned()),
+                error: f.error.as_ref().map(ToString::to_string),
+            })
+            .collect();
+        let mut formats: Vec<&str> = files.iter().filter_map(|f| f.format.as_deref()).collect();
+        formats.sort_unstable();
+        formats.dedup();
+        let format = match formats.as_slice() {
+            [one] => (*one).to_owned(),
+            [] => "none".to_owned(),
+            _ => "mixed".to_owned(),
+        };
+        let errors: Vec<String> = capture.errors().map(ToString::to_string).collect();
+        let (from, to) = capture.window();
         CaptureRow {
-            file: reader.name().to_string(),
-            format: reader.format().name().to_owned(),
+            file: capture.name(),
+            format,
+            files,
+            window_from_ns: (from > 0).then_some(from),
+            window_to_ns: (to < u64::MAX).then_some(to),
             frames: self.frames,
             bytes: self.bytes,
             captured_bytes: self.captured_bytes,
@@ -130,7 +201,7 @@ impl CapturePass {
             timestamps_backwards: self.backwards,
             interfaces,
             dropped,
-            error,
+            error: (!errors.is_empty()).then(|| errors.join("; ")),
         }
     }
 }

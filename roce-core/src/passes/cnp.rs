@@ -1,4 +1,5 @@
-//! CNPs counted per (source IP, destination IP, destination QP): who told which sender QP to slow down.
+//! CNPs counted per tap and (source IP, destination IP, destination QP): who told which sender QP to slow
+//! down. Per tap, like flows, so that a CNP stream mirrored at two taps is not counted twice.
 
 use std::net::IpAddr;
 
@@ -11,6 +12,10 @@ use crate::decode::{Frame, Kind};
 /// One row of the CNP table. `dest_qp` is the data sender's QP (the reaction point).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct CnpRow {
+    /// The tap's index over the capture (as the flows table's `iface`).
+    pub iface: u32,
+    /// The tap's name, `FILE:IFACE`; filled in by [`crate::passes::Stats::finish`].
+    pub tap: String,
     pub src: IpAddr,
     pub dst: IpAddr,
     pub dest_qp: u32,
@@ -33,7 +38,7 @@ struct CnpState {
 
 #[derive(Debug, Default)]
 pub struct CnpPass {
-    cnps: FxHashMap<FlowKey, CnpState>,
+    cnps: FxHashMap<(u32, FlowKey), CnpState>,
 }
 
 impl CnpPass {
@@ -55,7 +60,7 @@ impl CnpPass {
             dst: ip.dst,
             dest_qp: bth.dest_qp,
         };
-        let e = self.cnps.entry(key).or_insert(CnpState {
+        let e = self.cnps.entry((f.iface, key)).or_insert(CnpState {
             count: 0,
             first_ns: f.ts_ns,
             last_ns: f.ts_ns,
@@ -74,7 +79,9 @@ impl CnpPass {
         let mut rows: Vec<CnpRow> = self
             .cnps
             .into_iter()
-            .map(|(k, c)| CnpRow {
+            .map(|((iface, k), c)| CnpRow {
+                iface,
+                tap: String::new(),
                 src: k.src,
                 dst: k.dst,
                 dest_qp: k.dest_qp,
@@ -89,7 +96,7 @@ impl CnpPass {
         rows.sort_unstable_by(|a, b| {
             b.count
                 .cmp(&a.count)
-                .then((a.src, a.dst, a.dest_qp).cmp(&(b.src, b.dst, b.dest_qp)))
+                .then((a.src, a.dst, a.dest_qp, a.iface).cmp(&(b.src, b.dst, b.dest_qp, b.iface)))
         });
         rows
     }

@@ -148,6 +148,8 @@ pub struct FlowRow {
     /// The capture interface (tap) the flow was seen on: a flow mirrored at two points is two rows, or its
     /// second copies would look like retransmissions.
     pub iface: u32,
+    /// The tap's name, `FILE:IFACE`; filled in by [`crate::passes::Stats::finish`].
+    pub tap: String,
     pub src: IpAddr,
     pub dst: IpAddr,
     pub dest_qp: u32,
@@ -338,6 +340,7 @@ impl FlowsPass {
                 }
                 FlowRow {
                     iface,
+                    tap: String::new(),
                     src: k.src,
                     dst: k.dst,
                     dest_qp: k.dest_qp,

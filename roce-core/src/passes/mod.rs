@@ -13,7 +13,7 @@ pub mod rates;
 use serde::Serialize;
 
 use crate::decode::Frame;
-use roce_capture::CaptureReader;
+use roce_capture::Capture;
 
 /// Everything `stats` reports, with the top-level keys of its JSON output.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -55,26 +55,36 @@ impl Stats {
         self.pfc.frame(f);
     }
 
-    /// `error` is the damage that stopped reading early, if any; the tables hold everything before it.
-    pub fn finish(self, reader: &CaptureReader, error: Option<String>) -> StatsReport {
-        self.finish_with_intervals(reader, error).0
+    /// The tables; a damaged file's part ends at its damage (named in `capture.error`).
+    pub fn finish(self, capture: &Capture) -> StatsReport {
+        self.finish_with_intervals(capture).0
     }
 
     /// The report and every PFC/PAUSE interval behind its `paused_ns`.
     pub fn finish_with_intervals(
         self,
-        reader: &CaptureReader,
-        error: Option<String>,
+        capture: &Capture,
     ) -> (StatsReport, Vec<pfc::PauseInterval>) {
         let end = self.capture.last_ns();
-        let (pfc, intervals) = self.pfc.finish_with_intervals(end);
+        let (mut pfc, intervals) = self.pfc.finish_with_intervals(end);
+        let mut flows = self.flows.finish();
+        let mut cnps = self.cnps.finish();
+        let taps = capture.taps();
+        let name = |iface: u32| {
+            taps.get(iface as usize)
+                .map(|t| t.name.clone())
+                .unwrap_or_default()
+        };
+        flows.iter_mut().for_each(|r| r.tap = name(r.iface));
+        cnps.iter_mut().for_each(|r| r.tap = name(r.iface));
+        pfc.iter_mut().for_each(|r| r.tap = name(r.iface));
         let report = StatsReport {
-            capture: self.capture.finish(reader, error),
-            flows: self.flows.finish(),
-            cnps: self.cnps.finish(),
+            capture: self.capture.finish(capture),
+            flows,
+            cnps,
             pfc,
-            counters: crate::recorded::counter_deltas(reader.custom_blocks()),
-            kernel_drops: crate::recorded::kernel_drops(reader.custom_blocks()),
+            counters: crate::recorded::counter_deltas(capture.custom_blocks()),
+            kernel_drops: crate::recorded::kernel_drops(capture.custom_blocks()),
         };
         (report, intervals)
     }

@@ -1,4 +1,5 @@
-//! PFC and PAUSE accounting per (source MAC, priority), by the rules of wire.md.
+//! PFC and PAUSE accounting per tap and (source MAC, priority), by the rules of wire.md (per tap, so that
+//! a pause seen at both ends of a link is not counted twice).
 //!
 //! A non-zero pause time pauses the priority from the frame's arrival for quanta·512 bit times; a later frame
 //! replaces the end; a zero time (XON) ends it at once. Arithmetic is in picoseconds because a quantum at
@@ -70,6 +71,10 @@ impl PauseState {
 /// One row of the PFC table.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct PfcRow {
+    /// The tap's index over the capture.
+    pub iface: u32,
+    /// The tap's name, `FILE:IFACE`; filled in by [`crate::passes::Stats::finish`].
+    pub tap: String,
     pub src_mac: String,
     /// "pfc" (802.1Qbb, per priority) or "pause" (802.3x, whole link).
     pub kind: &'static str,
@@ -87,7 +92,7 @@ pub struct PfcRow {
 #[derive(Debug)]
 pub struct PfcPass {
     link_bps: u64,
-    state: BTreeMap<([u8; 6], Priority), PauseState>,
+    state: BTreeMap<(u32, [u8; 6], Priority), PauseState>,
 }
 
 impl PfcPass {
@@ -115,20 +120,18 @@ impl PfcPass {
             MacControlRepr::Pfc(pfc) => {
                 for prio in 0..8u8 {
                     if pfc.enabled(prio) {
-                        self.state.entry((mac, Some(prio))).or_default().apply(
-                            t,
-                            pfc.quanta[usize::from(prio)],
-                            self.link_bps,
-                        );
+                        self.state
+                            .entry((f.iface, mac, Some(prio)))
+                            .or_default()
+                            .apply(t, pfc.quanta[usize::from(prio)], self.link_bps);
                     }
                 }
             }
-            MacControlRepr::Pause { quanta } => {
-                self.state
-                    .entry((mac, None))
-                    .or_default()
-                    .apply(t, quanta, self.link_bps)
-            }
+            MacControlRepr::Pause { quanta } => self
+                .state
+                .entry((f.iface, mac, None))
+                .or_default()
+                .apply(t, quanta, self.link_bps),
             MacControlRepr::Other { .. } => {}
         }
     }
@@ -145,18 +148,21 @@ impl PfcPass {
         let rows = self
             .state
             .into_iter()
-            .map(|((mac, priority), mut s)| {
+            .map(|((iface, mac, priority), mut s)| {
                 if let Some(since) = s.paused_since.take() {
                     s.close(since, s.paused_until.min(end).max(since));
                 }
                 let src_mac = mac_to_string(&mac);
                 intervals.extend(s.closed.iter().map(|&(a, b)| PauseInterval {
+                    iface,
                     src_mac: src_mac.clone(),
                     priority,
                     start_ns: ps_to_ns(a),
                     end_ns: ps_to_ns(b),
                 }));
                 PfcRow {
+                    iface,
+                    tap: String::new(),
                     src_mac,
                     kind: if priority.is_some() { "pfc" } else { "pause" },
                     priority,
@@ -181,6 +187,8 @@ fn ps_to_ns(ps: u128) -> u64 {
 /// wire.md derive it from the frames.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct PauseInterval {
+    /// The tap that saw the frames.
+    pub iface: u32,
     pub src_mac: String,
     pub priority: Priority,
     pub start_ns: u64,

@@ -13,8 +13,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use roce_capture::write::PcapWriter;
-use roce_capture::{CaptureReader, LinkType};
+use roce_capture::{Capture, CaptureReader, LinkType};
 use roce_core::decode::{Decoder, Kind};
+use roce_core::frames::Frames;
 use roce_core::passes::{Stats, StatsReport};
 
 pub const TRACER: &str = env!("CARGO_BIN_EXE_roce-tracer");
@@ -329,28 +330,25 @@ pub fn frames(path: &Path) -> (Vec<FrameView>, CaptureReader) {
 
 /// The analyzer's `stats` on a file.
 pub fn stats(path: &Path) -> StatsReport {
-    let mut reader = CaptureReader::open(path).expect("open capture");
-    let decoder = Decoder::default();
+    let mut capture = Capture::open_file(path).expect("open capture");
     let mut stats = Stats::new(100_000_000_000);
-    let mut n = 0;
-    while let Some(rec) = reader.next_record().expect("read record") {
-        n += 1;
-        stats.frame(&decoder.decode(n, &rec));
+    let mut frames = Frames::new(&mut capture, Decoder::default());
+    while let Some(f) = frames.next_frame() {
+        stats.frame(&f);
     }
-    stats.finish(&reader, None)
+    assert_eq!(capture.errors().count(), 0, "{}", path.display());
+    stats.finish(&capture)
 }
 
 /// `stats` on the `range` of a capture's non-`other` frames (counted from 0, as [`frames`] lists them): a
 /// capture of several replays one after another holds each replay's frames as one run, and each run must
 /// give its own sample's statistics, not a blend with its neighbours'.
 pub fn stats_of(path: &Path, range: std::ops::Range<usize>) -> StatsReport {
-    let mut reader = CaptureReader::open(path).expect("open capture");
-    let decoder = Decoder::default();
+    let mut capture = Capture::open_file(path).expect("open capture");
     let mut stats = Stats::new(100_000_000_000);
-    let (mut n, mut kept) = (0, 0);
-    while let Some(rec) = reader.next_record().expect("read record") {
-        n += 1;
-        let f = decoder.decode(n, &rec);
+    let mut kept = 0;
+    let mut frames = Frames::new(&mut capture, Decoder::default());
+    while let Some(f) = frames.next_frame() {
         if f.kind == Kind::Other {
             continue;
         }
@@ -359,7 +357,8 @@ pub fn stats_of(path: &Path, range: std::ops::Range<usize>) -> StatsReport {
         }
         kept += 1;
     }
-    stats.finish(&reader, None)
+    assert_eq!(capture.errors().count(), 0, "{}", path.display());
+    stats.finish(&capture)
 }
 
 /// The parts of `stats` that a replay must reproduce: per-flow packet, ECN, opcode and PSN accounting, CNP

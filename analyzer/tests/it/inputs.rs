@@ -1,0 +1,276 @@
+//! Many inputs, one capture, end to end through the binary: a capture cut into a rotated set of mixed
+//! formats (one compressed) gives exactly the one file's `decode`, `stats` and `dcqcn`; a damaged file in
+//! the middle costs only itself; `--from`/`--to` select exactly; directories and patterns name the files.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
+use roce_capture::{CaptureReader, LinkType};
+use serde_json::Value;
+
+use crate::common::{analyzer, run, workspace};
+
+fn sample(name: &str) -> PathBuf {
+    workspace().join(format!("samples/captures/{name}.pcapng"))
+}
+
+/// A sample's interfaces (link type, name) and its records (interface, ts_ns, data, orig len).
+type Records = Vec<(u32, u64, Vec<u8>, u32)>;
+
+fn records(path: &Path) -> (Vec<(LinkType, Option<String>)>, Records) {
+    let mut r = CaptureReader::open(path).unwrap();
+    let mut out = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        out.push((rec.iface, rec.ts_ns, rec.data.to_vec(), rec.len));
+    }
+    let ifaces = r
+        .interfaces()
+        .iter()
+        .map(|i| (i.link, i.name.clone()))
+        .collect();
+    (ifaces, out)
+}
+
+fn tool(name: &str, args: &[&str]) {
+    let out = Command::new(name)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {name} ({e}): `cargo xtask install` installs it"));
+    assert!(out.status.success(), "{name} {args:?}");
+}
+
+/// The sample cut in three by time, as a rotation would, the second part gzip'd and the third zstd'd. A
+/// one-interface sample's first two parts are classic pcap (which records no interface name) and its third
+/// pcapng; a sample of several taps is pcapng throughout. Returned in reverse order, so that nothing
+/// depends on it.
+fn rotated_set(sample_path: &Path, dir: &Path) -> Vec<PathBuf> {
+    let (ifaces, recs) = records(sample_path);
+    let third = recs.len() / 3;
+    let parts = [&recs[..third], &recs[third..2 * third], &recs[2 * third..]];
+    let one = ifaces.len() == 1;
+    let mut names = Vec::new();
+    for (k, part) in parts.iter().enumerate() {
+        let ext = if one && k < 2 { "pcap" } else { "pcapng" };
+        let path = dir.join(format!("run.{k:05}.{ext}"));
+        let file = std::fs::File::create(&path).unwrap();
+        if ext == "pcap" {
+            let mut w = PcapWriter::new(file, LinkType::ETHERNET, 0).unwrap();
+            for (_, t, d, l) in part.iter() {
+                w.write_packet(*t, d, *l).unwrap();
+            }
+            w.into_inner().unwrap();
+        } else {
+            let mut w = PcapngWriter::new(file, &SectionInfo::application("test")).unwrap();
+            for (link, name) in &ifaces {
+                w.add_interface(*link, 0, name.as_deref(), None).unwrap();
+            }
+            for (i, t, d, l) in part.iter() {
+                w.write_packet(*i, *t, d, *l).unwrap();
+            }
+            w.into_inner().unwrap();
+        }
+        let packed = match k {
+            1 => {
+                tool("gzip", &[path.to_str().unwrap()]);
+                format!("{}.gz", path.display())
+            }
+            2 => {
+                tool("zstd", &["-q", "--rm", path.to_str().unwrap()]);
+                format!("{}.zst", path.display())
+            }
+            _ => path.display().to_string(),
+        };
+        names.push(PathBuf::from(packed));
+    }
+    names.reverse();
+    names
+}
+
+fn stdout_of(args: &[&str], files: &[PathBuf]) -> String {
+    let out = run(analyzer().args(args).args(files));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Removes what names the files and taps: the one thing that differs between one file and its pieces.
+fn without_names(mut v: Value) -> Value {
+    for table in ["flows", "cnps", "pfc"] {
+        if let Some(rows) = v[table].as_array_mut() {
+            for r in rows {
+                r.as_object_mut().unwrap().remove("tap");
+            }
+        }
+    }
+    v.as_object_mut().unwrap().remove("capture");
+    v
+}
+
+#[test]
+fn a_rotated_set_in_mixed_formats_reads_as_the_one_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["incast_dcqcn", "pfc_storm_hol"] {
+        let whole = vec![sample(name)];
+        let dir = tmp.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        let parts = rotated_set(&whole[0], &dir);
+
+        assert_eq!(
+            stdout_of(&["decode", "--json"], &parts),
+            stdout_of(&["decode", "--json"], &whole),
+            "{name}: decode"
+        );
+        let stats = |files: &[PathBuf]| -> Value {
+            serde_json::from_str(&stdout_of(
+                &["stats", "--json", "--link-speed", "25G"],
+                files,
+            ))
+            .unwrap()
+        };
+        let (s_parts, s_whole) = (stats(&parts), stats(&whole));
+        assert_eq!(
+            without_names(s_parts.clone()),
+            without_names(s_whole.clone()),
+            "{name}: stats"
+        );
+        let cap = &s_parts["capture"];
+        assert_eq!(cap["frames"], s_whole["capture"]["frames"]);
+        assert_eq!(
+            cap["interfaces"].as_array().unwrap().len(),
+            s_whole["capture"]["interfaces"].as_array().unwrap().len(),
+            "{name}: a tap per interface, continued over the set"
+        );
+        let files = cap["files"].as_array().unwrap();
+        let compression: Vec<Option<&str>> =
+            files.iter().map(|f| f["compression"].as_str()).collect();
+        assert_eq!(compression, [Some("zstd"), Some("gzip"), None]);
+        let first = parts[2].display().to_string();
+        assert!(
+            s_parts["flows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|f| f["tap"].as_str().unwrap().starts_with(&format!("{first}:"))),
+            "{name}: taps are named after the set's first file"
+        );
+        assert_eq!(
+            stdout_of(&["dcqcn", "--json", "--no-fit"], &parts),
+            stdout_of(&["dcqcn", "--json", "--no-fit"], &whole),
+            "{name}: dcqcn"
+        );
+        // The directory and the pattern name the same files.
+        assert_eq!(
+            stdout_of(&["decode", "--json"], std::slice::from_ref(&dir)),
+            stdout_of(&["decode", "--json"], &whole)
+        );
+        assert_eq!(
+            stdout_of(&["decode", "--json"], &[dir.join("run.*")]),
+            stdout_of(&["decode", "--json"], &whole)
+        );
+    }
+}
+
+/// Three taps' files, the middle one cut short: the first and third files' flows are whole, the middle
+/// one's end at its damage, and the warning names that file and the byte where it ends.
+#[test]
+fn a_damaged_middle_file_keeps_the_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // Three hosts' captures of one test: the same sample at each, so each file's flows are known.
+    let names = ["host-a.pcapng", "host-b.pcapng", "host-c.pcapng"];
+    let files: Vec<PathBuf> = names.iter().map(|n| d.join(n)).collect();
+    for f in &files {
+        std::fs::copy(sample("incast_dcqcn"), f).unwrap();
+    }
+    let bytes = std::fs::read(&files[1]).unwrap();
+    std::fs::write(&files[1], &bytes[..bytes.len() / 2]).unwrap();
+    let out = run(analyzer().args(["stats", "--json"]).args(&files));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("host-b.pcapng: byte "), "{err}");
+    assert!(!err.contains("host-a") && !err.contains("host-c"), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let whole: Value =
+        serde_json::from_str(&stdout_of(&["stats", "--json"], &[sample("incast_dcqcn")])).unwrap();
+    let packets_at = |tap: u64| -> u64 {
+        v["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["iface"] == tap)
+            .map(|f| f["packets"].as_u64().unwrap())
+            .sum()
+    };
+    let all = whole["capture"]["frames_by_kind"]["roce"].as_u64().unwrap();
+    assert_eq!(packets_at(0), all);
+    assert_eq!(packets_at(2), all);
+    assert!(packets_at(1) > 0 && packets_at(1) < all);
+    let file_rows = v["capture"]["files"].as_array().unwrap();
+    assert!(file_rows[0]["error"].is_null() && file_rows[2]["error"].is_null());
+    assert!(
+        file_rows[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("truncated")
+    );
+}
+
+/// `--from`/`--to` keep exactly the frames in `[from, to)`, given as offsets or epoch seconds; numbers stay
+/// those of the whole capture.
+#[test]
+fn windows_select_exactly_the_frames_inside() {
+    let all: Vec<Value> = stdout_of(&["decode", "--json"], &[sample("incast_dcqcn")])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let first = all[0]["ts_ns"].as_u64().unwrap();
+    for (from, to, lo, hi) in [
+        ("+1ms", "+2ms", first + 1_000_000, first + 2_000_000),
+        ("0.0005", "0.001", 500_000, 1_000_000),
+        ("+0", "+31827ns", first, first + 31_827),
+    ] {
+        let got: Vec<Value> = stdout_of(
+            &["decode", "--json", "--from", from, "--to", to],
+            &[sample("incast_dcqcn")],
+        )
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+        let want: Vec<&Value> = all
+            .iter()
+            .filter(|f| (lo..hi).contains(&f["ts_ns"].as_u64().unwrap()))
+            .collect();
+        assert!(!want.is_empty());
+        assert_eq!(got.iter().collect::<Vec<_>>(), want, "{from}..{to}");
+    }
+    let stats: Value = serde_json::from_str(&stdout_of(
+        &["stats", "--json", "--from", "+1ms", "--to", "+2ms"],
+        &[sample("incast_dcqcn")],
+    ))
+    .unwrap();
+    assert_eq!(stats["capture"]["window_from_ns"], first + 1_000_000);
+    let out = run(analyzer()
+        .args(["stats", "--from", "soon"])
+        .arg(sample("incast_dcqcn")));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("+12.5s"));
+}
+
+/// What cannot be read at all is said before anything is read.
+#[test]
+fn missing_inputs_are_errors_with_the_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nope.pcapng");
+    let out = run(analyzer()
+        .arg("stats")
+        .arg(sample("incast_dcqcn"))
+        .arg(&missing));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nope.pcapng: no such file"), "{err}");
+    assert!(out.stdout.is_empty());
+}

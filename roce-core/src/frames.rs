@@ -1,0 +1,34 @@
+//! The loop every command runs: take the next record of the capture, decode it once, hand the frame on.
+//! Written once here, so that numbering, decoding in place and progress are the same everywhere.
+
+use roce_capture::Capture;
+
+use crate::decode::{Decoder, Frame};
+
+/// The decoded frames of a capture, one at a time (each borrows the capture's buffer until the next).
+#[derive(Debug)]
+pub struct Frames<'c> {
+    capture: &'c mut Capture,
+    decoder: Decoder,
+}
+
+impl<'c> Frames<'c> {
+    /// Frames of `capture` as `decoder` reads them.
+    pub fn new(capture: &'c mut Capture, decoder: Decoder) -> Self {
+        Frames { capture, decoder }
+    }
+
+    /// The next frame in time order, numbered by its place in the merged stream.
+    #[inline]
+    pub fn next_frame(&mut self) -> Option<Frame<'_>> {
+        let (number, rec) = self.capture.next_record()?;
+        let mut f = Frame::empty(number, &rec);
+        self.decoder.decode_into(&mut f, rec.link);
+        Some(f)
+    }
+
+    /// The capture being read: its progress between frames, its taps and files at the end.
+    pub fn capture(&self) -> &Capture {
+        self.capture
+    }
+}
