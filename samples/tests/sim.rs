@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use roce_capture::CaptureReader;
 use roce_core::decode::{Decoder, Icrc, Kind};
+use samples::sim::rp::RpEventKind;
 use samples::sim::{self, LogKind, PacketKind, Run, Scenario, ScenarioError};
 
 fn scenario_dir() -> PathBuf {
@@ -18,7 +19,7 @@ fn capture_dir() -> PathBuf {
 
 fn scenarios() -> Vec<Scenario> {
     let files = sim::scenario_files(&scenario_dir()).unwrap();
-    assert!(files.len() >= 9, "expected the nine teaching scenarios");
+    assert!(files.len() >= 11, "expected the eleven teaching scenarios");
     files.iter().map(|p| Scenario::load(p).unwrap()).collect()
 }
 
@@ -227,7 +228,8 @@ fn every_scenario_keeps_the_invariants() {
 fn sample(name: &str) -> &'static str {
     match name {
         "clean_line_rate" | "incast_dcqcn" | "incast_clamp" | "pfc_only" | "pfc_storm_hol"
-        | "lossy_gbn" | "cnp_ignored" | "ce_no_cnp" | "read_incast" => "ok",
+        | "lossy_gbn" | "cnp_ignored" | "ce_no_cnp" | "read_incast" | "app_limited"
+        | "rp_release" => "ok",
         _ => "unknown",
     }
 }
@@ -359,8 +361,17 @@ fn the_analyzer_reads_back_the_taps() {
             .sum();
         assert_eq!(cnps > 0, cnp > 0, "{}: CNPs in truth vs capture", sc.name);
         assert_eq!(pfcs, pfc, "{}: PFC frames in truth vs capture", sc.name);
+        // A switch marks as a packet leaves it, so CE shows only on taps downstream of one: the samples' taps
+        // that see marks are on a data receiver's link.
+        let downstream = truth.flows.iter().any(|f| {
+            let receiver = if f.op == "read" { &f.src } else { &f.dst };
+            truth
+                .taps
+                .iter()
+                .any(|t| &t.a == receiver || &t.b == receiver)
+        });
         assert_eq!(
-            truth.totals.ce_marked > 0,
+            truth.totals.ce_marked > 0 && downstream,
             ce > 0,
             "{}: CE in truth vs capture",
             sc.name
@@ -403,6 +414,63 @@ fn each_sample_shows_its_behaviour() {
             .iter()
             .all(|f| f.data_sender == "responder")
     );
+
+    // An application-limited sender sends what it offers, and its NIC's byte counter earns far fewer increases
+    // than a backlogged sender's would: the backlogged shadow releases the limiter before the second
+    // congestion at 3.6 ms, the NIC does not, and cuts by less than 1 % where the shadow cuts by half.
+    let app = t("app_limited");
+    let f2 = &app.flows[0];
+    let gbps = f2.data_payload_bytes_sent as f64 * 8.0 / app.duration_ns as f64;
+    assert!(
+        (gbps - 10.0).abs() < 0.5,
+        "f2 offered 10 Gb/s and sent {gbps:.2}"
+    );
+    let max_bc = |rp: &[sim::rp::RpEvent]| rp.iter().map(|e| e.byte_count).max().unwrap_or(0);
+    assert!(max_bc(&f2.rp) * 3 < max_bc(&f2.rp_backlogged));
+    let released_before = |rp: &[sim::rp::RpEvent], t: u64| {
+        rp.iter()
+            .any(|e| e.kind == RpEventKind::Released && e.t_ps < t * 1_000)
+    };
+    assert!(released_before(&f2.rp_backlogged, 3_600_000));
+    assert!(!released_before(&f2.rp, 3_600_000));
+    let second_cut = |rp: &[sim::rp::RpEvent]| {
+        rp.iter()
+            .find(|e| e.kind == RpEventKind::Cut && e.t_ps > 3_600_000_000)
+            .map(|e| e.rc_mbps)
+            .unwrap()
+    };
+    assert!(second_cut(&f2.rp) > 99_000.0);
+    assert!(second_cut(&f2.rp_backlogged) < 52_000.0);
+
+    // The limiter lets go at line rate; the next CNP is a first CNP and cuts by about half.
+    let rel = &t("rp_release").flows[0].rp;
+    let r = rel
+        .iter()
+        .position(|e| e.kind == RpEventKind::Released)
+        .unwrap();
+    assert!(rel[r - 1].rc_mbps >= 25_000.0 - 0.5);
+    assert_eq!(rel[r + 1].kind, RpEventKind::FirstCnp);
+    assert_eq!(rel[r + 2].kind, RpEventKind::Cut);
+    assert!(rel[r + 2].rc_mbps < 0.52 * 25_000.0);
+    for k in [
+        RpEventKind::FastRecovery,
+        RpEventKind::AdditiveIncrease,
+        RpEventKind::HyperIncrease,
+    ] {
+        assert!(rel.iter().any(|e| e.kind == k), "rp_release: no {k}");
+    }
+    // A backlogged sender's NIC and its backlogged shadow make the same cuts.
+    for n in ["incast_dcqcn", "read_incast", "rp_release"] {
+        for f in &t(n).flows {
+            let cuts = |rp: &[sim::rp::RpEvent]| {
+                rp.iter()
+                    .filter(|e| e.kind == RpEventKind::Cut)
+                    .map(|e| e.t_ps)
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(cuts(&f.rp), cuts(&f.rp_backlogged), "{n} {}", f.name);
+        }
+    }
 
     let ign = t("cnp_ignored");
     assert!(sum("cnp_ignored", |f| f.cnps_ignored) > 0);
@@ -496,6 +564,12 @@ fn scenario_errors_name_the_key() {
     assert!(e.contains("rpg_gd"), "{e}");
     let e = err(&format!("{MINIMAL}[dcqcn]\nno_such_knob = 1\n"));
     assert!(e.contains("no_such_knob"), "{e}");
+    let e = err(&format!("{MINIMAL}[dcqcn]\nrpg_time_reset = 0\n"));
+    assert!(e.contains("rpg_time_reset"), "{e}");
+    let e = err(&format!(
+        "{MINIMAL}[[flow]]\nsrc = \"a\"\ndst = \"b\"\nop = \"read\"\noffered_gbps = 5.0\n"
+    ));
+    assert!(e.contains("flow[0].offered_gbps"), "{e}");
     let e = err(&MINIMAL.replace("duration_us = 100", "duration_us = \"long\""));
     assert!(e.contains("duration_us"), "{e}");
     let e = err(&MINIMAL.replace("name = \"sw\"", "name = \"sw\"\nxon_bytes = 900000"));

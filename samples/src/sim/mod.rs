@@ -1,15 +1,16 @@
 //! `roce-sim`: a packet-level discrete-event simulator of a small RoCEv2 fabric, for the teaching captures.
 //!
 //! Nobody can hand us real captures of every congestion behaviour, so we make them, with the ground truth beside
-//! them. Hosts run RC queue pairs (WRITE, SEND, READ, coalesced ACKs, go-back-N) paced by the analyzer's own
-//! DCQCN reaction point ([`roce_core::dcqcn::Rp`]), so a capture and the model that explains it share one
-//! implementation. Switches mark ECN (the CP), share a buffer, send real PFC frames and drop when a priority is
+//! them. Hosts run RC queue pairs (WRITE, SEND, READ, coalesced ACKs, go-back-N) paced by a DCQCN reaction point
+//! of the simulator's own ([`rp`]), independent of the analyzer's model so that the truth can prove that model
+//! wrong, and driven by the bytes each sender really sends. Switches mark ECN (the CP), share a buffer, send real PFC frames and drop when a priority is
 //! lossy. Mirror taps write one pcapng interface each.
 //!
 //! A run is a pure function of its [`Scenario`]: [`run`] returns the [`Truth`] and, on request, a log of every
 //! packet movement, which the invariant tests read.
 
 mod engine;
+pub mod rp;
 pub mod scenario;
 pub mod truth;
 
@@ -30,8 +31,6 @@ pub enum SimError {
     Scenario(#[from] ScenarioError),
     #[error("writing the capture: {0}")]
     Io(#[from] io::Error),
-    #[error("DCQCN model: {0}")]
-    Model(String),
     #[error("scenario too large: at most 250 nodes and 60000 flows")]
     TooBig,
 }

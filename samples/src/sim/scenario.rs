@@ -7,9 +7,10 @@
 
 use std::path::Path;
 
-use roce_core::dcqcn::{DcqcnError, Knobs};
 use serde::Deserialize;
 use thiserror::Error;
+
+use super::rp::{KnobError, RpKnobs};
 
 /// Why a scenario was refused.
 #[derive(Debug, Error)]
@@ -34,7 +35,7 @@ pub enum ScenarioError {
     Knob {
         file: String,
         #[source]
-        source: DcqcnError,
+        source: KnobError,
     },
 }
 
@@ -213,6 +214,7 @@ struct RawFlow {
     timeout_us: u64,
     #[serde(default = "default_reads")]
     max_reads: u32,
+    offered_gbps: Option<f64>,
 }
 
 fn default_op() -> String {
@@ -331,6 +333,9 @@ pub struct FlowSpec {
     pub window_packets: u32,
     pub timeout_ns: u64,
     pub max_reads: u32,
+    /// An application-limited sender: message k is posted `k × post_interval_ps` after the start, and cannot be
+    /// sent before (0: every message is there from the start, a backlogged sender).
+    pub post_interval_ps: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -349,7 +354,7 @@ pub struct Scenario {
     pub snaplen: Option<u32>,
     pub vlan: u16,
     pub queue_sample_ns: u64,
-    pub knobs: Knobs,
+    pub knobs: RpKnobs,
     pub hosts: Vec<HostSpec>,
     pub switches: Vec<SwitchSpec>,
     pub links: Vec<LinkSpec>,
@@ -409,14 +414,11 @@ impl Scenario {
         {
             return Err(bad("snaplen".into(), "must be in 64..=65535".into()));
         }
-        let mut knobs = Knobs {
-            deactivate_at_line: true,
-            ..Knobs::default()
-        };
+        let mut knobs = RpKnobs::default();
         for (k, v) in &raw.dcqcn {
-            let text = match v {
-                toml::Value::Integer(i) => i.to_string(),
-                toml::Value::Boolean(b) => u8::from(*b).to_string(),
+            let value = match v {
+                toml::Value::Integer(i) => *i,
+                toml::Value::Boolean(b) => i64::from(*b),
                 other => {
                     return Err(bad(
                         format!("dcqcn.{k}"),
@@ -424,7 +426,7 @@ impl Scenario {
                     ));
                 }
             };
-            knobs.set(k, &text).map_err(|source| ScenarioError::Knob {
+            knobs.set(k, value).map_err(|source| ScenarioError::Knob {
                 file: name.to_string(),
                 source,
             })?;
@@ -645,6 +647,19 @@ impl Scenario {
             if f.max_reads == 0 || f.max_reads > 1024 {
                 return Err(bad(key("max_reads"), "must be in 1..=1024".into()));
             }
+            let post_interval_ps = match f.offered_gbps {
+                None => 0,
+                Some(_) if op == Op::Read => {
+                    return Err(bad(
+                        key("offered_gbps"),
+                        "only for write and send: a READ's data is paced by its requests".into(),
+                    ));
+                }
+                Some(g) if g > 0.0 && g <= 800.0 => {
+                    (f64::from(f.message_bytes) * 8.0 * 1_000.0 / g).round() as u64
+                }
+                Some(_) => return Err(bad(key("offered_gbps"), "must be in (0, 800]".into())),
+            };
             let stop_ns = f.stop_us.map_or(duration_ns, |s| s * 1_000);
             if f.start_us * 1_000 >= duration_ns || stop_ns <= f.start_us * 1_000 {
                 return Err(bad(
@@ -668,6 +683,7 @@ impl Scenario {
                 window_packets: f.window_packets,
                 timeout_ns: f.timeout_us * 1_000,
                 max_reads: f.max_reads,
+                post_interval_ps,
             });
         }
         let mut taps = Vec::new();

@@ -3,7 +3,7 @@
 //!
 //! Times are nanoseconds since the start of the run, which is also the capture's epoch.
 
-use roce_core::dcqcn::EventKind;
+use super::rp::RpEvent;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -49,26 +49,20 @@ pub struct TapTruth {
     pub b: String,
 }
 
-/// One state change of a sender's reaction point: `[t_ns, kind, rc_mbps, rt_mbps, alpha]` in the JSON, because
-/// a flow can have thousands of alpha ticks and one object per tick would dwarf the capture.
-#[derive(Debug, Clone, Copy)]
-pub struct RpPoint {
-    pub t_ns: u64,
-    pub kind: EventKind,
-    pub rc_mbps: f64,
-    pub rt_mbps: f64,
-    pub alpha: f64,
-}
-
-impl Serialize for RpPoint {
+/// A reaction-point event is written as `[t_ns, kind, rc_mbps, rt_mbps, alpha, T, BC]`, because a flow can have
+/// thousands and one object each would dwarf the capture; rates to the kb/s and alpha to 10^-6 keep the files
+/// stable to read and small.
+impl Serialize for RpEvent {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeTuple;
-        let mut t = s.serialize_tuple(5)?;
-        t.serialize_element(&self.t_ns)?;
+        let mut t = s.serialize_tuple(7)?;
+        t.serialize_element(&(self.t_ps / 1_000))?;
         t.serialize_element(&self.kind)?;
         t.serialize_element(&round3(self.rc_mbps))?;
         t.serialize_element(&round3(self.rt_mbps))?;
         t.serialize_element(&((self.alpha * 1e6).round() / 1e6))?;
+        t.serialize_element(&self.timer_count)?;
+        t.serialize_element(&self.byte_count)?;
         t.end()
     }
 }
@@ -119,8 +113,11 @@ pub struct FlowTruth {
     pub cnps_ignored: u64,
     pub rp_enabled: bool,
     pub line_mbps: f64,
-    /// Every reaction-point event, `[t_ns, kind, rc_mbps, rt_mbps, alpha]`.
-    pub rp: Vec<RpPoint>,
+    /// Every reaction-point event but alpha updates, `[t_ns, kind, rc_mbps, rt_mbps, alpha, T, BC]`.
+    pub rp: Vec<RpEvent>,
+    /// The same reaction point fed the same CNPs, its byte counter moving at Rc all the time: what a replay that
+    /// assumes a backlogged sender computes. Where it parts from `rp`, the sender was not backlogged.
+    pub rp_backlogged: Vec<RpEvent>,
     pub cuts: u64,
 }
 

@@ -3,18 +3,12 @@
 
 use std::io::Write;
 
-use roce_core::dcqcn::Event;
-
-use super::sender::record_rp;
 use super::*;
 
 impl<W: Write> World<'_, W> {
     pub(super) fn finish(mut self) -> Result<(Truth, RunInternals), SimError> {
-        let end_ns = self.end / PS_PER_NS;
         for f in &mut self.flows {
-            let truth = &mut f.truth;
-            let mut push = |e: Event| record_rp(truth, e);
-            f.tx.rp.advance(end_ns, &mut push);
+            f.rp_finish(self.end);
         }
         for p in 0..self.ports.len() {
             for prio in 0..8 {

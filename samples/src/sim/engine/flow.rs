@@ -1,8 +1,7 @@
 //! A flow's state: the RC queue pair's two ends as the data sender and the data receiver see them.
 
-use roce_core::dcqcn::Rp;
-
 use super::{PS_PER_NS, PSN_MASK};
+use crate::sim::rp::{ReactionPoint, RpEvent, RpEventKind};
 use crate::sim::scenario::Op;
 use crate::sim::truth::{FlowTruth, GoBack};
 
@@ -10,7 +9,10 @@ use crate::sim::truth::{FlowTruth, GoBack};
 #[derive(Debug)]
 pub(super) struct Sender {
     pub(super) host: usize,
-    pub(super) rp: Rp,
+    pub(super) rp: ReactionPoint,
+    /// The same reaction point fed the same CNPs, its byte counter moved as if the sender were backlogged:
+    /// what a replay from a capture assumes, kept for the truth and never used for pacing.
+    pub(super) rp_backlogged: ReactionPoint,
     pub(super) rp_on: bool,
     pub(super) next: u64,
     pub(super) max_sent: u64,
@@ -79,6 +81,35 @@ impl Flow {
     pub(super) fn psn(&self, seq: u64) -> u32 {
         ((u64::from(self.start_psn) + seq) & PSN_MASK) as u32
     }
+    /// Runs the sender's reaction-point timers up to `now_ps`, into the truth.
+    pub(super) fn rp_advance(&mut self, now_ps: u64) {
+        let truth = &mut self.truth;
+        self.tx.rp.advance(now_ps, &mut |e| record_rp(truth, e));
+    }
+    /// Runs both reaction points to the end of the run.
+    pub(super) fn rp_finish(&mut self, end_ps: u64) {
+        self.rp_advance(end_ps);
+        let shadow = &mut self.truth.rp_backlogged;
+        self.tx
+            .rp_backlogged
+            .advance(end_ps, &mut |e| shadow.push(e));
+    }
+    /// A CNP reached the sender's reaction point (and its backlogged shadow).
+    pub(super) fn rp_cnp(&mut self, now_ps: u64) {
+        let truth = &mut self.truth;
+        self.tx.rp.on_cnp(now_ps, &mut |e| record_rp(truth, e));
+        let shadow = &mut self.truth.rp_backlogged;
+        self.tx
+            .rp_backlogged
+            .on_cnp(now_ps, &mut |e| shadow.push(e));
+    }
+    /// The sender's NIC started a data frame of `wire_bytes`: its byte counter moves.
+    pub(super) fn rp_sent(&mut self, now_ps: u64, wire_bytes: u64) {
+        let truth = &mut self.truth;
+        self.tx
+            .rp
+            .on_sent(now_ps, wire_bytes, &mut |e| record_rp(truth, e));
+    }
     /// Records in the truth that the flow rewound to `seq` at `now_ps`, and why.
     pub(super) fn went_back(&mut self, now_ps: u64, seq: u64, cause: &'static str) {
         let from_psn = self.psn(seq);
@@ -88,4 +119,11 @@ impl Flow {
             cause,
         });
     }
+}
+
+fn record_rp(truth: &mut FlowTruth, e: RpEvent) {
+    if e.kind == RpEventKind::Cut {
+        truth.cuts += 1;
+    }
+    truth.rp.push(e);
 }

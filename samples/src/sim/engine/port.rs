@@ -90,6 +90,7 @@ impl<W: Write> World<'_, W> {
             if let Some(fl) = self.flows.get_mut(f)
                 && fl.tx.host == node
             {
+                fl.rp_sent(now, u64::from(pkt.len) + WIRE_OVERHEAD);
                 fl.tx.in_nic = false;
                 self.try_send(f);
             }

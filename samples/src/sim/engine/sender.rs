@@ -3,20 +3,15 @@
 
 use std::io::Write;
 
-use roce_core::dcqcn::{Event, EventKind};
 use roce_wire::Opcode;
 
 use super::*;
 use crate::sim::scenario::Op;
 
-/// How often a paced sender re-reads its reaction point while waiting (an increase takes effect at most this late).
-const RP_POLL_PS: u64 = 2_000_000;
-
 impl<W: Write> World<'_, W> {
     /// Hands the flow's next data packet to its NIC when the window, the request limit and the pacer allow.
     pub(super) fn try_send(&mut self, f: usize) {
         let now = self.now;
-        let now_ns = now / PS_PER_NS;
         let spec = &self.sc.flows[f];
         if self.flows[f].op == Op::Read && now >= spec.start_ns * PS_PER_NS {
             let fl = &self.flows[f];
@@ -32,14 +27,12 @@ impl<W: Write> World<'_, W> {
             spec.stop_ns * PS_PER_NS,
             spec.prio,
         );
+        let posted_every = spec.post_interval_ps;
+        let start = spec.start_ns * PS_PER_NS;
         let fl = &mut self.flows[f];
         let n = fl.pkts_per_msg;
         let receiver = fl.data_receiver();
-        {
-            let truth = &mut fl.truth;
-            let mut push = |e: Event| record_rp(truth, e);
-            fl.tx.rp.advance(now_ns, &mut push);
-        }
+        fl.rp_advance(now);
         let tx = &mut fl.tx;
         if tx.in_nic || tx.next >= tx.limit {
             return;
@@ -52,16 +45,23 @@ impl<W: Write> World<'_, W> {
         if fl.op != Op::Read && new_data && tx.next.is_multiple_of(n) && now >= stop {
             return;
         }
+        // An application-limited sender: a message cannot go before the application posted it.
+        let mut ready = now;
+        if posted_every > 0 && new_data {
+            ready = start + (tx.next / n) * posted_every;
+        }
         // Pacing: the gap after the previous packet is its wire size at the current rate.
-        let rc = tx.rp.rc_mbps().max(1e-3);
+        let rc = tx.rp.rate_mbps().max(1e-3);
         let gap = (tx.last_bits as f64 * 1e6 / rc) as u64 + tx.jitter;
         tx.pacer_at = tx.last_tx + gap;
-        if now < tx.pacer_at {
-            let mut wake = tx.pacer_at;
-            // Rc may rise before the gap ends; look again at the model's next event, but not more often than every
-            // RP_POLL_PS, since most of those events are alpha ticks that leave Rc alone.
-            if let Some(t) = tx.rp.next_event_ns() {
-                wake = wake.min((t * PS_PER_NS).max(now + RP_POLL_PS));
+        if now < tx.pacer_at.max(ready) {
+            // Rc may rise before the gap ends (the increase timer; byte events need a packet sent), so look again
+            // then.
+            let mut wake = tx.pacer_at.max(ready);
+            if let Some(t) = tx.rp.next_increase_ps()
+                && t > now
+            {
+                wake = wake.min(t);
             }
             if tx.wake_at > wake || tx.wake_at <= now {
                 tx.wake_at = wake;
@@ -119,17 +119,4 @@ impl<W: Write> World<'_, W> {
             self.arm_rto(f);
         }
     }
-}
-
-pub(super) fn record_rp(truth: &mut FlowTruth, e: Event) {
-    if e.kind == EventKind::Cut {
-        truth.cuts += 1;
-    }
-    truth.rp.push(RpPoint {
-        t_ns: e.t_ns,
-        kind: e.kind,
-        rc_mbps: e.rc_mbps,
-        rt_mbps: e.rt_mbps,
-        alpha: e.alpha,
-    });
 }

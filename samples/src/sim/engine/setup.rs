@@ -6,10 +6,10 @@ use std::io::Write;
 
 use roce_capture::LinkType;
 use roce_capture::write::{PcapngWriter, SectionInfo};
-use roce_core::dcqcn::{Profile, Rp};
 
 use super::flow::{Receiver, Sender, Timer};
 use super::*;
+use crate::sim::rp::{ByteSource, ReactionPoint};
 use crate::sim::scenario::Op;
 
 impl<'s, W: Write> World<'s, W> {
@@ -71,8 +71,8 @@ impl<'s, W: Write> World<'s, W> {
             let pkts_per_msg = u64::from(f.message_bytes.div_ceil(f.mtu));
             let data_sender = if f.op == Op::Read { f.dst } else { f.src };
             let line_mbps = f64::from(ports[node_ports[data_sender][0]].gbps) * 1_000.0;
-            let rp = Rp::new(Profile::ConnectX, &sc.knobs, line_mbps)
-                .map_err(|e| SimError::Model(e.to_string()))?;
+            let rp = ReactionPoint::new(&sc.knobs, line_mbps, ByteSource::Sent);
+            let rp_backlogged = ReactionPoint::new(&sc.knobs, line_mbps, ByteSource::Backlogged);
             let requester_qp = 0x100 + (rng.below(0xff00) as u32) * 4 + (i as u32 & 3);
             let responder_qp = 0x100 + (rng.below(0xff00) as u32) * 4 + (i as u32 & 3);
             let start_psn = rng.below(1 << 24) as u32;
@@ -98,6 +98,7 @@ impl<'s, W: Write> World<'s, W> {
                 tx: Sender {
                     host: data_sender,
                     rp,
+                    rp_backlogged,
                     rp_on: sc.hosts[data_sender].rp,
                     next: 0,
                     max_sent: 0,
@@ -147,6 +148,7 @@ impl<'s, W: Write> World<'s, W> {
                     rp_enabled: sc.hosts[data_sender].rp,
                     line_mbps,
                     rp: Vec::new(),
+                    rp_backlogged: Vec::new(),
                     cuts: 0,
                 },
             });

@@ -4,11 +4,9 @@
 
 use std::io::Write;
 
-use roce_core::dcqcn::Event;
 use roce_wire::Opcode;
 use roce_wire::ext::{AethKind, NakCode};
 
-use super::sender::record_rp;
 use super::*;
 use crate::sim::scenario::Op;
 
@@ -88,9 +86,7 @@ impl<W: Write> World<'_, W> {
                 let fl = &mut self.flows[f];
                 fl.truth.cnps_received += 1;
                 if fl.tx.rp_on {
-                    let truth = &mut fl.truth;
-                    let mut push = |e: Event| record_rp(truth, e);
-                    fl.tx.rp.on_cnp(self.now / PS_PER_NS, &mut push);
+                    fl.rp_cnp(self.now);
                     self.try_send(f);
                 } else {
                     fl.truth.cnps_ignored += 1;
