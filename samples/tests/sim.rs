@@ -19,12 +19,26 @@ fn capture_dir() -> PathBuf {
 
 fn scenarios() -> Vec<Scenario> {
     let files = sim::scenario_files(&scenario_dir()).unwrap();
-    assert!(files.len() >= 11, "expected the eleven teaching scenarios");
+    assert!(
+        files.len() >= 13,
+        "expected the thirteen teaching scenarios"
+    );
     files.iter().map(|p| Scenario::load(p).unwrap()).collect()
 }
 
 fn run_logged(sc: &Scenario) -> Run {
-    sim::run::<Vec<u8>>(sc, None, true).unwrap()
+    sim::run::<Vec<u8>>(sc, Vec::new(), true).unwrap()
+}
+
+fn run_quiet(sc: &Scenario) -> Run {
+    sim::run::<Vec<u8>>(sc, Vec::new(), false).unwrap()
+}
+
+/// Runs a scenario into memory: the truth and one byte vector per capture file, the main one first.
+fn run_captured(sc: &Scenario) -> (Run, Vec<Vec<u8>>) {
+    let mut files = vec![Vec::new(); sc.files.len()];
+    let r = sim::run(sc, files.iter_mut().collect(), false).unwrap();
+    (r, files)
 }
 
 /// Every packet follows a legal path (created at a node, then sent out of a port and received at the port at the
@@ -229,7 +243,7 @@ fn sample(name: &str) -> &'static str {
     match name {
         "clean_line_rate" | "incast_dcqcn" | "incast_clamp" | "pfc_only" | "pfc_storm_hol"
         | "lossy_gbn" | "cnp_ignored" | "ce_no_cnp" | "read_incast" | "app_limited"
-        | "rp_release" => "ok",
+        | "rp_release" | "marking_curve" | "queue_moves" => "ok",
         _ => "unknown",
     }
 }
@@ -238,17 +252,19 @@ fn sample(name: &str) -> &'static str {
 fn committed_samples_are_what_the_scenarios_make() {
     for sc in scenarios() {
         assert_eq!(sample(&sc.name), "ok", "unexpected scenario {}", sc.name);
-        let mut a = Vec::new();
-        let ra = sim::run(&sc, Some(&mut a), false).unwrap();
-        let mut b = Vec::new();
-        let rb = sim::run(&sc, Some(&mut b), false).unwrap();
+        let (ra, a) = run_captured(&sc);
+        let (rb, b) = run_captured(&sc);
         assert!(a == b, "{}: two runs wrote different captures", sc.name);
         assert_eq!(sim::truth_json(&ra.truth), sim::truth_json(&rb.truth));
-        assert!(a.len() <= 2 << 20, "{}: capture over 2 MB", sc.name);
-        let pcap = capture_dir().join(format!("{}.pcapng", sc.name));
+        let size: usize = a.iter().map(Vec::len).sum();
+        assert!(size <= 2 << 20, "{}: captures over 2 MB", sc.name);
+        for (i, bytes) in a.iter().enumerate() {
+            let pcap = capture_dir().join(sc.file_name(i));
+            let stale = format!("{} is stale: run `cargo xtask samples`", pcap.display());
+            assert!(std::fs::read(&pcap).expect(&stale) == *bytes, "{stale}");
+        }
         let json = capture_dir().join(format!("{}.truth.json", sc.name));
-        let stale = format!("{} is stale: run `cargo xtask samples`", pcap.display());
-        assert!(std::fs::read(&pcap).expect(&stale) == a, "{stale}");
+        let stale = format!("{} is stale: run `cargo xtask samples`", json.display());
         assert!(
             std::fs::read_to_string(&json).expect(&stale) == sim::truth_json(&ra.truth),
             "{stale}"
@@ -259,12 +275,12 @@ fn committed_samples_are_what_the_scenarios_make() {
 #[test]
 fn a_run_does_not_depend_on_logging() {
     let sc = Scenario::load(&scenario_dir().join("lossy_gbn.toml")).unwrap();
-    let a = sim::run::<Vec<u8>>(&sc, None, true).unwrap();
-    let b = sim::run::<Vec<u8>>(&sc, None, false).unwrap();
+    let a = run_logged(&sc);
+    let b = run_quiet(&sc);
     assert_eq!(sim::truth_json(&a.truth), sim::truth_json(&b.truth));
     let mut other = sc.clone();
     other.seed += 1;
-    let c = sim::run::<Vec<u8>>(&other, None, false).unwrap();
+    let c = run_quiet(&other);
     assert_ne!(
         sim::truth_json(&a.truth),
         sim::truth_json(&c.truth),
@@ -282,27 +298,34 @@ fn samples_decode_in_tshark_without_malformed_frames() {
         "tshark is missing: run `cargo xtask test`, which installs it"
     );
     for sc in scenarios() {
-        let pcap = capture_dir().join(format!("{}.pcapng", sc.name));
-        let out = std::process::Command::new("tshark")
-            .arg("-r")
-            .arg(&pcap)
-            .args(["-Y", "_ws.malformed or _ws.expert.severity >= error"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}: tshark failed: {out:?}", sc.name);
-        assert!(
-            out.stdout.is_empty(),
-            "{}: malformed frames:\n{}",
-            sc.name,
-            String::from_utf8_lossy(&out.stdout)
-        );
-        let count = std::process::Command::new("tshark")
-            .arg("-r")
-            .arg(&pcap)
-            .output()
-            .unwrap();
-        let lines = count.stdout.iter().filter(|&&b| b == b'\n').count();
-        let truth = sim::run::<Vec<u8>>(&sc, None, false).unwrap().truth;
+        let mut lines = 0;
+        for i in 0..sc.files.len() {
+            let pcap = capture_dir().join(sc.file_name(i));
+            let out = std::process::Command::new("tshark")
+                .arg("-r")
+                .arg(&pcap)
+                .args(["-Y", "_ws.malformed or _ws.expert.severity >= error"])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}: tshark failed: {out:?}",
+                pcap.display()
+            );
+            assert!(
+                out.stdout.is_empty(),
+                "{}: malformed frames:\n{}",
+                pcap.display(),
+                String::from_utf8_lossy(&out.stdout)
+            );
+            let count = std::process::Command::new("tshark")
+                .arg("-r")
+                .arg(&pcap)
+                .output()
+                .unwrap();
+            lines += count.stdout.iter().filter(|&&b| b == b'\n').count();
+        }
+        let truth = run_quiet(&sc).truth;
         assert_eq!(lines as u64, truth.totals.captured_frames, "{}", sc.name);
     }
 }
@@ -314,37 +337,40 @@ fn the_analyzer_reads_back_the_taps() {
     for sc in scenarios() {
         let mut full = sc.clone();
         full.snaplen = None;
-        let mut bytes = Vec::new();
-        let truth = sim::run(&full, Some(&mut bytes), false).unwrap().truth;
-        let mut r =
-            CaptureReader::from_reader(&sc.name, Box::new(std::io::Cursor::new(bytes))).unwrap();
+        let (run, files) = run_captured(&full);
+        let truth = run.truth;
         let dec = Decoder::default();
-        let (mut n, mut cnp, mut pfc, mut ce) = (0u64, 0u64, 0u64, 0u64);
-        while let Some(rec) = r.next_record().unwrap() {
-            n += 1;
-            let f = dec.decode(n, &rec);
-            match f.kind {
-                Kind::Roce | Kind::Cnp => {
-                    let roce = f.roce.unwrap();
-                    assert_eq!(roce.icrc, Icrc::Ok, "{} frame {n}", sc.name);
-                    assert!(
-                        roce.packet.stop.is_none(),
-                        "{} frame {n}: {:?}",
-                        sc.name,
-                        roce.packet.stop
-                    );
-                    if f.kind == Kind::Cnp {
-                        cnp += 1;
-                    } else if f.ip.is_some_and(|ip| ip.ecn == 3) {
-                        ce += 1;
+        let (mut n, mut cnp, mut pfc, mut ce, mut interfaces) = (0u64, 0u64, 0u64, 0u64, 0);
+        for bytes in files {
+            let mut r = CaptureReader::from_reader(&sc.name, Box::new(std::io::Cursor::new(bytes)))
+                .unwrap();
+            while let Some(rec) = r.next_record().unwrap() {
+                n += 1;
+                let f = dec.decode(n, &rec);
+                match f.kind {
+                    Kind::Roce | Kind::Cnp => {
+                        let roce = f.roce.unwrap();
+                        assert_eq!(roce.icrc, Icrc::Ok, "{} frame {n}", sc.name);
+                        assert!(
+                            roce.packet.stop.is_none(),
+                            "{} frame {n}: {:?}",
+                            sc.name,
+                            roce.packet.stop
+                        );
+                        if f.kind == Kind::Cnp {
+                            cnp += 1;
+                        } else if f.ip.is_some_and(|ip| ip.ecn == 3) {
+                            ce += 1;
+                        }
                     }
+                    Kind::Pfc => pfc += 1,
+                    other => panic!("{} frame {n}: unexpected {other:?}", sc.name),
                 }
-                Kind::Pfc => pfc += 1,
-                other => panic!("{} frame {n}: unexpected {other:?}", sc.name),
             }
+            interfaces += r.interfaces().len();
         }
         assert_eq!(n, truth.totals.captured_frames, "{}", sc.name);
-        assert_eq!(r.interfaces().len(), sc.taps.len());
+        assert_eq!(interfaces, sc.taps.len());
         let cnps: u64 = truth.flows.iter().map(|f| f.cnps_sent).sum();
         // PFC never leaves its link, so only frames sent on a tapped link can be in the capture.
         let tapped = |a: &str, b: &str| {
@@ -384,12 +410,7 @@ fn the_analyzer_reads_back_the_taps() {
 fn each_sample_shows_its_behaviour() {
     let runs: HashMap<String, Run> = scenarios()
         .into_iter()
-        .map(|sc| {
-            (
-                sc.name.clone(),
-                sim::run::<Vec<u8>>(&sc, None, false).unwrap(),
-            )
-        })
+        .map(|sc| (sc.name.clone(), run_quiet(&sc)))
         .collect();
     let t = |n: &str| &runs[n].truth;
     let sum = |n: &str, f: fn(&sim::truth::FlowTruth) -> u64| t(n).flows.iter().map(f).sum::<u64>();
@@ -471,6 +492,70 @@ fn each_sample_shows_its_behaviour() {
             assert_eq!(cuts(&f.rp), cuts(&f.rp_backlogged), "{n} {}", f.name);
         }
     }
+
+    // The marking curve: the queue sweeps the range between Kmin and Kmax, where the marked share follows the
+    // curve; below Kmin nothing is marked, above Kmax everything.
+    let mc = t("marking_curve");
+    let hop = mc
+        .hops
+        .iter()
+        .find(|h| h.from == "ingress" && h.to == "egress" && h.prio == 3)
+        .unwrap();
+    let m = hop.marking.as_ref().unwrap();
+    assert_eq!(m.at, "enqueue");
+    assert!(
+        m.between >= 1000,
+        "{} packets between Kmin and Kmax",
+        m.between
+    );
+    let (mut expected, mut marked) = (0.0, 0.0);
+    for b in &m.bins {
+        let (lo, hi) = (b.depth_bytes, b.depth_bytes + m.bin_bytes);
+        if hi <= m.kmin_bytes {
+            assert_eq!(b.marked, 0, "{b:?}");
+        } else if lo >= m.kmax_bytes {
+            assert_eq!(b.marked, b.ect_in, "{b:?}");
+        } else if lo >= m.kmin_bytes && hi <= m.kmax_bytes {
+            let mid = (lo + hi) as f64 / 2.0;
+            let p = m.pmax * (mid - m.kmin_bytes as f64) / (m.kmax_bytes - m.kmin_bytes) as f64;
+            expected += p * b.ect_in as f64;
+            marked += b.marked as f64;
+        }
+    }
+    assert!(
+        (marked - expected).abs() < 0.1 * expected,
+        "{marked} marked between Kmin and Kmax, the curve expects {expected:.0}"
+    );
+    assert!(hop.queue_bytes.unwrap().p50 > m.kmin_bytes);
+    assert_eq!(mc.files[1].clock_offset_ns, 1_234_567);
+
+    // The queue moves: sw1's uplink queue holds until f2 stops at 500 µs and is gone by 700 µs; sw2's queue to
+    // r is empty until then and holds after.
+    let qm = t("queue_moves");
+    let peak = |sw: &str, port: &str, from: u64, to: u64| {
+        qm.queues
+            .iter()
+            .filter(|q| q.switch == sw && q.port == port && q.prio == 3)
+            .flat_map(|q| q.samples.iter())
+            .filter(|s| (from..to).contains(&s[0]))
+            .map(|s| s[1])
+            .max()
+            .unwrap_or(0)
+    };
+    let kmin = sc_kmin(&qm.hops);
+    assert!(peak("sw1", "sw2", 0, 500_000) > kmin);
+    assert!(peak("sw1", "sw2", 700_000, 1_300_000) < 10_000);
+    assert!(peak("sw2", "r", 0, 500_000) < 10_000);
+    assert!(peak("sw2", "r", 550_000, 1_100_000) > kmin);
+    let hop = |from: &str, to: &str| {
+        qm.hops
+            .iter()
+            .find(|h| h.from == from && h.to == to && h.prio == 3)
+            .unwrap()
+    };
+    assert!(hop("s1-sw1", "uplink").queue_bytes.unwrap().p99 > kmin);
+    assert!(hop("s3-sw2", "sw2-r").queue_bytes.unwrap().p50 > 0);
+    assert!(qm.files[1].clock_drift_ppm > 0.0);
 
     let ign = t("cnp_ignored");
     assert!(sum("cnp_ignored", |f| f.cnps_ignored) > 0);
@@ -570,6 +655,20 @@ fn scenario_errors_name_the_key() {
         "{MINIMAL}[[flow]]\nsrc = \"a\"\ndst = \"b\"\nop = \"read\"\noffered_gbps = 5.0\n"
     ));
     assert!(e.contains("flow[0].offered_gbps"), "{e}");
+    let e = err(&format!(
+        "{MINIMAL}[[tap]]\na = \"a\"\nb = \"sw\"\nfile = \"rx\"\n"
+    ));
+    assert!(e.contains("tap[0].file") && e.contains("`rx`"), "{e}");
+    let e = err(&format!("{MINIMAL}[[file]]\nname = \"rx\"\n"));
+    assert!(e.contains("file[0]") && e.contains("no tap"), "{e}");
+    let e = err(&format!(
+        "{MINIMAL}[[file]]\nname = \"rx\"\nclock_drift_ppm = 5000.0\n[[tap]]\na = \"a\"\nb = \"sw\"\nfile = \"rx\"\n"
+    ));
+    assert!(e.contains("file[0].clock_drift_ppm"), "{e}");
+    let e = err(&format!("{MINIMAL}[[file]]\nname = \"r/x\"\n"));
+    assert!(e.contains("file[0].name"), "{e}");
+    let e = err(&MINIMAL.replace("name = \"sw\"", "name = \"sw\"\nmark_at = \"never\""));
+    assert!(e.contains("switch[0].mark_at"), "{e}");
     let e = err(&MINIMAL.replace("duration_us = 100", "duration_us = \"long\""));
     assert!(e.contains("duration_us"), "{e}");
     let e = err(&MINIMAL.replace("name = \"sw\"", "name = \"sw\"\nxon_bytes = 900000"));
@@ -588,4 +687,150 @@ fn scenario_errors_name_the_key() {
         ),
         Err(ScenarioError::Toml { .. })
     ));
+}
+
+/// What identifies a RoCE packet at every tap: addresses, destination QP, PSN, opcode and payload length (what a
+/// switch does not change).
+type PacketKey = (std::net::IpAddr, std::net::IpAddr, u32, u32, u8, usize);
+
+/// One RoCE frame as a tap recorded it: the packet, its priority (VLAN PCP) and the tap's own clock.
+struct Seen {
+    key: PacketKey,
+    prio: u8,
+    local_ns: u64,
+}
+
+/// The RoCE frames of each tap, by tap name, from the committed capture files of a scenario.
+fn frames_by_tap(sc: &Scenario) -> HashMap<String, Vec<Seen>> {
+    let dec = Decoder::default();
+    let mut by_tap: HashMap<String, Vec<Seen>> = HashMap::new();
+    for i in 0..sc.files.len() {
+        let mut r = CaptureReader::open(&capture_dir().join(sc.file_name(i))).unwrap();
+        let mut seen: Vec<(u32, Seen)> = Vec::new();
+        let mut n = 0;
+        while let Some(rec) = r.next_record().unwrap() {
+            n += 1;
+            let f = dec.decode(n, &rec);
+            let (Some(ip), Some(roce)) = (f.ip, f.roce.as_ref()) else {
+                continue;
+            };
+            let bth = roce.packet.bth.unwrap();
+            seen.push((
+                f.iface,
+                Seen {
+                    key: (
+                        ip.src,
+                        ip.dst,
+                        bth.dest_qp,
+                        bth.psn,
+                        bth.opcode.0,
+                        roce.packet.payload_len.unwrap(),
+                    ),
+                    prio: f.pcp.unwrap(),
+                    local_ns: f.ts_ns,
+                },
+            ));
+        }
+        // Interface blocks are read as the file goes, so names are known at the end.
+        for (iface, s) in seen {
+            let name = r.interfaces()[iface as usize].name.clone().unwrap();
+            by_tap.entry(name).or_default().push(s);
+        }
+    }
+    by_tap
+}
+
+/// The hops' truth is what the capture files show: matching each packet of a hop's first tap with its earliest
+/// unmatched copy at the second (same key and priority, later on the true clock) gives as many packets as the
+/// truth says, the same least delay between the two taps' clocks (`clock_offset_ns`) and the same transit
+/// times; every file's clock runs as its `[[file]]` says; and a tap's frames that no hop matched are what the
+/// truth calls `alone`.
+#[test]
+fn the_hop_truth_is_what_the_taps_recorded() {
+    for name in ["marking_curve", "queue_moves"] {
+        let sc = Scenario::load(&scenario_dir().join(format!("{name}.toml"))).unwrap();
+        let truth = run_quiet(&sc).truth;
+        let taps = frames_by_tap(&sc);
+        let clock = |tap: &str| {
+            let t = truth.taps.iter().find(|t| t.name == tap).unwrap();
+            truth.files.iter().find(|f| f.name == t.file).unwrap()
+        };
+        // The true time of a local stamp (the clock is monotonic, so this inverts it to within a ns).
+        let true_ns = |tap: &str, local: u64| {
+            let f = clock(tap);
+            ((local - f.clock_offset_ns) as f64 / (1.0 + f.clock_drift_ppm * 1e-6)).round() as u64
+        };
+        assert!(truth.hops.len() >= 2, "{name}: {} hops", truth.hops.len());
+        let mut matched_at: HashMap<String, u64> = HashMap::new();
+        for h in &truth.hops {
+            let from = &taps[&h.from];
+            let to = &taps[&h.to];
+            let mut waiting: HashMap<PacketKey, std::collections::VecDeque<u64>> = HashMap::new();
+            let mut pending: Vec<(u64, PacketKey, u64)> = from
+                .iter()
+                .filter(|s| s.prio == h.prio)
+                .map(|s| (true_ns(&h.from, s.local_ns), s.key, s.local_ns))
+                .collect();
+            pending.sort_by_key(|p| p.0);
+            let mut arrivals: Vec<(u64, PacketKey, u64)> = to
+                .iter()
+                .filter(|s| s.prio == h.prio)
+                .map(|s| (true_ns(&h.to, s.local_ns), s.key, s.local_ns))
+                .collect();
+            arrivals.sort_by_key(|p| p.0);
+            let (mut i, mut matched, mut min_local) = (0, 0u64, i64::MAX);
+            let mut transits = Vec::new();
+            for (t_to, key, local_to) in arrivals {
+                while i < pending.len() && pending[i].0 < t_to {
+                    waiting.entry(pending[i].1).or_default().push_back(i as u64);
+                    i += 1;
+                }
+                if let Some(j) = waiting.get_mut(&key).and_then(|q| q.pop_front()) {
+                    let (t_from, _, local_from) = pending[j as usize];
+                    matched += 1;
+                    min_local = min_local.min(local_to as i64 - local_from as i64);
+                    transits.push(t_to - t_from);
+                }
+            }
+            let hop = format!("{name} {}→{} prio {}", h.from, h.to, h.prio);
+            assert_eq!(matched, h.packets, "{hop}: matched");
+            assert_eq!(
+                min_local, h.clock_offset_ns,
+                "{hop}: least delay between the clocks"
+            );
+            let t = sim::truth::Percentiles::of(transits);
+            for (got, want) in [
+                (t.p50, h.transit_ns.p50),
+                (t.p99, h.transit_ns.p99),
+                (t.max, h.transit_ns.max),
+            ] {
+                assert!(
+                    got.abs_diff(want) <= 1,
+                    "{hop}: transit {t:?} vs {:?}",
+                    h.transit_ns
+                );
+            }
+            *matched_at.entry(h.from.clone()).or_default() += matched;
+            *matched_at.entry(h.to.clone()).or_default() += matched;
+        }
+        // A packet that crosses three taps is in two hops, counted at its middle tap twice: count each frame
+        // once by requiring only that every frame is in some hop, unless the truth says it is alone.
+        for t in &truth.taps {
+            let roce = taps.get(&t.name).map_or(0, Vec::len) as u64;
+            assert!(
+                matched_at.get(&t.name).copied().unwrap_or(0) + t.alone >= roce,
+                "{name} {}: {roce} RoCE frames, fewer in hops",
+                t.name
+            );
+        }
+    }
+}
+
+/// Kmin of the switches on a sample's hops (the samples give all their switches one curve).
+fn sc_kmin(hops: &[sim::truth::HopTruth]) -> u64 {
+    hops.iter()
+        .filter_map(|h| h.marking.as_ref())
+        .map(|m| m.kmin_bytes)
+        .min()
+        .unwrap()
 }

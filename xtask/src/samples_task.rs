@@ -25,12 +25,13 @@ pub fn run() -> Result<()> {
     for path in samples::sim::scenario_files(&scenarios)
         .with_context(|| format!("listing {}", scenarios.display()))?
     {
-        let (pcap, _, truth) = samples::sim::write_sample(&path, &out)
+        let w = samples::sim::write_sample(&path, &out)
             .with_context(|| format!("simulating {}", path.display()))?;
+        let files: Vec<String> = w.captures.iter().map(|p| p.display().to_string()).collect();
         eprintln!(
             "xtask: wrote {} ({} frames)",
-            pcap.display(),
-            truth.totals.captured_frames
+            files.join(", "),
+            w.truth.totals.captured_frames
         );
     }
     Ok(())

@@ -1,6 +1,5 @@
 //! `roce-sim`: runs a scenario file and writes the mirrored capture and its ground truth.
 
-use std::io::BufWriter;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -53,7 +52,7 @@ fn real_main() -> Result<()> {
         }
         if cli.bench {
             let t0 = Instant::now();
-            let r = sim::run::<std::io::Sink>(&sc, None, false)?;
+            let r = sim::run::<std::io::Sink>(&sc, Vec::new(), false)?;
             let secs = t0.elapsed().as_secs_f64();
             let t = &r.truth.totals;
             println!(
@@ -68,24 +67,18 @@ fn real_main() -> Result<()> {
             );
             continue;
         }
-        std::fs::create_dir_all(&cli.out_dir)?;
-        let pcap = cli.out_dir.join(format!("{}.pcapng", sc.name));
-        let json = cli.out_dir.join(format!("{}.truth.json", sc.name));
-        let out = BufWriter::new(
-            std::fs::File::create(&pcap).with_context(|| format!("creating {}", pcap.display()))?,
-        );
-        let r = sim::run(&sc, Some(out), false)?;
-        std::fs::write(&json, sim::truth_json(&r.truth))
-            .with_context(|| format!("writing {}", json.display()))?;
-        let t = &r.truth.totals;
+        let w = sim::write_run(&sc, &cli.out_dir)
+            .with_context(|| format!("writing {} into {}", sc.name, cli.out_dir.display()))?;
+        let files: Vec<String> = w.captures.iter().map(|p| p.display().to_string()).collect();
+        let t = &w.truth.totals;
         eprintln!(
             "{}: {} frames captured, {} dropped, {} CE marks -> {} and {}",
             sc.name,
             t.captured_frames,
             t.packets_dropped,
             t.ce_marked,
-            pcap.display(),
-            json.display()
+            files.join(", "),
+            w.truth_file.display()
         );
     }
     Ok(())

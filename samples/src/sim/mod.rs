@@ -33,6 +33,8 @@ pub enum SimError {
     Io(#[from] io::Error),
     #[error("scenario too large: at most 250 nodes and 60000 flows")]
     TooBig,
+    #[error("the scenario writes {want} capture files, but {got} writers were given")]
+    Captures { want: usize, got: usize },
 }
 
 /// What a simulated frame is.
@@ -102,10 +104,17 @@ pub struct Run {
     pub internals: RunInternals,
 }
 
-/// Runs a scenario. With `capture`, the taps are written to it as pcapng; with `keep_log`, every packet movement
-/// is kept in [`RunInternals::log`] (memory grows with packets: for tests).
-pub fn run<W: Write>(sc: &Scenario, capture: Option<W>, keep_log: bool) -> Result<Run, SimError> {
-    let world = engine::World::new(sc, capture, keep_log)?;
+/// Runs a scenario. With `captures` (one writer per [`Scenario::files`], the main file first), the taps are
+/// written to them as pcapng; with none, nothing is written. With `keep_log`, every packet movement is kept in
+/// [`RunInternals::log`] (memory grows with packets: for tests).
+pub fn run<W: Write>(sc: &Scenario, captures: Vec<W>, keep_log: bool) -> Result<Run, SimError> {
+    if !captures.is_empty() && captures.len() != sc.files.len() {
+        return Err(SimError::Captures {
+            want: sc.files.len(),
+            got: captures.len(),
+        });
+    }
+    let world = engine::World::new(sc, captures, keep_log)?;
     let (truth, internals) = world.run()?;
     Ok(Run { truth, internals })
 }
@@ -117,20 +126,38 @@ pub fn truth_json(truth: &Truth) -> String {
     s
 }
 
-/// Runs `scenario` (a TOML file) and writes `NAME.pcapng` and `NAME.truth.json` into `out_dir`; returns their
-/// paths and the truth.
-pub fn write_sample(
-    scenario: &Path,
-    out_dir: &Path,
-) -> Result<(PathBuf, PathBuf, Truth), SimError> {
-    let sc = Scenario::load(scenario)?;
+/// What [`write_run`] wrote: the capture files (the main one first), the truth file, and the truth.
+#[derive(Debug)]
+pub struct Written {
+    pub captures: Vec<PathBuf>,
+    pub truth_file: PathBuf,
+    pub truth: Truth,
+}
+
+/// Runs a scenario and writes its capture files (`NAME.pcapng`, and `NAME.<file>.pcapng` for each
+/// `[[file]]`) and `NAME.truth.json` into `out_dir`.
+pub fn write_run(sc: &Scenario, out_dir: &Path) -> Result<Written, SimError> {
     std::fs::create_dir_all(out_dir)?;
-    let pcap = out_dir.join(format!("{}.pcapng", sc.name));
-    let json = out_dir.join(format!("{}.truth.json", sc.name));
-    let out = BufWriter::new(std::fs::File::create(&pcap)?);
-    let r = run(&sc, Some(out), false)?;
-    std::fs::write(&json, truth_json(&r.truth))?;
-    Ok((pcap, json, r.truth))
+    let captures: Vec<PathBuf> = (0..sc.files.len())
+        .map(|i| out_dir.join(sc.file_name(i)))
+        .collect();
+    let mut writers = Vec::new();
+    for p in &captures {
+        writers.push(BufWriter::new(std::fs::File::create(p)?));
+    }
+    let r = run(sc, writers, false)?;
+    let truth_file = out_dir.join(format!("{}.truth.json", sc.name));
+    std::fs::write(&truth_file, truth_json(&r.truth))?;
+    Ok(Written {
+        captures,
+        truth_file,
+        truth: r.truth,
+    })
+}
+
+/// Loads the scenario file `scenario` and [`write_run`]s it.
+pub fn write_sample(scenario: &Path, out_dir: &Path) -> Result<Written, SimError> {
+    write_run(&Scenario::load(scenario)?, out_dir)
 }
 
 /// Every `*.toml` in a directory, sorted by name.

@@ -68,6 +68,8 @@ struct RawScenario {
     flows: Vec<RawFlow>,
     #[serde(default, rename = "tap")]
     taps: Vec<RawTap>,
+    #[serde(default, rename = "file")]
+    files: Vec<RawFile>,
 }
 
 fn default_vlan() -> u16 {
@@ -99,6 +101,12 @@ struct RawSwitch {
     xon_bytes: u64,
     #[serde(default = "default_queue_limit")]
     queue_limit_bytes: u64,
+    #[serde(default = "default_mark_at")]
+    mark_at: String,
+}
+
+fn default_mark_at() -> String {
+    "dequeue".into()
 }
 
 fn default_buffer() -> u64 {
@@ -248,6 +256,17 @@ struct RawTap {
     name: Option<String>,
     a: String,
     b: String,
+    file: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    name: String,
+    #[serde(default)]
+    clock_offset_ns: u64,
+    #[serde(default)]
+    clock_drift_ppm: f64,
 }
 
 /// What a flow's requester asks for.
@@ -268,6 +287,26 @@ impl Op {
     }
 }
 
+/// Which queue depth a switch compares with its marking curve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkAt {
+    /// The bytes queued ahead of the packet when it arrives, as most switches do.
+    Enqueue,
+    /// The bytes queued behind the packet when it leaves, as the DCQCN paper recommends (the feedback then
+    /// carries no queueing delay).
+    Dequeue,
+}
+
+impl MarkAt {
+    /// The name as scenario and truth files write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            MarkAt::Enqueue => "enqueue",
+            MarkAt::Dequeue => "dequeue",
+        }
+    }
+}
+
 /// A switch: CP marking, shared buffer, PFC thresholds per ingress port and priority.
 #[derive(Debug, Clone)]
 pub struct SwitchSpec {
@@ -282,6 +321,7 @@ pub struct SwitchSpec {
     pub xoff_bytes: u64,
     pub xon_bytes: u64,
     pub queue_limit_bytes: u64,
+    pub mark_at: MarkAt,
 }
 
 /// A host whose NIC sends PFC XOFF on its only port for a while, as a stuck receiver does.
@@ -342,6 +382,27 @@ pub struct FlowSpec {
 pub struct TapSpec {
     pub name: String,
     pub link: usize,
+    /// Index into [`Scenario::files`].
+    pub file: usize,
+}
+
+/// A capture file: the taps of one capturing host, which share its clock.
+#[derive(Debug, Clone)]
+pub struct FileSpec {
+    /// Empty for the scenario's main file, `NAME.pcapng`; else the file is `NAME.<name>.pcapng`.
+    pub name: String,
+    /// The host's clock reads the true time plus this (ns) plus the drift.
+    pub clock_offset_ns: u64,
+    /// The host's clock runs this many ppm fast (negative: slow).
+    pub clock_drift_ppm: f64,
+}
+
+impl FileSpec {
+    /// What the capturing host's clock reads at true time `t_ns`.
+    pub fn local_ns(&self, t_ns: u64) -> u64 {
+        let drift = (t_ns as f64 * self.clock_drift_ppm * 1e-6).round() as i64;
+        (t_ns + self.clock_offset_ns).saturating_add_signed(drift)
+    }
 }
 
 /// A checked scenario. Nodes are numbered hosts first, then switches.
@@ -360,6 +421,8 @@ pub struct Scenario {
     pub links: Vec<LinkSpec>,
     pub flows: Vec<FlowSpec>,
     pub taps: Vec<TapSpec>,
+    /// The capture files; the first is the main one, `NAME.pcapng`, which is always written.
+    pub files: Vec<FileSpec>,
 }
 
 /// Longest simulated time a scenario may ask for: the samples are meant to be short.
@@ -511,6 +574,16 @@ impl Scenario {
             if s.queue_limit_bytes == 0 {
                 return Err(bad(key("queue_limit_bytes"), "must be positive".into()));
             }
+            let mark_at = match s.mark_at.as_str() {
+                "enqueue" => MarkAt::Enqueue,
+                "dequeue" => MarkAt::Dequeue,
+                other => {
+                    return Err(bad(
+                        key("mark_at"),
+                        format!("`{other}` is not one of enqueue, dequeue"),
+                    ));
+                }
+            };
             let mut pfc_mask = 0u8;
             for &p in &s.pfc_priorities {
                 if p > 7 {
@@ -533,6 +606,7 @@ impl Scenario {
                 xoff_bytes: s.xoff_bytes,
                 xon_bytes: s.xon_bytes,
                 queue_limit_bytes: s.queue_limit_bytes,
+                mark_at,
             });
         }
         let node = |key: String, n: &str| {
@@ -686,6 +760,45 @@ impl Scenario {
                 post_interval_ps,
             });
         }
+        let mut files = vec![FileSpec {
+            name: String::new(),
+            clock_offset_ns: 0,
+            clock_drift_ppm: 0.0,
+        }];
+        for (i, f) in raw.files.into_iter().enumerate() {
+            let key = |x: &str| format!("file[{i}].{x}");
+            if f.name.is_empty()
+                || !f
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                return Err(bad(
+                    key("name"),
+                    "must be letters, digits, `-` and `_` (it names the file)".into(),
+                ));
+            }
+            if files.iter().any(|x| x.name == f.name) {
+                return Err(bad(key("name"), format!("`{}` is used twice", f.name)));
+            }
+            if f.clock_offset_ns > 1_000_000_000_000 {
+                return Err(bad(
+                    key("clock_offset_ns"),
+                    "must be at most 10^12 (1000 s)".into(),
+                ));
+            }
+            if !(-1000.0..=1000.0).contains(&f.clock_drift_ppm) {
+                return Err(bad(
+                    key("clock_drift_ppm"),
+                    "must be in -1000..=1000".into(),
+                ));
+            }
+            files.push(FileSpec {
+                name: f.name,
+                clock_offset_ns: f.clock_offset_ns,
+                clock_drift_ppm: f.clock_drift_ppm,
+            });
+        }
         let mut taps = Vec::new();
         for (i, t) in raw.taps.into_iter().enumerate() {
             let a = node(format!("tap[{i}].a"), &t.a)?;
@@ -699,10 +812,31 @@ impl Scenario {
                         format!("no link joins `{}` and `{}`", t.a, t.b),
                     )
                 })?;
-            taps.push(TapSpec {
-                name: t.name.unwrap_or_else(|| format!("{}-{}", t.a, t.b)),
-                link,
-            });
+            let file = match &t.file {
+                None => 0,
+                Some(n) => files.iter().position(|f| &f.name == n).ok_or_else(|| {
+                    bad(
+                        format!("tap[{i}].file"),
+                        format!("no [[file]] is named `{n}`"),
+                    )
+                })?,
+            };
+            let name = t.name.unwrap_or_else(|| format!("{}-{}", t.a, t.b));
+            if taps.iter().any(|x: &TapSpec| x.name == name) {
+                return Err(bad(
+                    format!("tap[{i}].name"),
+                    format!("`{name}` is used twice"),
+                ));
+            }
+            taps.push(TapSpec { name, link, file });
+        }
+        for (i, f) in files.iter().enumerate().skip(1) {
+            if !taps.iter().any(|t| t.file == i) {
+                return Err(bad(
+                    format!("file[{}]", i - 1),
+                    format!("no tap writes to `{}`", f.name),
+                ));
+            }
         }
         Ok(Scenario {
             name: name.to_string(),
@@ -718,7 +852,16 @@ impl Scenario {
             links,
             flows,
             taps,
+            files,
         })
+    }
+
+    /// The name of capture file `i`: `NAME.pcapng` for the main one, `NAME.<file>.pcapng` for the others.
+    pub fn file_name(&self, i: usize) -> String {
+        match self.files.get(i) {
+            Some(f) if !f.name.is_empty() => format!("{}.{}.pcapng", self.name, f.name),
+            _ => format!("{}.pcapng", self.name),
+        }
     }
 
     /// Node name by index (hosts first, then switches).

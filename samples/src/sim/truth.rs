@@ -14,7 +14,9 @@ pub struct Truth {
     pub duration_ns: u64,
     pub hosts: Vec<HostTruth>,
     pub links: Vec<LinkTruth>,
+    pub files: Vec<FileTruth>,
     pub taps: Vec<TapTruth>,
+    pub hops: Vec<HopTruth>,
     pub flows: Vec<FlowTruth>,
     pub queues: Vec<QueueTruth>,
     pub pauses: Vec<PauseTruth>,
@@ -40,13 +42,106 @@ pub struct LinkTruth {
     pub delay_ns: u64,
 }
 
+/// A capture file, as one capturing host writes it: its taps share its clock.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileTruth {
+    /// The file's name, `NAME.pcapng` or `NAME.<file>.pcapng`.
+    pub name: String,
+    /// The host's clock reads `t + clock_offset_ns + t × clock_drift_ppm / 10^6` at true time `t` (ns, rounded);
+    /// the truth's times are true times, which are the main file's.
+    pub clock_offset_ns: u64,
+    pub clock_drift_ppm: f64,
+    /// Its taps, in interface order.
+    pub taps: Vec<String>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct TapTruth {
     pub name: String,
-    /// The pcapng interface id of this tap.
+    /// The capture file it writes to, and its pcapng interface id in that file.
+    pub file: String,
     pub interface: u32,
     pub a: String,
     pub b: String,
+    /// Frames it recorded.
+    pub frames: u64,
+    /// Frames of packets that no other tap recorded (delivered or dropped): a matcher must leave them unmatched.
+    pub alone: u64,
+}
+
+/// p50, p99 and max of a set of values, nearest rank (the value at rank ⌈p·n/100⌉ of the sorted values).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Percentiles {
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+impl Percentiles {
+    /// The percentiles of `v` (all zero when empty).
+    pub fn of(mut v: Vec<u64>) -> Percentiles {
+        if v.is_empty() {
+            return Percentiles::default();
+        }
+        v.sort_unstable();
+        let rank = |p: usize| v[(p * v.len()).div_ceil(100).max(1) - 1];
+        Percentiles {
+            p50: rank(50),
+            p99: rank(99),
+            max: v[v.len() - 1],
+        }
+    }
+}
+
+/// The packets of one priority that one tap recorded and then the next tap on their way recorded again: one hop.
+#[derive(Debug, Clone, Serialize)]
+pub struct HopTruth {
+    /// The taps, by name, in the order the packets passed them.
+    pub from: String,
+    pub to: String,
+    pub prio: u8,
+    /// The switch between the two taps, when every packet crossed exactly that one; null otherwise (then
+    /// `queue_bytes` and `marking` are null too).
+    pub switches: Option<Vec<String>>,
+    /// Packets that passed both taps: what a matcher must match.
+    pub packets: u64,
+    /// The least `t_to − t_from` over the packets, each time read on its own tap's clock: offset plus base
+    /// transit, what `hops` calls `clock_offset_ns` (may be negative).
+    pub clock_offset_ns: i64,
+    /// `t_to − t_from` on the true clock.
+    pub transit_ns: Percentiles,
+    /// Time spent waiting in the switch's egress queue (from being queued to starting to leave).
+    pub queue_delay_ns: Percentiles,
+    /// Bytes queued ahead of each packet in its egress queue when it arrived (frame bytes, the switch's own count,
+    /// without the frame already on the wire).
+    pub queue_bytes: Option<Percentiles>,
+    /// The switch's marking on this hop; null when it does not mark.
+    pub marking: Option<MarkingTruth>,
+}
+
+/// A switch queue's ECN marking: the configured curve and what it did.
+#[derive(Debug, Clone, Serialize)]
+pub struct MarkingTruth {
+    /// `enqueue` (the depth ahead of the packet when it arrived) or `dequeue` (the depth behind it when it left).
+    pub at: &'static str,
+    pub kmin_bytes: u64,
+    pub kmax_bytes: u64,
+    pub pmax: f64,
+    /// Packets that arrived ECT (ECT(0) or ECT(1)), and those of them that left CE.
+    pub ect_in: u64,
+    pub marked: u64,
+    /// ECT packets whose compared depth lay strictly between Kmin and Kmax: the ones that reveal the curve.
+    pub between: u64,
+    /// The ECT packets by compared depth, in bins of `bin_bytes` (`depth_bytes` is a bin's lower edge).
+    pub bin_bytes: u64,
+    pub bins: Vec<MarkingBin>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MarkingBin {
+    pub depth_bytes: u64,
+    pub ect_in: u64,
+    pub marked: u64,
 }
 
 /// A reaction-point event is written as `[t_ns, kind, rc_mbps, rt_mbps, alpha, T, BC]`, because a flow can have

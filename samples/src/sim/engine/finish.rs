@@ -45,10 +45,41 @@ impl<W: Write> World<'_, W> {
                 self.buffer_peak[s],
             ));
         }
-        if let Some(mut cap) = self.cap.take() {
+        for cap in &mut self.caps {
             cap.flush()?;
         }
         let sc = self.sc;
+        let taps: Vec<TapTruth> = sc
+            .taps
+            .iter()
+            .enumerate()
+            .map(|(i, t)| TapTruth {
+                name: t.name.clone(),
+                file: sc.file_name(t.file),
+                interface: self.tap_iface[i].1,
+                a: sc.node_name(sc.links[t.link].a).to_string(),
+                b: sc.node_name(sc.links[t.link].b).to_string(),
+                frames: self.tap_frames[i],
+                alone: self.tap_alone[i],
+            })
+            .collect();
+        let hops = self.hops_truth(&taps);
+        let files = sc
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| FileTruth {
+                name: sc.file_name(i),
+                clock_offset_ns: f.clock_offset_ns,
+                clock_drift_ppm: f.clock_drift_ppm,
+                taps: sc
+                    .taps
+                    .iter()
+                    .filter(|t| t.file == i)
+                    .map(|t| t.name.clone())
+                    .collect(),
+            })
+            .collect();
         let mut pfc_frames = Vec::new();
         for p in &self.ports {
             for prio in 0..8 {
@@ -92,17 +123,9 @@ impl<W: Write> World<'_, W> {
                     delay_ns: l.delay_ns,
                 })
                 .collect(),
-            taps: sc
-                .taps
-                .iter()
-                .enumerate()
-                .map(|(i, t)| TapTruth {
-                    name: t.name.clone(),
-                    interface: i as u32,
-                    a: sc.node_name(sc.links[t.link].a).to_string(),
-                    b: sc.node_name(sc.links[t.link].b).to_string(),
-                })
-                .collect(),
+            files,
+            taps,
+            hops,
             flows: self.flows.into_iter().map(|f| f.truth).collect(),
             queues: self.queues,
             pauses: self.pauses,

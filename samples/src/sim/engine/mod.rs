@@ -27,6 +27,7 @@ use crate::corpus::Rng;
 
 mod finish;
 mod flow;
+mod hops;
 mod pfc;
 mod port;
 mod sender;
@@ -68,6 +69,8 @@ struct Packet {
     pfc_mask: u8,
     pfc_quanta: u16,
     syndrome: u8,
+    /// What it met since the last tap recorded it, for the hops' truth.
+    trail: hops::Trail,
 }
 
 #[derive(Debug)]
@@ -147,7 +150,13 @@ pub(super) struct World<'s, W: Write> {
     pauses: Vec<PauseTruth>,
     drops: Vec<DropTruth>,
     totals: Totals,
-    cap: Option<PcapngWriter<W>>,
+    /// One writer per capture file (none when nothing is written).
+    caps: Vec<PcapngWriter<W>>,
+    /// Per tap: its capture file and its interface in that file.
+    tap_iface: Vec<(usize, u32)>,
+    tap_frames: Vec<u64>,
+    tap_alone: Vec<u64>,
+    hops: Vec<hops::HopAcc>,
     snaplen: u32,
     frame_buf: Vec<u8>,
     io_error: Option<std::io::Error>,

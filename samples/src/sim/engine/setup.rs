@@ -15,7 +15,7 @@ use crate::sim::scenario::Op;
 impl<'s, W: Write> World<'s, W> {
     pub(in crate::sim) fn new(
         sc: &'s Scenario,
-        capture: Option<W>,
+        captures: Vec<W>,
         keep_log: bool,
     ) -> Result<Self, SimError> {
         let nodes = sc.hosts.len() + sc.switches.len();
@@ -159,9 +159,14 @@ impl<'s, W: Write> World<'s, W> {
             ports[pa].tap = Some(id as u32);
             ports[pb].tap = Some(id as u32);
         }
-        let mut cap = None;
         let snaplen = sc.snaplen.unwrap_or(0);
-        if let Some(out) = capture {
+        let mut tap_iface = Vec::new();
+        for (i, t) in sc.taps.iter().enumerate() {
+            let iface = sc.taps[..i].iter().filter(|x| x.file == t.file).count();
+            tap_iface.push((t.file, iface as u32));
+        }
+        let mut caps = Vec::new();
+        for (file, out) in captures.into_iter().enumerate() {
             let mut w = PcapngWriter::new(
                 out,
                 &SectionInfo {
@@ -170,7 +175,7 @@ impl<'s, W: Write> World<'s, W> {
                     ..SectionInfo::default()
                 },
             )?;
-            for t in &sc.taps {
+            for t in sc.taps.iter().filter(|t| t.file == file) {
                 let l = &sc.links[t.link];
                 let desc = format!(
                     "mirror of the link {} <-> {}",
@@ -179,7 +184,7 @@ impl<'s, W: Write> World<'s, W> {
                 );
                 w.add_interface(LinkType::ETHERNET, snaplen, Some(&t.name), Some(&desc))?;
             }
-            cap = Some(w);
+            caps.push(w);
         }
         let mut w = World {
             sc,
@@ -202,7 +207,11 @@ impl<'s, W: Write> World<'s, W> {
             pauses: Vec::new(),
             drops: Vec::new(),
             totals: Totals::default(),
-            cap,
+            caps,
+            tap_iface,
+            tap_frames: vec![0; sc.taps.len()],
+            tap_alone: vec![0; sc.taps.len()],
+            hops: Vec::new(),
             snaplen,
             frame_buf: vec![0; 9_216],
             io_error: None,

@@ -6,6 +6,7 @@ use std::io::Write;
 
 use super::pfc::XOFF_QUANTA;
 use super::*;
+use crate::sim::scenario::SwitchSpec;
 
 impl<W: Write> World<'_, W> {
     pub(super) fn arrive(&mut self, port: usize, mut pkt: Packet) {
@@ -18,6 +19,7 @@ impl<W: Write> World<'_, W> {
         }
         if !self.is_switch(node) {
             self.log(LogKind::Consume, port, node, &pkt);
+            self.trail_end(&pkt);
             self.totals.packets_delivered += 1;
             self.host_receive(node, pkt);
             return;
@@ -50,6 +52,11 @@ impl<W: Write> World<'_, W> {
         let pi = &mut self.ports[port];
         pi.ing_bytes[prio] += len;
         let over = lossless && pi.ing_bytes[prio] > xoff && !pi.xoff_sent[prio];
+        let ahead = self.ports[egress].qbytes[prio];
+        self.trail_enqueue(node, &mut pkt, ahead);
+        if self.sc.switches[s].mark_at.at_enqueue() {
+            self.mark(node, ahead, &mut pkt);
+        }
         let pe = &mut self.ports[egress];
         pe.qbytes[prio] += len;
         pe.queues[prio].push_back(pkt);
@@ -64,14 +71,20 @@ impl<W: Write> World<'_, W> {
         self.try_tx(egress);
     }
 
-    /// CP: marks CE as the packet leaves, by the depth of the queue it leaves behind. Marking at dequeue rather
-    /// than enqueue keeps the queueing delay out of the feedback loop, as the DCQCN paper recommends.
-    pub(super) fn mark(&mut self, node: usize, port: usize, pkt: &mut Packet) {
+    /// The spec of switch `node`.
+    pub(super) fn switch_spec(&self, node: usize) -> &SwitchSpec {
+        &self.sc.switches[node - self.sc.hosts.len()]
+    }
+
+    /// CP: marks CE on an ECN-capable packet with the curve's probability at queue depth `q`, the depth ahead of
+    /// it when it arrived or the depth it leaves behind (`mark_at`; marking at dequeue keeps the queueing delay
+    /// out of the feedback loop, as the DCQCN paper recommends).
+    pub(super) fn mark(&mut self, node: usize, q: u64, pkt: &mut Packet) {
         let sw = &self.sc.switches[node - self.sc.hosts.len()];
         if !sw.ecn || !(pkt.ecn == 1 || pkt.ecn == 2) {
             return;
         }
-        let q = self.ports[port].qbytes[usize::from(pkt.prio & 7)];
+        pkt.trail.compared(q);
         let p = if q <= sw.kmin_bytes {
             0.0
         } else if q >= sw.kmax_bytes {
@@ -109,6 +122,7 @@ impl<W: Write> World<'_, W> {
     ) {
         let node = self.ports[ingress].node;
         self.log(LogKind::Drop, ingress, node, pkt);
+        self.trail_end(pkt);
         self.totals.packets_dropped += 1;
         let (flow, psn) = match self.flows.get(pkt.flow as usize) {
             Some(f) => (f.truth.name.clone(), f.psn(pkt.seq)),

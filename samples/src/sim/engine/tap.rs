@@ -13,9 +13,16 @@ use super::*;
 static ZEROS: [u8; 4096] = [0; 4096];
 
 impl<W: Write> World<'_, W> {
-    pub(super) fn capture(&mut self, iface: u32, pkt: &Packet) {
+    /// Tap `tap` records `pkt`, which has just left a transmitter, stamped by its capture file's clock.
+    pub(super) fn capture(&mut self, tap: usize, pkt: &mut Packet) {
         self.totals.captured_frames += 1;
-        if self.cap.is_none() {
+        if pkt.kind != PacketKind::Pfc {
+            self.trail_at_tap(tap, pkt);
+        } else {
+            self.tap_frames[tap] += 1;
+        }
+        let (file, iface) = self.tap_iface[tap];
+        if self.caps.is_empty() {
             return;
         }
         let Some(n) = self.build_frame(pkt) else {
@@ -26,8 +33,8 @@ impl<W: Write> World<'_, W> {
         } else {
             n
         };
-        let ts = self.now / PS_PER_NS;
-        if let Some(cap) = &mut self.cap {
+        let ts = self.sc.files[file].local_ns(self.now / PS_PER_NS);
+        if let Some(cap) = self.caps.get_mut(file) {
             let data = self.frame_buf.get(..cut).unwrap_or(&[]);
             if let Err(e) = cap.write_packet(iface, ts, data, n as u32) {
                 self.io_error = Some(e);
