@@ -501,14 +501,14 @@ fn each_sample_shows_its_behaviour() {
         .iter()
         .find(|h| h.from == "ingress" && h.to == "egress" && h.prio == 3)
         .unwrap();
-    let m = hop.marking.as_ref().unwrap();
+    let m = hop.queue.marking.as_ref().unwrap();
     assert_eq!(m.at, "enqueue");
     assert!(
         m.between >= 1000,
         "{} packets between Kmin and Kmax",
         m.between
     );
-    let (mut expected, mut marked) = (0.0, 0.0);
+    let (mut expected, mut marked) = (0.0f64, 0.0f64);
     for b in &m.bins {
         let (lo, hi) = (b.depth_bytes, b.depth_bytes + m.bin_bytes);
         if hi <= m.kmin_bytes {
@@ -526,7 +526,7 @@ fn each_sample_shows_its_behaviour() {
         (marked - expected).abs() < 0.1 * expected,
         "{marked} marked between Kmin and Kmax, the curve expects {expected:.0}"
     );
-    assert!(hop.queue_bytes.unwrap().p50 > m.kmin_bytes);
+    assert!(hop.queue.queue_bytes.unwrap().p50 > m.kmin_bytes);
     assert_eq!(mc.files[1].clock_offset_ns, 1_234_567);
 
     // The queue moves: sw1's uplink queue holds until f2 stops at 500 µs and is gone by 700 µs; sw2's queue to
@@ -553,9 +553,23 @@ fn each_sample_shows_its_behaviour() {
             .find(|h| h.from == from && h.to == to && h.prio == 3)
             .unwrap()
     };
-    assert!(hop("s1-sw1", "uplink").queue_bytes.unwrap().p99 > kmin);
-    assert!(hop("s3-sw2", "sw2-r").queue_bytes.unwrap().p50 > 0);
+    assert!(hop("s1-sw1", "uplink").queue.queue_bytes.unwrap().p99 > kmin);
+    assert!(hop("s3-sw2", "sw2-r").queue.queue_bytes.unwrap().p50 > 0);
     assert!(qm.files[1].clock_drift_ppm > 0.0);
+    // The queue to r, as the tap on r's link measures it, gathers the packets of both upstream taps.
+    let q = qm
+        .tap_queues
+        .iter()
+        .find(|q| q.tap == "sw2-r" && q.prio == 3)
+        .unwrap();
+    assert_eq!(q.from, ["uplink", "s3-sw2"]);
+    assert_eq!(q.switch, "sw2");
+    assert!(q.one_switch);
+    assert_eq!(q.drain_gbps, 25);
+    assert_eq!(
+        q.packets,
+        hop("uplink", "sw2-r").packets + hop("s3-sw2", "sw2-r").packets
+    );
 
     let ign = t("cnp_ignored");
     assert!(sum("cnp_ignored", |f| f.cnps_ignored) > 0);
@@ -829,7 +843,7 @@ fn the_hop_truth_is_what_the_taps_recorded() {
 /// Kmin of the switches on a sample's hops (the samples give all their switches one curve).
 fn sc_kmin(hops: &[sim::truth::HopTruth]) -> u64 {
     hops.iter()
-        .filter_map(|h| h.marking.as_ref())
+        .filter_map(|h| h.queue.marking.as_ref())
         .map(|m| m.kmin_bytes)
         .min()
         .unwrap()

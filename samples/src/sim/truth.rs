@@ -17,6 +17,7 @@ pub struct Truth {
     pub files: Vec<FileTruth>,
     pub taps: Vec<TapTruth>,
     pub hops: Vec<HopTruth>,
+    pub tap_queues: Vec<TapQueueTruth>,
     pub flows: Vec<FlowTruth>,
     pub queues: Vec<QueueTruth>,
     pub pauses: Vec<PauseTruth>,
@@ -110,13 +111,41 @@ pub struct HopTruth {
     pub clock_offset_ns: i64,
     /// `t_to − t_from` on the true clock.
     pub transit_ns: Percentiles,
+    #[serde(flatten)]
+    pub queue: QueueStats,
+}
+
+/// What the packets found in a switch queue.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueStats {
     /// Time spent waiting in the switch's egress queue (from being queued to starting to leave).
     pub queue_delay_ns: Percentiles,
     /// Bytes queued ahead of each packet in its egress queue when it arrived (frame bytes, the switch's own count,
-    /// without the frame already on the wire).
+    /// without the frame already on the wire); null unless every packet crossed the same single switch.
     pub queue_bytes: Option<Percentiles>,
-    /// The switch's marking on this hop; null when it does not mark.
+    /// The switch's marking; null when it does not mark (or as `queue_bytes`).
     pub marking: Option<MarkingTruth>,
+}
+
+/// One switch egress queue as a downstream tap measures it: the packets of one priority that the tap recorded
+/// after an upstream tap had, leaving `switch` onto the tapped link, all upstream taps together (what `hops`
+/// reports per queue). Its delays and depths are that queue's alone.
+#[derive(Debug, Clone, Serialize)]
+pub struct TapQueueTruth {
+    /// The downstream tap, and the upstream taps whose packets it measures.
+    pub tap: String,
+    pub prio: u8,
+    pub from: Vec<String>,
+    /// The switch whose egress queue onto the tapped link it is.
+    pub switch: String,
+    /// Whether every packet crossed that switch alone since its upstream tap; if not, a delay measured between
+    /// the taps holds other queues' waits too.
+    pub one_switch: bool,
+    /// The speed of the tapped link, which drains the queue.
+    pub drain_gbps: u32,
+    pub packets: u64,
+    #[serde(flatten)]
+    pub queue: QueueStats,
 }
 
 /// A switch queue's ECN marking: the configured curve and what it did.

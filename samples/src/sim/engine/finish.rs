@@ -63,7 +63,7 @@ impl<W: Write> World<'_, W> {
                 alone: self.tap_alone[i],
             })
             .collect();
-        let hops = self.hops_truth(&taps);
+        let (hops, tap_queues) = self.hops_truth(&taps);
         let files = sc
             .files
             .iter()
@@ -126,6 +126,7 @@ impl<W: Write> World<'_, W> {
             files,
             taps,
             hops,
+            tap_queues,
             flows: self.flows.into_iter().map(|f| f.truth).collect(),
             queues: self.queues,
             pauses: self.pauses,

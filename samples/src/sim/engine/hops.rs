@@ -11,7 +11,9 @@ use std::io::Write;
 
 use super::*;
 use crate::sim::scenario::MarkAt;
-use crate::sim::truth::{HopTruth, MarkingBin, MarkingTruth, Percentiles, TapTruth};
+use crate::sim::truth::{
+    HopTruth, MarkingBin, MarkingTruth, Percentiles, QueueStats, TapQueueTruth, TapTruth,
+};
 
 /// Width of the marking histogram's queue-depth bins.
 const MARKING_BIN_BYTES: u64 = 4096;
@@ -26,6 +28,9 @@ pub(super) struct Trail {
     switches: u8,
     first_switch: u16,
     wait_ps: u64,
+    /// The last of those switches, and the time waited in its queue alone.
+    last_switch: u16,
+    last_wait_ps: u64,
     /// At the last switch: when the packet was queued, the bytes queued ahead of it in its egress queue, the
     /// depth its marking decision compared (`u64::MAX`: none made), and its ECN field when it arrived.
     enq_ps: u64,
@@ -50,6 +55,8 @@ struct Passage {
     from_ns: u64,
     to_ns: u64,
     wait_ps: u64,
+    last_switch: u16,
+    last_wait_ps: u64,
     queue_bytes: u64,
     mark_depth: u64,
     ecn_in: u8,
@@ -76,6 +83,7 @@ impl<W: Write> World<'_, W> {
             t.first_switch = node as u16;
         }
         t.switches = t.switches.saturating_add(1);
+        t.last_switch = node as u16;
         t.enq_ps = self.now;
         t.queue_bytes = queue_bytes;
         t.mark_depth = u64::MAX;
@@ -85,7 +93,8 @@ impl<W: Write> World<'_, W> {
     /// A switch starts sending `pkt`: its wait ends.
     pub(super) fn trail_dequeue(&mut self, pkt: &mut Packet) {
         let t = &mut pkt.trail;
-        t.wait_ps += self.now.saturating_sub(t.enq_ps);
+        t.last_wait_ps = self.now.saturating_sub(t.enq_ps);
+        t.wait_ps += t.last_wait_ps;
     }
 
     /// Tap `tap` records `pkt` now: the trail since the previous tap, if any, is one passage of that hop, and a
@@ -117,6 +126,8 @@ impl<W: Write> World<'_, W> {
                 from_ns: t.tap_ps / PS_PER_NS,
                 to_ns: self.now / PS_PER_NS,
                 wait_ps: t.wait_ps,
+                last_switch: t.last_switch,
+                last_wait_ps: t.last_wait_ps,
                 queue_bytes: t.queue_bytes,
                 mark_depth: t.mark_depth,
                 ecn_in: t.ecn_in,
@@ -140,56 +151,104 @@ impl<W: Write> World<'_, W> {
         }
     }
 
-    /// The hops' truth: per (from, to, priority), sorted by tap and priority.
-    pub(super) fn hops_truth(&mut self, taps: &[TapTruth]) -> Vec<HopTruth> {
+    /// The hops' truth, per (from, to, priority), and the queues' truth, per (to, priority), each sorted by tap
+    /// and priority.
+    pub(super) fn hops_truth(&mut self, taps: &[TapTruth]) -> (Vec<HopTruth>, Vec<TapQueueTruth>) {
         let mut hops = std::mem::take(&mut self.hops);
         hops.sort_by_key(|h| (h.from, h.to, h.prio));
-        hops.into_iter().map(|h| self.hop_truth(h, taps)).collect()
+        // A tap records both directions of its link, and each direction leaves a different switch's queue.
+        let mut queues: Vec<(usize, u16, u8, Vec<&HopAcc>, Vec<&Passage>)> = Vec::new();
+        for h in &hops {
+            for x in &h.passages {
+                let key = (h.to, x.last_switch, h.prio);
+                let i = match queues.iter().position(|q| (q.0, q.1, q.2) == key) {
+                    Some(i) => i,
+                    None => {
+                        queues.push((key.0, key.1, key.2, Vec::new(), Vec::new()));
+                        queues.len() - 1
+                    }
+                };
+                let q = &mut queues[i];
+                if !q.3.iter().any(|g| std::ptr::eq(*g, h)) {
+                    q.3.push(h);
+                }
+                q.4.push(x);
+            }
+        }
+        queues.sort_by_key(|q| (q.0, q.1, q.2));
+        let sc = self.sc;
+        let queues = queues
+            .into_iter()
+            .map(|(to, switch, prio, from, passages)| TapQueueTruth {
+                tap: taps[to].name.clone(),
+                prio,
+                from: from.iter().map(|h| taps[h.from].name.clone()).collect(),
+                switch: sc.node_name(usize::from(switch)).to_string(),
+                one_switch: from.iter().all(|h| h.single().is_some()),
+                drain_gbps: sc.links[sc.taps[to].link].gbps,
+                packets: passages.len() as u64,
+                queue: self.queue_stats(Some(usize::from(switch)), &passages, |x| x.last_wait_ps),
+            })
+            .collect();
+        let hops = hops.iter().map(|h| self.hop_truth(h, taps)).collect();
+        (hops, queues)
     }
 
-    fn hop_truth(&self, h: HopAcc, taps: &[TapTruth]) -> HopTruth {
+    fn hop_truth(&self, h: &HopAcc, taps: &[TapTruth]) -> HopTruth {
         let sc = self.sc;
         let (fa, fb) = (
             &sc.files[sc.taps[h.from].file],
             &sc.files[sc.taps[h.to].file],
         );
-        let p = &h.passages;
+        let p: Vec<&Passage> = h.passages.iter().collect();
         let transit: Vec<u64> = p.iter().map(|x| x.to_ns - x.from_ns).collect();
         let local_min = p
             .iter()
             .map(|x| fb.local_ns(x.to_ns) as i64 - fa.local_ns(x.from_ns) as i64)
             .min()
             .unwrap_or(0);
-        let waits: Vec<u64> = p.iter().map(|x| x.wait_ps / PS_PER_NS).collect();
-        let single = h.switch.filter(|_| !h.mixed);
-        let queue_bytes =
-            single.map(|_| Percentiles::of(p.iter().map(|x| x.queue_bytes).collect()));
-        let marking = single.and_then(|s| {
-            let sw = &sc.switches[s - sc.hosts.len()];
-            sw.ecn.then(|| marking_truth(sw, p))
-        });
         HopTruth {
             from: taps[h.from].name.clone(),
             to: taps[h.to].name.clone(),
             prio: h.prio,
-            switches: if h.mixed {
-                None
-            } else {
-                h.switch.map(|s| vec![sc.node_name(s).to_string()])
-            },
+            switches: h.single().map(|s| vec![sc.node_name(s).to_string()]),
             packets: p.len() as u64,
             clock_offset_ns: local_min,
             transit_ns: Percentiles::of(transit),
-            queue_delay_ns: Percentiles::of(waits),
-            queue_bytes,
-            marking,
+            queue: self.queue_stats(h.single(), &p, |x| x.wait_ps),
+        }
+    }
+
+    /// What the packets found in the queue of `switch` (none: they crossed several, and only their waits, by
+    /// `wait`, add up).
+    fn queue_stats(
+        &self,
+        switch: Option<usize>,
+        p: &[&Passage],
+        wait: impl Fn(&Passage) -> u64,
+    ) -> QueueStats {
+        let sc = self.sc;
+        QueueStats {
+            queue_delay_ns: Percentiles::of(p.iter().map(|x| wait(x) / PS_PER_NS).collect()),
+            queue_bytes: switch.map(|_| Percentiles::of(p.iter().map(|x| x.queue_bytes).collect())),
+            marking: switch.and_then(|s| {
+                let sw = &sc.switches[s - sc.hosts.len()];
+                sw.ecn.then(|| marking_truth(sw, p))
+            }),
         }
     }
 }
 
+impl HopAcc {
+    /// The switch every passage crossed, alone.
+    fn single(&self) -> Option<usize> {
+        self.switch.filter(|_| !self.mixed)
+    }
+}
+
 /// The switch's curve, what its queue did to ECN-capable packets, and the histogram of the depths it compared.
-fn marking_truth(sw: &crate::sim::scenario::SwitchSpec, p: &[Passage]) -> MarkingTruth {
-    let ect: Vec<&Passage> = p
+fn marking_truth(sw: &crate::sim::scenario::SwitchSpec, p: &[&Passage]) -> MarkingTruth {
+    let ect: Vec<&&Passage> = p
         .iter()
         .filter(|x| (x.ecn_in == 1 || x.ecn_in == 2) && x.mark_depth != u64::MAX)
         .collect();
