@@ -157,38 +157,49 @@ impl<W: Write> World<'_, W> {
         let mut hops = std::mem::take(&mut self.hops);
         hops.sort_by_key(|h| (h.from, h.to, h.prio));
         // A tap records both directions of its link, and each direction leaves a different switch's queue.
-        let mut queues: Vec<(usize, u16, u8, Vec<&HopAcc>, Vec<&Passage>)> = Vec::new();
+        let mut queues: Vec<QueueGroup> = Vec::new();
         for h in &hops {
             for x in &h.passages {
                 let key = (h.to, x.last_switch, h.prio);
-                let i = match queues.iter().position(|q| (q.0, q.1, q.2) == key) {
+                let i = match queues.iter().position(|q| q.key == key) {
                     Some(i) => i,
                     None => {
-                        queues.push((key.0, key.1, key.2, Vec::new(), Vec::new()));
+                        queues.push(QueueGroup {
+                            key,
+                            from: Vec::new(),
+                            passages: Vec::new(),
+                        });
                         queues.len() - 1
                     }
                 };
                 let q = &mut queues[i];
-                if !q.3.iter().any(|g| std::ptr::eq(*g, h)) {
-                    q.3.push(h);
+                if !q.from.iter().any(|g| std::ptr::eq(*g, h)) {
+                    q.from.push(h);
                 }
-                q.4.push(x);
+                q.passages.push(x);
             }
         }
-        queues.sort_by_key(|q| (q.0, q.1, q.2));
+        queues.sort_by_key(|q| q.key);
         let sc = self.sc;
         let queues = queues
             .into_iter()
-            .map(|(to, switch, prio, from, passages)| TapQueueTruth {
-                tap: taps[to].name.clone(),
-                prio,
-                from: from.iter().map(|h| taps[h.from].name.clone()).collect(),
-                switch: sc.node_name(usize::from(switch)).to_string(),
-                one_switch: from.iter().all(|h| h.single().is_some()),
-                drain_gbps: sc.links[sc.taps[to].link].gbps,
-                packets: passages.len() as u64,
-                queue: self.queue_stats(Some(usize::from(switch)), &passages, |x| x.last_wait_ps),
-            })
+            .map(
+                |QueueGroup {
+                     key: (to, switch, prio),
+                     from,
+                     passages,
+                 }| TapQueueTruth {
+                    tap: taps[to].name.clone(),
+                    prio,
+                    from: from.iter().map(|h| taps[h.from].name.clone()).collect(),
+                    switch: sc.node_name(usize::from(switch)).to_string(),
+                    one_switch: from.iter().all(|h| h.single().is_some()),
+                    drain_gbps: sc.links[sc.taps[to].link].gbps,
+                    packets: passages.len() as u64,
+                    queue: self
+                        .queue_stats(Some(usize::from(switch)), &passages, |x| x.last_wait_ps),
+                },
+            )
             .collect();
         let hops = hops.iter().map(|h| self.hop_truth(h, taps)).collect();
         (hops, queues)
@@ -237,6 +248,14 @@ impl<W: Write> World<'_, W> {
             }),
         }
     }
+}
+
+/// The passages through one switch queue onto one tapped link: (tap, switch, priority), the hops they came
+/// by, and the passages.
+struct QueueGroup<'a> {
+    key: (usize, u16, u8),
+    from: Vec<&'a HopAcc>,
+    passages: Vec<&'a Passage>,
 }
 
 impl HopAcc {
