@@ -19,12 +19,15 @@ use crate::corpus::{Rng, T0_NS};
 /// What to generate.
 #[derive(Debug, Clone)]
 pub struct BulkSpec {
+    /// Frames to write: the benchmark's size, large enough that the per-frame cost dominates start-up.
     pub frames: u64,
+    /// Queue pairs the traffic is spread over: many, so that per-flow tables are exercised as in a cluster.
     pub qps: u32,
     /// Bytes kept per frame; `None` writes whole frames with valid ICRCs.
     pub snaplen: Option<u32>,
     /// RDMA payload per packet (the path MTU).
     pub mtu: u32,
+    /// Seeds every random choice, so the same spec always writes the same bytes.
     pub seed: u64,
 }
 
@@ -43,12 +46,19 @@ impl Default for BulkSpec {
 /// What was written, to check the analysis against.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BulkCounts {
+    /// Every frame written.
     pub frames: u64,
+    /// RDMA WRITE packets (the data the statistics count).
     pub data: u64,
+    /// ACKs, one per message.
     pub acks: u64,
+    /// Data packets written CE-marked, during the congestion episodes.
     pub ce: u64,
+    /// CNPs, which the CNP statistics must count exactly.
     pub cnps: u64,
+    /// PFC frames, which the pause statistics must count exactly.
     pub pfc: u64,
+    /// Frame lengths as on the wire (whatever the snap length kept), the byte count the statistics report.
     pub bytes_on_wire: u64,
 }
 

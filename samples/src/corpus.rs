@@ -26,9 +26,11 @@ pub const SHORT_SNAPLEN: u32 = 96;
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator whose whole sequence `seed` decides.
     pub fn new(seed: u64) -> Self {
         Rng(seed)
     }
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -36,6 +38,7 @@ impl Rng {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
+    /// A number in `0..n` (0 when `n` is 0); the modulo bias is far below what the captures could show.
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n.max(1)
     }

@@ -27,14 +27,23 @@ pub use truth::Truth;
 /// Why a run failed.
 #[derive(Debug, Error)]
 pub enum SimError {
+    /// The scenario file could not be read or makes no sense; the message names the key.
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
+    /// A capture or truth file could not be written.
     #[error("writing the capture: {0}")]
     Io(#[from] io::Error),
+    /// Node and flow indices are kept small in the packets; the samples are meant to be small too.
     #[error("scenario too large: at most 250 nodes and 60000 flows")]
     TooBig,
+    /// [`run`] was given writers for some of the scenario's capture files but not all.
     #[error("the scenario writes {want} capture files, but {got} writers were given")]
-    Captures { want: usize, got: usize },
+    Captures {
+        /// Capture files the scenario has.
+        want: usize,
+        /// Writers given.
+        got: usize,
+    },
 }
 
 /// What a simulated frame is.
@@ -43,14 +52,20 @@ pub enum SimError {
 pub enum PacketKind {
     /// WRITE/SEND payload or READ response: what the reaction point paces.
     Data,
+    /// An RDMA READ REQUEST: what makes a READ responder send.
     ReadReq,
+    /// A coalesced ACK: what moves the requester's window.
     Ack,
+    /// A NAK (PSN sequence error): what makes the requester go back.
     Nak,
+    /// A CNP: what the reaction point reacts to.
     Cnp,
+    /// A PFC frame: what stops a port's priority.
     Pfc,
 }
 
 impl PacketKind {
+    /// The name as the truth writes it (`drops[].kind`).
     pub fn name(self) -> &'static str {
         match self {
             PacketKind::Data => "data",
@@ -68,26 +83,38 @@ impl PacketKind {
 /// `Consume`d by a host (or, for PFC, by the port it paused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogKind {
+    /// Made by a host (or, PFC, by a port).
     Create,
+    /// A port started sending it.
     TxStart,
+    /// The port at the other end of the link has all of it.
     Arrive,
+    /// A switch queued it at an egress port.
     Enqueue,
+    /// A switch dropped it.
     Drop,
+    /// A host (or, PFC, the port it paused) took it: its life ended.
     Consume,
 }
 
 /// One line of the run log.
 #[derive(Debug, Clone, Copy)]
 pub struct LogEntry {
+    /// When, in the simulator's picoseconds, so that the order of steps within a nanosecond is kept.
     pub t_ps: u64,
+    /// The step.
     pub kind: LogKind,
+    /// Where: the node (hosts first, then switches).
     pub node: u16,
     /// Port index, see [`RunInternals::port_node`]. For `Enqueue` the egress port, for `Drop` the ingress port.
     pub port: u32,
+    /// Which packet: unique in the run, so a test can follow one packet through the log.
     pub packet: u64,
     /// Frame length in bytes (without FCS).
     pub len: u32,
+    /// Its priority, which PFC pauses act on.
     pub prio: u8,
+    /// What it is.
     pub packet_kind: PacketKind,
     /// Flow index (`u32::MAX` for PFC).
     pub flow: u32,
@@ -100,7 +127,9 @@ pub struct LogEntry {
 /// The result of a run.
 #[derive(Debug)]
 pub struct Run {
+    /// What happened, as written to `NAME.truth.json`.
     pub truth: Truth,
+    /// What the invariant tests need besides: the log, what is left in the network, the ports.
     pub internals: RunInternals,
 }
 
@@ -129,8 +158,11 @@ pub fn truth_json(truth: &Truth) -> String {
 /// What [`write_run`] wrote: the capture files (the main one first), the truth file, and the truth.
 #[derive(Debug)]
 pub struct Written {
+    /// The capture files, in the order of [`Scenario::files`].
     pub captures: Vec<PathBuf>,
+    /// `NAME.truth.json`.
     pub truth_file: PathBuf,
+    /// What it holds, for the caller to report from.
     pub truth: Truth,
 }
 

@@ -1,7 +1,7 @@
 //! Scenario files: the TOML a user writes, and the checked [`Scenario`] the simulator runs.
 //!
 //! Parsing is two steps, like ripgrep's low-level and high-level arguments: serde reads the file into plain
-//! structs that refuse unknown keys, then [`Scenario::build`] resolves names, checks ranges and cross-references,
+//! structs that refuse unknown keys, then `Scenario::build` resolves names, checks ranges and cross-references,
 //! and fills in defaults. Every error names the key (and the table it sits in) so that a typo in a teaching file
 //! is found without reading the simulator.
 
@@ -15,25 +15,39 @@ use super::rp::{KnobError, RpKnobs};
 /// Why a scenario was refused.
 #[derive(Debug, Error)]
 pub enum ScenarioError {
+    /// The file could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// As given.
         path: String,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
     /// TOML syntax, an unknown key or a value of the wrong type (the message names the key and line).
     #[error("{file}: {message}")]
-    Toml { file: String, message: String },
+    Toml {
+        /// The scenario's name.
+        file: String,
+        /// The TOML parser's message.
+        message: String,
+    },
     /// A value that parses but makes no sense: `key` is a dotted path such as `flow[2].mtu`.
     #[error("{file}: `{key}`: {message}")]
     Invalid {
+        /// The scenario's name.
         file: String,
+        /// Where, so a typo is found without reading the simulator.
         key: String,
+        /// What the key accepts.
         message: String,
     },
+    /// A `[dcqcn]` knob the reaction point does not know, or a value outside its range.
     #[error("{file}: `dcqcn`: {source}")]
     Knob {
+        /// The scenario's name.
         file: String,
+        /// Which knob and why.
         #[source]
         source: KnobError,
     },
@@ -269,15 +283,19 @@ struct RawFile {
     clock_drift_ppm: f64,
 }
 
-/// What a flow's requester asks for.
+/// What a flow's requester asks for; it decides which end sends the data and so runs the reaction point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
+    /// RDMA WRITE: the requester sends the data.
     Write,
+    /// SEND: the requester sends the data.
     Send,
+    /// RDMA READ: the responder sends the data, as READ responses.
     Read,
 }
 
 impl Op {
+    /// The name as scenario and truth files write it.
     pub fn name(self) -> &'static str {
         match self {
             Op::Write => "write",
@@ -307,39 +325,61 @@ impl MarkAt {
     }
 }
 
-/// A switch: CP marking, shared buffer, PFC thresholds per ingress port and priority.
+/// A switch: CP marking, shared buffer, PFC thresholds per ingress port and priority. The keys are those of
+/// samples/README.md, where each is explained.
 #[derive(Debug, Clone)]
 pub struct SwitchSpec {
+    /// Names it in the truth.
     pub name: String,
+    /// The shared buffer: a packet that does not fit is dropped whatever its priority.
     pub buffer_bytes: u64,
+    /// Whether the switch marks CE at all.
     pub ecn: bool,
+    /// The marking curve: probability 0 up to `kmin_bytes` of queue, rising to `pmax` at `kmax_bytes`, 1 above.
     pub kmin_bytes: u64,
+    /// See `kmin_bytes`.
     pub kmax_bytes: u64,
+    /// See `kmin_bytes`.
     pub pmax: f64,
     /// Bit n set: priority n is lossless (PFC); the others tail-drop at `queue_limit_bytes`.
     pub pfc_mask: u8,
+    /// Bytes of a lossless priority from one ingress port in the buffer above which that port is paused.
     pub xoff_bytes: u64,
+    /// ... and at or below which it is let go again.
     pub xon_bytes: u64,
+    /// The tail-drop limit of a lossy priority's egress queue.
     pub queue_limit_bytes: u64,
+    /// Which depth the marking compares.
     pub mark_at: MarkAt,
 }
 
 /// A host whose NIC sends PFC XOFF on its only port for a while, as a stuck receiver does.
 #[derive(Debug, Clone, Copy)]
 pub struct Storm {
+    /// When the NIC starts pausing its link partner.
     pub start_ns: u64,
+    /// When it sends XON and stops.
     pub end_ns: u64,
+    /// The priority it pauses.
     pub prio: u8,
 }
 
+/// A host: one NIC with one port, its reaction and notification points and their knobs.
 #[derive(Debug, Clone)]
 pub struct HostSpec {
+    /// Names it in the truth.
     pub name: String,
+    /// Whether CNPs slow its senders (off: they are counted as ignored, as `rp_cnp_ignored` would).
     pub rp: bool,
+    /// Whether it answers CE with CNPs.
     pub np: bool,
+    /// The NP's pacing: at most one CNP per flow per this time (0: one per CE packet).
     pub min_time_between_cnps_ns: u64,
+    /// Where its CNPs travel: DSCP ...
     pub cnp_dscp: u8,
+    /// ... and priority (VLAN PCP).
     pub cnp_prio: u8,
+    /// A pause storm from its NIC, if any.
     pub storm: Option<Storm>,
     /// Up to this much random extra gap after each data packet: real NICs are not phase-locked, and without it
     /// identical senders on a lossy queue always lose the same flow's packets.
@@ -349,38 +389,60 @@ pub struct HostSpec {
 /// A full-duplex link between two nodes (indices: hosts first, then switches).
 #[derive(Debug, Clone)]
 pub struct LinkSpec {
+    /// One end.
     pub a: usize,
+    /// The other end.
     pub b: usize,
+    /// Its speed in each direction.
     pub gbps: u32,
+    /// One-way propagation delay.
     pub delay_ns: u64,
 }
 
+/// A flow: an RC queue pair between two hosts and the messages its requester posts.
 #[derive(Debug, Clone)]
 pub struct FlowSpec {
+    /// Names it in the truth.
     pub name: String,
+    /// The requester (host index).
     pub src: usize,
+    /// The responder (host index).
     pub dst: usize,
+    /// What the requester asks for.
     pub op: Op,
+    /// Each message's size; the MTU splits it into packets.
     pub message_bytes: u32,
     /// 0: as many as fit before `stop_ns`.
     pub messages: u64,
+    /// When the first message is posted.
     pub start_ns: u64,
+    /// No message starts after this (in-flight ones complete).
     pub stop_ns: u64,
+    /// The path MTU: payload bytes per packet.
     pub mtu: u32,
+    /// The priority (VLAN PCP) of its data, ACKs and requests.
     pub prio: u8,
+    /// Their DSCP.
     pub dscp: u8,
+    /// ACK coalescing: one ACK per this many packets, and at every message end.
     pub ack_every: u32,
+    /// Unacknowledged packets the requester allows before it waits.
     pub window_packets: u32,
+    /// The transport timeout: without progress for this long the requester goes back.
     pub timeout_ns: u64,
+    /// READ requests the requester keeps outstanding.
     pub max_reads: u32,
     /// An application-limited sender: message k is posted `k × post_interval_ps` after the start, and cannot be
     /// sent before (0: every message is there from the start, a backlogged sender).
     pub post_interval_ps: u64,
 }
 
+/// A mirror of one link, both directions, into one pcapng interface.
 #[derive(Debug, Clone)]
 pub struct TapSpec {
+    /// The interface's name in the capture, and the tap's in the truth.
     pub name: String,
+    /// Index into [`Scenario::links`].
     pub link: usize,
     /// Index into [`Scenario::files`].
     pub file: usize,
@@ -408,18 +470,31 @@ impl FileSpec {
 /// A checked scenario. Nodes are numbered hosts first, then switches.
 #[derive(Debug, Clone)]
 pub struct Scenario {
+    /// The file's stem: names the outputs (`NAME.pcapng`, `NAME.truth.json`).
     pub name: String,
+    /// One line, copied into the truth.
     pub description: String,
+    /// Seeds every random choice: the same scenario and seed give the same bytes.
     pub seed: u64,
+    /// Simulated time; the run stops there, whatever is still in flight.
     pub duration_ns: u64,
+    /// Bytes a tap keeps of each frame (`None`: whole frames).
     pub snaplen: Option<u32>,
+    /// The VLAN of RoCE frames, whose PCP carries the priority.
     pub vlan: u16,
+    /// How often the truth samples queue depths.
     pub queue_sample_ns: u64,
+    /// The reaction point's knobs, the same for every host.
     pub knobs: RpKnobs,
+    /// Hosts, numbered from 0.
     pub hosts: Vec<HostSpec>,
+    /// Switches, numbered after the hosts.
     pub switches: Vec<SwitchSpec>,
+    /// Links between them.
     pub links: Vec<LinkSpec>,
+    /// The traffic.
     pub flows: Vec<FlowSpec>,
+    /// The mirrors.
     pub taps: Vec<TapSpec>,
     /// The capture files; the first is the main one, `NAME.pcapng`, which is always written.
     pub files: Vec<FileSpec>,

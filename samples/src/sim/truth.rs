@@ -1,45 +1,75 @@
 //! What really happened in a run: written beside each capture as `NAME.truth.json` (documented in
 //! samples/README.md), so that the analysis of the capture can be checked against it.
 //!
-//! Times are nanoseconds since the start of the run, which is also the capture's epoch.
+//! Times are nanoseconds of true time since the start of the run, which is also the main capture's epoch (a
+//! `[[file]]` stamps by its own clock, see [`FileTruth`]). Each field is what some check of the analysis needs:
+//! the field's comment says what it holds; samples/README.md says how to read them together.
 
 use super::rp::RpEvent;
 use serde::Serialize;
 
+/// Everything a run knows that its captures do not say.
 #[derive(Debug, Clone, Serialize)]
 pub struct Truth {
+    /// The scenario's name, which names its files.
     pub scenario: String,
+    /// Its one-line description.
     pub description: String,
+    /// The seed of this run (`roce-sim --seed` may override the scenario's).
     pub seed: u64,
+    /// How long the run simulated.
     pub duration_ns: u64,
+    /// The hosts, to turn the capture's addresses back into names.
     pub hosts: Vec<HostTruth>,
+    /// The links, for delays and speeds a check must account for.
     pub links: Vec<LinkTruth>,
+    /// The capture files and their clocks.
     pub files: Vec<FileTruth>,
+    /// The taps: which link each mirrors, and into which file and interface.
     pub taps: Vec<TapTruth>,
+    /// What packets met between two taps.
     pub hops: Vec<HopTruth>,
+    /// Each switch queue as its downstream tap measures it.
     pub tap_queues: Vec<TapQueueTruth>,
+    /// What each flow's two ends did, the reaction point included.
     pub flows: Vec<FlowTruth>,
+    /// Every egress queue's depth over time.
     pub queues: Vec<QueueTruth>,
+    /// Every time a transmitter was held by PFC.
     pub pauses: Vec<PauseTruth>,
+    /// PFC frames sent, per port and priority.
     pub pfc_frames: Vec<PfcSent>,
+    /// Every packet a switch dropped.
     pub drops: Vec<DropTruth>,
+    /// Counts over the whole run.
     pub totals: Totals,
 }
 
+/// A host as the capture shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct HostTruth {
+    /// Its name in the scenario.
     pub name: String,
+    /// Its address, as in the capture.
     pub ip: String,
+    /// Its MAC, which also sends its PFC frames.
     pub mac: String,
+    /// Whether its reaction point is on.
     pub rp: bool,
+    /// Whether its notification point is on.
     pub np: bool,
 }
 
+/// A link between two nodes.
 #[derive(Debug, Clone, Serialize)]
 pub struct LinkTruth {
+    /// One end's name.
     pub a: String,
+    /// The other end's name.
     pub b: String,
+    /// Its speed, which turns pause quanta and queue delays into time and bytes.
     pub gbps: u32,
+    /// One-way propagation, which shifts what a tap sees from what a node does.
     pub delay_ns: u64,
 }
 
@@ -51,18 +81,24 @@ pub struct FileTruth {
     /// The host's clock reads `t + clock_offset_ns + t × clock_drift_ppm / 10^6` at true time `t` (ns, rounded);
     /// the truth's times are true times, which are the main file's.
     pub clock_offset_ns: u64,
+    /// See `clock_offset_ns`.
     pub clock_drift_ppm: f64,
     /// Its taps, in interface order.
     pub taps: Vec<String>,
 }
 
+/// A mirror of one link, both directions.
 #[derive(Debug, Clone, Serialize)]
 pub struct TapTruth {
+    /// Its name, which is also its pcapng interface's name.
     pub name: String,
     /// The capture file it writes to, and its pcapng interface id in that file.
     pub file: String,
+    /// See `file`.
     pub interface: u32,
+    /// The link's ends.
     pub a: String,
+    /// See `a`.
     pub b: String,
     /// Frames it recorded.
     pub frames: u64,
@@ -73,8 +109,11 @@ pub struct TapTruth {
 /// p50, p99 and max of a set of values, nearest rank (the value at rank ⌈p·n/100⌉ of the sorted values).
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Percentiles {
+    /// The median.
     pub p50: u64,
+    /// The 99th percentile.
     pub p99: u64,
+    /// The largest value.
     pub max: u64,
 }
 
@@ -99,7 +138,9 @@ impl Percentiles {
 pub struct HopTruth {
     /// The taps, by name, in the order the packets passed them.
     pub from: String,
+    /// See `from`.
     pub to: String,
+    /// The packets' priority (VLAN PCP): each priority has its own egress queue.
     pub prio: u8,
     /// The switch between the two taps, when every packet crossed exactly that one; null otherwise (then
     /// `queue_bytes` and `marking` are null too).
@@ -111,6 +152,7 @@ pub struct HopTruth {
     pub clock_offset_ns: i64,
     /// `t_to − t_from` on the true clock.
     pub transit_ns: Percentiles,
+    /// What the packets found in the switch's queue (its waits summed over the switches when there are several).
     #[serde(flatten)]
     pub queue: QueueStats,
 }
@@ -132,9 +174,11 @@ pub struct QueueStats {
 /// reports per queue). Its delays and depths are that queue's alone.
 #[derive(Debug, Clone, Serialize)]
 pub struct TapQueueTruth {
-    /// The downstream tap, and the upstream taps whose packets it measures.
+    /// The downstream tap.
     pub tap: String,
+    /// The packets' priority.
     pub prio: u8,
+    /// The upstream taps whose packets it measures.
     pub from: Vec<String>,
     /// The switch whose egress queue onto the tapped link it is.
     pub switch: String,
@@ -143,7 +187,9 @@ pub struct TapQueueTruth {
     pub one_switch: bool,
     /// The speed of the tapped link, which drains the queue.
     pub drain_gbps: u32,
+    /// Packets measured: what a matcher must match into this queue.
     pub packets: u64,
+    /// What they found in the queue.
     #[serde(flatten)]
     pub queue: QueueStats,
 }
@@ -153,23 +199,32 @@ pub struct TapQueueTruth {
 pub struct MarkingTruth {
     /// `enqueue` (the depth ahead of the packet when it arrived) or `dequeue` (the depth behind it when it left).
     pub at: &'static str,
+    /// The switch's configured curve: what a fit must find.
     pub kmin_bytes: u64,
+    /// See `kmin_bytes`.
     pub kmax_bytes: u64,
+    /// See `kmin_bytes`.
     pub pmax: f64,
-    /// Packets that arrived ECT (ECT(0) or ECT(1)), and those of them that left CE.
+    /// Packets that arrived ECT (ECT(0) or ECT(1)): the only ones a marking tells about.
     pub ect_in: u64,
+    /// Those of them that left CE.
     pub marked: u64,
     /// ECT packets whose compared depth lay strictly between Kmin and Kmax: the ones that reveal the curve.
     pub between: u64,
     /// The ECT packets by compared depth, in bins of `bin_bytes` (`depth_bytes` is a bin's lower edge).
     pub bin_bytes: u64,
+    /// See `bin_bytes`; bins without packets are left out.
     pub bins: Vec<MarkingBin>,
 }
 
+/// ECT packets whose compared queue depth fell in one bin: the marked share per bin traces the curve.
 #[derive(Debug, Clone, Serialize)]
 pub struct MarkingBin {
+    /// The bin's lower edge.
     pub depth_bytes: u64,
+    /// ECT packets in the bin.
     pub ect_in: u64,
+    /// Those of them that left CE.
     pub marked: u64,
 }
 
@@ -198,50 +253,77 @@ fn round3(x: f64) -> f64 {
 /// A go-back-N episode: the sender rewound to `from_psn`.
 #[derive(Debug, Clone, Serialize)]
 pub struct GoBack {
+    /// When the sender decided to go back.
     pub t_ns: u64,
+    /// The wire PSN it went back to.
     pub from_psn: u32,
     /// `nak` (a NAK sequence error arrived), `timeout` (the transport timer expired) or `read_gap` (a READ
     /// requester saw a response PSN gap and asked again).
     pub cause: &'static str,
 }
 
+/// One RC queue pair: what both its ends did.
 #[derive(Debug, Clone, Serialize)]
 pub struct FlowTruth {
+    /// Its name in the scenario.
     pub name: String,
+    /// `write`, `send` or `read`.
     pub op: &'static str,
+    /// The requester's host name.
     pub src: String,
+    /// The responder's host name.
     pub dst: String,
+    /// The requester's address.
     pub src_ip: String,
+    /// The responder's address.
     pub dst_ip: String,
+    /// The BTH DestQP of frames to the requester: the QP its CNPs name when it sends the data.
     pub requester_qp: u32,
+    /// The BTH DestQP of frames to the responder.
     pub responder_qp: u32,
+    /// The PSN of its first data packet (random, as a NIC's would be).
     pub start_psn: u32,
+    /// The path MTU.
     pub mtu: u32,
+    /// The priority of its data, ACKs and requests.
     pub prio: u8,
+    /// Their DSCP.
     pub dscp: u8,
     /// Which end sends the data and therefore runs the reaction point: `requester` (WRITE, SEND) or
     /// `responder` (READ).
     pub data_sender: &'static str,
     /// Data packets put on the wire by the data sender, retransmissions included.
     pub data_packets_sent: u64,
+    /// Their payload bytes: the throughput the flow really had.
     pub data_payload_bytes_sent: u64,
+    /// Data packets sent again after going back.
     pub retransmitted_packets: u64,
+    /// Every time the sender went back.
     pub go_back_n: Vec<GoBack>,
+    /// Messages the requester saw completed.
     pub messages_completed: u64,
+    /// NAKs the data receiver sent.
     pub naks_sent: u64,
+    /// ACKs the data receiver sent.
     pub acks_sent: u64,
+    /// CE-marked data packets the data receiver got.
     pub ce_received: u64,
+    /// CNPs the data receiver sent for them.
     pub cnps_sent: u64,
+    /// CNPs that reached the data sender (the rest are in flight at the end).
     pub cnps_received: u64,
     /// CNPs that reached a sender whose reaction point is switched off.
     pub cnps_ignored: u64,
+    /// Whether the data sender's reaction point is on.
     pub rp_enabled: bool,
+    /// The data sender's link speed: its reaction point's start and, unless `rpg_max_rate` says less, maximum.
     pub line_mbps: f64,
     /// Every reaction-point event but alpha updates, `[t_ns, kind, rc_mbps, rt_mbps, alpha, T, BC]`.
     pub rp: Vec<RpEvent>,
     /// The same reaction point fed the same CNPs, its byte counter moving at Rc all the time: what a replay that
     /// assumes a backlogged sender computes. Where it parts from `rp`, the sender was not backlogged.
     pub rp_backlogged: Vec<RpEvent>,
+    /// Cuts in `rp`.
     pub cuts: u64,
 }
 
@@ -249,57 +331,85 @@ pub struct FlowTruth {
 /// became empty again): `[t_ns, bytes]` pairs.
 #[derive(Debug, Clone, Serialize)]
 pub struct QueueTruth {
+    /// The switch.
     pub switch: String,
     /// The node at the other end of the egress port.
     pub port: String,
+    /// The queue's priority.
     pub prio: u8,
+    /// The deepest sample.
     pub max_bytes: u64,
+    /// The samples, `[t_ns, bytes]`.
     pub samples: Vec<[u64; 2]>,
 }
 
 /// A transmitter held by PFC: `node`'s port towards `port` could not send `prio` from `start_ns` to `end_ns`.
 #[derive(Debug, Clone, Serialize)]
 pub struct PauseTruth {
+    /// The node whose transmitter was held.
     pub node: String,
+    /// The node its port faces (who sent the PFC).
     pub port: String,
+    /// The priority held.
     pub prio: u8,
+    /// When the pause began (the PFC frame arrived).
     pub start_ns: u64,
+    /// When it ended: an XON, or the quanta ran out.
     pub end_ns: u64,
 }
 
 /// PFC frames a node sent on one port for one priority.
 #[derive(Debug, Clone, Serialize)]
 pub struct PfcSent {
+    /// The node that sent them.
     pub node: String,
+    /// The node its port faces.
     pub port: String,
+    /// The priority.
     pub prio: u8,
+    /// XOFF frames (quanta 65535), refreshes included.
     pub xoff: u64,
+    /// XON frames (quanta 0).
     pub xon: u64,
 }
 
+/// A packet a switch dropped: loss between two taps, or a gap the receiver will see.
 #[derive(Debug, Clone, Serialize)]
 pub struct DropTruth {
+    /// When.
     pub t_ns: u64,
+    /// Where.
     pub switch: String,
     /// Egress port (the node at its other end).
     pub port: String,
+    /// Its priority.
     pub prio: u8,
+    /// Its flow's name.
     pub flow: String,
+    /// What it was (`data`, `ack`, `cnp`, ...).
     pub kind: &'static str,
+    /// Its wire PSN (0 for a CNP).
     pub psn: u32,
     /// `tail_drop` (lossy priority over `queue_limit_bytes`), `buffer_full` (the shared buffer had no room) or
     /// `no_route` (the destination is not connected to this switch).
     pub reason: &'static str,
 }
 
+/// Counts over the whole run, for sanity checks and the simulator's speed.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Totals {
     /// Frames serialized onto links (each hop counts once).
     pub frames_transmitted: u64,
+    /// Packets made by hosts and ports.
     pub packets_created: u64,
+    /// Packets a host received.
     pub packets_delivered: u64,
+    /// Packets a switch dropped.
     pub packets_dropped: u64,
+    /// Frames the taps recorded, over all capture files.
     pub captured_frames: u64,
+    /// CE marks the switches made.
     pub ce_marked: u64,
+    /// Events the simulator ran.
     pub events: u64,
 }

@@ -118,8 +118,10 @@ pub struct RunInternals {
     pub in_network: Vec<(u64, u32)>,
     /// Per switch: the shared-buffer size and the most it ever held.
     pub buffer_peak: Vec<(String, u64, u64)>,
-    /// Per port (the log's `port`): the node it belongs to and the port at the other end of its link.
+    /// Per port (the log's `port`): the node it belongs to, so a test can check where a packet is.
     pub port_node: Vec<usize>,
+    /// Per port: the port at the other end of its link, so a test can check that a packet arrived where it
+    /// was sent.
     pub port_peer: Vec<usize>,
     /// Every pause a port obeyed: (port, priority, start ps, end ps).
     pub pauses: Vec<(usize, u8, u64, u64)>,
