@@ -1,8 +1,8 @@
 //! What a packet met between two taps: the truth of `roce-analyzer hops`.
 //!
 //! The same packet recorded by two taps tells its delay through everything between them, and at a single
-//! switch queue that delay is the queue it waited behind. So each packet carries a [`Trail`] since the last tap
-//! that recorded it (which tap and when, the switches it crossed, how long it waited in their queues, the depth
+//! switch queue that delay is the queue it waited behind. So each packet a tap recorded has a [`Trail`] since the
+//! last tap that recorded it (which tap and when, the switches it crossed, how long it waited in their queues, the depth
 //! it found and the marking decision), and when the next tap records it the trail becomes one sample of that
 //! hop: (from tap, to tap, priority). At the end every hop's samples are summed up into
 //! [`HopTruth`](crate::sim::truth::HopTruth).
@@ -41,13 +41,6 @@ pub(super) struct Trail {
     seen: u8,
 }
 
-impl Trail {
-    /// The switch compared `depth` with its marking curve for this packet.
-    pub(super) fn compared(&mut self, depth: u64) {
-        self.mark_depth = depth;
-    }
-}
-
 /// One packet's passage from one tap to the next.
 #[derive(Debug, Clone, Copy)]
 struct Passage {
@@ -76,31 +69,42 @@ pub(super) struct HopAcc {
 }
 
 impl<W: Write> World<'_, W> {
-    /// A switch queued `pkt` at `egress` behind `queue_bytes`.
-    pub(super) fn trail_enqueue(&mut self, node: usize, pkt: &mut Packet, queue_bytes: u64) {
-        let t = &mut pkt.trail;
-        if t.switches == 0 {
-            t.first_switch = node as u16;
+    /// A switch queued `pkt` behind `queue_bytes`.
+    pub(super) fn trail_enqueue(&mut self, node: usize, pkt: &Packet, queue_bytes: u64) {
+        let now = self.now;
+        if let Some(t) = self.trails.get_mut(&pkt.id) {
+            if t.switches == 0 {
+                t.first_switch = node as u16;
+            }
+            t.switches = t.switches.saturating_add(1);
+            t.last_switch = node as u16;
+            t.enq_ps = now;
+            t.queue_bytes = queue_bytes;
+            t.mark_depth = u64::MAX;
+            t.ecn_in = pkt.ecn;
         }
-        t.switches = t.switches.saturating_add(1);
-        t.last_switch = node as u16;
-        t.enq_ps = self.now;
-        t.queue_bytes = queue_bytes;
-        t.mark_depth = u64::MAX;
-        t.ecn_in = pkt.ecn;
+    }
+
+    /// The switch compared `depth` with its marking curve for packet `id`.
+    pub(super) fn trail_compared(&mut self, id: u64, depth: u64) {
+        if let Some(t) = self.trails.get_mut(&id) {
+            t.mark_depth = depth;
+        }
     }
 
     /// A switch starts sending `pkt`: its wait ends.
-    pub(super) fn trail_dequeue(&mut self, pkt: &mut Packet) {
-        let t = &mut pkt.trail;
-        t.last_wait_ps = self.now.saturating_sub(t.enq_ps);
-        t.wait_ps += t.last_wait_ps;
+    pub(super) fn trail_dequeue(&mut self, pkt: &Packet) {
+        let now = self.now;
+        if let Some(t) = self.trails.get_mut(&pkt.id) {
+            t.last_wait_ps = now.saturating_sub(t.enq_ps);
+            t.wait_ps += t.last_wait_ps;
+        }
     }
 
     /// Tap `tap` records `pkt` now: the trail since the previous tap, if any, is one passage of that hop, and a
     /// new trail starts here.
-    pub(super) fn trail_at_tap(&mut self, tap: usize, pkt: &mut Packet) {
-        let t = pkt.trail;
+    pub(super) fn trail_at_tap(&mut self, tap: usize, pkt: &Packet) {
+        let t = self.trails.get(&pkt.id).copied().unwrap_or_default();
         if t.tap != 0 && t.tap as usize - 1 != tap {
             let from = t.tap as usize - 1;
             let key = (from, tap, pkt.prio);
@@ -134,20 +138,25 @@ impl<W: Write> World<'_, W> {
                 ecn_out: pkt.ecn,
             });
         }
-        pkt.trail = Trail {
-            tap: tap as u32 + 1,
-            tap_ps: self.now,
-            seen: t.seen.saturating_add(1),
-            ..Trail::default()
-        };
+        self.trails.insert(
+            pkt.id,
+            Trail {
+                tap: tap as u32 + 1,
+                tap_ps: self.now,
+                seen: t.seen.saturating_add(1),
+                ..Trail::default()
+            },
+        );
         self.tap_frames[tap] += 1;
     }
 
-    /// `pkt` ends (consumed or dropped): if one tap alone recorded it, that tap saw a packet no other tap can
-    /// match.
+    /// `pkt` ends (consumed or dropped): its trail goes, and if one tap alone recorded it, that tap saw a packet
+    /// no other tap can match.
     pub(super) fn trail_end(&mut self, pkt: &Packet) {
-        if pkt.trail.seen == 1 {
-            self.tap_alone[pkt.trail.tap as usize - 1] += 1;
+        if let Some(t) = self.trails.remove(&pkt.id)
+            && t.seen == 1
+        {
+            self.tap_alone[t.tap as usize - 1] += 1;
         }
     }
 

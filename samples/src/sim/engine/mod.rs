@@ -69,8 +69,6 @@ struct Packet {
     pfc_mask: u8,
     pfc_quanta: u16,
     syndrome: u8,
-    /// What it met since the last tap recorded it, for the hops' truth.
-    trail: hops::Trail,
 }
 
 #[derive(Debug)]
@@ -159,6 +157,9 @@ pub(super) struct World<'s, W: Write> {
     tap_frames: Vec<u64>,
     tap_alone: Vec<u64>,
     hops: Vec<hops::HopAcc>,
+    /// Per packet a tap has recorded (by id), what it met since: kept beside the packets rather than in them,
+    /// so that runs without taps do not carry it through the event heap.
+    trails: std::collections::HashMap<u64, hops::Trail>,
     snaplen: u32,
     frame_buf: Vec<u8>,
     io_error: Option<std::io::Error>,

@@ -32,7 +32,6 @@ impl<W: Write> World<'_, W> {
             pfc_mask: 1 << (prio & 7),
             pfc_quanta: quanta,
             syndrome: 0,
-            trail: hops::Trail::default(),
         };
         self.log(LogKind::Create, port, node, &pkt);
         let pt = &mut self.ports[port];

@@ -76,7 +76,7 @@ impl<W: Write> World<'_, W> {
         let node = self.ports[port].node;
         if self.is_switch(node) && pkt.kind != PacketKind::Pfc {
             self.release_buffer(node, &pkt);
-            self.trail_dequeue(&mut pkt);
+            self.trail_dequeue(&pkt);
             if !self.switch_spec(node).mark_at.at_enqueue() {
                 // The depth the packet leaves behind.
                 let depth = self.ports[port].qbytes[usize::from(pkt.prio & 7)];
@@ -105,13 +105,13 @@ impl<W: Write> World<'_, W> {
     pub(super) fn tx_done(&mut self, port: usize) {
         let pt = &mut self.ports[port];
         pt.busy = false;
-        let Some(mut pkt) = pt.in_flight.take() else {
+        let Some(pkt) = pt.in_flight.take() else {
             return;
         };
         let peer = pt.peer;
         let delay = pt.delay_ps;
         if let Some(tap) = pt.tap {
-            self.capture(tap as usize, &mut pkt);
+            self.capture(tap as usize, &pkt);
         }
         self.at(self.now + delay, Ev::Arrive { port: peer, pkt });
         self.try_tx(port);

@@ -212,6 +212,7 @@ impl<'s, W: Write> World<'s, W> {
             tap_frames: vec![0; sc.taps.len()],
             tap_alone: vec![0; sc.taps.len()],
             hops: Vec::new(),
+            trails: std::collections::HashMap::new(),
             snaplen,
             frame_buf: vec![0; 9_216],
             io_error: None,

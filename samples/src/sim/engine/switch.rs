@@ -53,7 +53,7 @@ impl<W: Write> World<'_, W> {
         pi.ing_bytes[prio] += len;
         let over = lossless && pi.ing_bytes[prio] > xoff && !pi.xoff_sent[prio];
         let ahead = self.ports[egress].qbytes[prio];
-        self.trail_enqueue(node, &mut pkt, ahead);
+        self.trail_enqueue(node, &pkt, ahead);
         if self.sc.switches[s].mark_at.at_enqueue() {
             self.mark(node, ahead, &mut pkt);
         }
@@ -84,7 +84,7 @@ impl<W: Write> World<'_, W> {
         if !sw.ecn || !(pkt.ecn == 1 || pkt.ecn == 2) {
             return;
         }
-        pkt.trail.compared(q);
+        self.trail_compared(pkt.id, q);
         let p = if q <= sw.kmin_bytes {
             0.0
         } else if q >= sw.kmax_bytes {

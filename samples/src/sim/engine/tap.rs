@@ -14,7 +14,7 @@ static ZEROS: [u8; 4096] = [0; 4096];
 
 impl<W: Write> World<'_, W> {
     /// Tap `tap` records `pkt`, which has just left a transmitter, stamped by its capture file's clock.
-    pub(super) fn capture(&mut self, tap: usize, pkt: &mut Packet) {
+    pub(super) fn capture(&mut self, tap: usize, pkt: &Packet) {
         self.totals.captured_frames += 1;
         if pkt.kind != PacketKind::Pfc {
             self.trail_at_tap(tap, pkt);

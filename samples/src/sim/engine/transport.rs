@@ -45,7 +45,6 @@ impl<W: Write> World<'_, W> {
             pfc_mask: 0,
             pfc_quanta: 0,
             syndrome: 0,
-            trail: hops::Trail::default(),
         };
         p.len = self.roce_frame(&p).map_or(60, |f| f.len() as u32);
         p
