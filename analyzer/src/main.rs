@@ -17,12 +17,13 @@ use analyzer::output::text::{print_dcqcn, print_kernel_events, print_stats};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use roce_capture::{Bound, Capture, inputs};
-use roce_core::dcqcn::{Knobs, Profile};
+use roce_core::dcqcn::{EcnConfig, Profile};
 use roce_core::decode::Decoder;
 use roce_core::filter::Filter;
 use roce_core::frames::Frames;
 use roce_core::passes::flows::FlowKey;
 use roce_core::passes::pairing::{Pairing, PairingPass};
+use roce_core::passes::pfc::PfcPass;
 use roce_core::passes::{Stats, StatsReport};
 use roce_core::recorded as blocks;
 use roce_core::units;
@@ -79,13 +80,16 @@ struct ModelArgs {
     /// Line rate of the senders: the model's starting and maximum rate; also converts pause quanta to time.
     #[arg(long, default_value = "100G", value_parser = units::parse_speed)]
     link_speed: u64,
-    /// Reaction-point model: connectx (firmware knobs) or paper (SIGCOMM 2015).
+    /// Reaction-point model: connectx (firmware knobs), connectx-fixed (the same with the NIC's 10-bit
+    /// integer alpha) or paper (SIGCOMM 2015).
     #[arg(long, default_value = "connectx")]
     dcqcn_profile: String,
-    /// File of knob values (`name=value` lines, as the tracer records them under roce_rp/).
+    /// File of knob values (`name=value` lines: the tracer's recorded `roce_rp/NAME`, `roce_np/NAME` and
+    /// `enable/N` paths, bare names, or the model's options; see docs/dcqcn.md).
     #[arg(long, value_name = "FILE")]
     knobs: Option<PathBuf>,
-    /// Override one knob, e.g. `--set rpg_gd=10` (repeatable; applied after --knobs).
+    /// Override one knob, e.g. `--set rpg_gd=10` or `--set roce_rp/enable/3=0` (repeatable; applied after
+    /// --knobs).
     #[arg(long = "set", value_name = "KNOB=VALUE")]
     set: Vec<String>,
     /// Rate bin width (e.g. 10us); by default chosen from the capture span.
@@ -98,15 +102,9 @@ struct ModelArgs {
     /// Skip the knob fit.
     #[arg(long)]
     no_fit: bool,
-    /// Fit the knobs of this many flows, those with the most CNPs (each fit replays the model 41 times).
+    /// Fit the knobs of this many flows, those with the most CNPs.
     #[arg(long, value_name = "N", default_value_t = analyzer::analysis::dcqcn::DEFAULT_FIT_FLOWS)]
     fit_flows: usize,
-    /// Model events kept over all flows (about 50 bytes each), shared out evenly and at most a million a
-    /// flow, what short flows leave over going to the long ones; a flow whose model needs more than its
-    /// share stops early, with a warning.
-    #[arg(long, value_name = "N", default_value_t = analyzer::analysis::dcqcn::DEFAULT_MAX_MODEL_EVENTS,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
-    model_events: usize,
 }
 
 #[derive(Debug, Args)]
@@ -404,14 +402,13 @@ struct KernelJson<'a> {
 }
 
 fn model_options(m: &ModelArgs) -> Result<Options> {
-    let profile = Profile::from_name(&m.dcqcn_profile)?;
-    let mut knobs = Knobs::default();
+    let mut ecn = EcnConfig::default();
+    let profile = Profile::from_name(&m.dcqcn_profile, &mut ecn.rp)?;
     let mut source = vec!["defaults".to_string()];
     if let Some(path) = &m.knobs {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading knobs from {}", path.display()))?;
-        knobs
-            .apply_kv_text(&text)
+        ecn.apply_kv_text(&text)
             .with_context(|| format!("knobs file {}", path.display()))?;
         source.push(path.display().to_string());
     }
@@ -419,23 +416,23 @@ fn model_options(m: &ModelArgs) -> Result<Options> {
         let (k, v) = kv
             .split_once('=')
             .with_context(|| format!("--set {kv:?}: expected KNOB=VALUE"))?;
-        knobs.set(k.trim(), v.trim())?;
+        ecn.set(k.trim(), v.trim())?;
         source.push(format!("--set {kv}"));
     }
-    Ok(Options {
+    let mut opts = Options {
         profile,
-        knobs,
         knob_source: source.join(" + "),
         line_mbps: m.link_speed as f64 / 1e6,
         cnp_delay_ns: m.cnp_delay,
         bin_ns: m.bin,
         fit: !m.no_fit,
         fit_flows: m.fit_flows,
-        max_model_events: m.model_events,
         // Knobs the user gave win over the ones recorded in the capture.
         recorded_knobs: m.knobs.is_none() && m.set.is_empty(),
         ..Options::default()
-    })
+    };
+    opts.set_ecn(ecn);
+    Ok(opts)
 }
 
 fn report(a: ReportArgs) -> Result<ExitCode> {
@@ -489,10 +486,15 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
     let mut capture = open(&a.input)?;
     let progress = Progress::new(capture.progress().1, "reading");
     let mut pass = DcqcnPass::new(opts.bin_ns);
+    // The model is compared with the observed rate outside PFC pauses only.
+    let mut pfc = PfcPass::new(a.model.link_speed);
     let mut frames = Frames::new(&mut capture, decoder(&a.input));
     let mut number = 0u64;
+    let mut last_ns = 0;
     while let Some(f) = frames.next_frame() {
         pass.frame(&f);
+        pfc.frame(&f);
+        last_ns = last_ns.max(f.ts_ns);
         number += 1;
         if number.is_multiple_of(65_536) {
             progress.set_position(frames.capture().progress().0);
@@ -501,7 +503,8 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
     progress.finish();
     let mut opts = opts;
     opts.apply_recorded_knobs(capture.custom_blocks());
-    let report = pass.finish(&opts)?;
+    let (_, pauses) = pfc.finish_with_intervals(last_ns);
+    let report = pass.finish(&opts, &pauses)?;
     for limit in report.limits() {
         eprintln!("roce-analyzer: warning: {limit}");
     }

@@ -19,8 +19,6 @@ fuzz_target!(|data: &[u8]| {
         let opts = PipelineOptions {
             dcqcn: Options {
                 bin_ns,
-                // Small enough that a timestamp years ahead costs milliseconds per input.
-                max_model_events: 2_000,
                 fit_flows: 1,
                 ..Options::default()
             },

@@ -12,40 +12,71 @@ use serde_json::Value;
 
 use crate::passes::flows::FlowRow;
 
-/// The sender-side DCQCN knobs recorded in the capture's first `KNOB` block, as `name=value` text for
-/// [`crate::dcqcn::Knobs::apply_kv_text`], with the interface they came from. Only `roce_rp` knobs of one
-/// interface are taken (the first captured one that has them, else the first in name order): the model is
-/// of the reaction point, and several NICs may have been configured differently. Knobs the model does not
-/// use (`enable/N`, ...) are left out.
-pub fn recorded_rp_knobs(blocks: &[CustomBlock]) -> Option<(String, String)> {
-    let value = records(blocks, KNOBS).next()?.1;
-    let knobs = value.get("knobs")?.as_object()?;
-    let mut entries: Vec<(&str, &str, &str)> = knobs
-        .iter()
-        .filter_map(|(path, v)| {
-            let mut parts = path.splitn(3, '/');
-            let (iface, group, name) = (parts.next()?, parts.next()?, parts.next()?);
-            (group == "roce_rp" && !name.contains('/')).then_some((iface, name, v.as_str()?))
-        })
-        .collect();
-    entries.sort();
-    // Several NICs can have knobs; a captured one is the likeliest sender, else the first by name.
+/// One NIC's DCQCN configuration as the tracer recorded it in the capture's first `KNOB` block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedEcn {
+    /// The interface the knobs belong to.
+    pub iface: String,
+    /// Whether the tracer captured on that interface (its NIC is then likely a sender or receiver of the
+    /// captured traffic, not merely present on the host).
+    pub captured: bool,
+    /// Each file of its `ecn/` directory (`roce_rp/NAME`, `roce_np/enable/3`, ...) with its value, by path.
+    pub files: Vec<(String, String)>,
+}
+
+impl RecordedEcn {
+    /// `base` with every recorded file applied on top (so that model options set elsewhere survive), or the
+    /// first value the model refuses, naming its file.
+    pub fn config(
+        &self,
+        base: &crate::dcqcn::EcnConfig,
+    ) -> Result<crate::dcqcn::EcnConfig, crate::dcqcn::DcqcnError> {
+        let mut c = base.clone();
+        for (file, value) in &self.files {
+            c.set(file, value).map_err(|e| {
+                crate::dcqcn::DcqcnError::Invalid(format!("{}/{file}: {e}", self.iface))
+            })?;
+        }
+        Ok(c)
+    }
+}
+
+/// Every interface's DCQCN configuration (`roce_rp/`, `roce_np/` and their `enable/N`) recorded in the
+/// capture's first `KNOB` block: the captured interfaces first, then the others, each group in name order.
+/// Several NICs may have been configured differently; the RP model takes the first, and a check of the
+/// receiver's CNPs can pick the receiver's.
+pub fn recorded_ecn(blocks: &[CustomBlock]) -> Vec<RecordedEcn> {
+    let Some((_, value)) = records(blocks, KNOBS).next() else {
+        return Vec::new();
+    };
+    let Some(knobs) = value.get("knobs").and_then(Value::as_object) else {
+        return Vec::new();
+    };
     let captured: Vec<&str> = value
         .get("captured")
-        .and_then(|c| c.as_array())
-        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let iface = entries
-        .iter()
-        .find(|(i, _, _)| captured.contains(i))
-        .or(entries.first())?
-        .0;
-    let text = entries
-        .iter()
-        .filter(|(i, name, _)| *i == iface && crate::dcqcn::Knobs::NAMES.contains(name))
-        .map(|(_, name, v)| format!("{name}={}\n", v.trim()))
+    let mut by_iface: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
+    for (path, v) in knobs {
+        if let (Some((iface, file)), Some(v)) = (path.split_once('/'), v.as_str()) {
+            by_iface
+                .entry(iface)
+                .or_default()
+                .push((file.to_string(), v.to_string()));
+        }
+    }
+    let mut out: Vec<RecordedEcn> = by_iface
+        .into_iter()
+        .map(|(iface, files)| RecordedEcn {
+            iface: iface.to_string(),
+            captured: captured.contains(&iface),
+            files,
+        })
         .collect();
-    Some((iface.to_string(), text))
+    // Stable: name order within each group.
+    out.sort_by_key(|r| !r.captured);
+    out
 }
 
 /// How much one NIC counter moved while the capture ran: the first and last samples the tracer recorded.
@@ -775,13 +806,21 @@ mod tests {
                 data: encode(KNOBS, &v).unwrap(),
             }]
         };
-        let (iface, text) = recorded_rp_knobs(&knobs(serde_json::json!(["eth1"]))).unwrap();
-        assert_eq!((iface.as_str(), text.as_str()), ("eth1", "rpg_gd=11\n"));
+        let first = |c| {
+            let r = recorded_ecn(&knobs(c)).into_iter().next().unwrap();
+            let gd = r.config(&Default::default()).unwrap().rp.rpg_gd;
+            (r.iface, r.captured, gd)
+        };
+        assert_eq!(
+            first(serde_json::json!(["eth1"])),
+            ("eth1".to_string(), true, 11)
+        );
         // A mirror port without knobs, or an older tracer's block without the list: the first by name.
-        let (iface, text) = recorded_rp_knobs(&knobs(serde_json::json!(["mirror0"]))).unwrap();
-        assert_eq!((iface.as_str(), text.as_str()), ("eth0", "rpg_gd=9\n"));
-        let (iface, _) = recorded_rp_knobs(&knobs(serde_json::Value::Null)).unwrap();
-        assert_eq!(iface, "eth0");
+        assert_eq!(
+            first(serde_json::json!(["mirror0"])),
+            ("eth0".to_string(), false, 9)
+        );
+        assert_eq!(first(serde_json::Value::Null).0, "eth0");
     }
 
     #[test]
@@ -821,7 +860,7 @@ mod tests {
     }
 
     #[test]
-    fn recorded_knobs_of_the_first_interface() {
+    fn recorded_knobs_of_both_ends() {
         let knob = |k: &serde_json::Value| CustomBlock {
             pen: PEN,
             data: encode(KNOBS, k).unwrap(),
@@ -830,18 +869,41 @@ mod tests {
             "eth1/roce_rp/rpg_gd": "9",
             "eth0/roce_rp/rpg_gd": "10\n",
             "eth0/roce_rp/clamp_tgt_rate": "1",
+            "eth0/roce_rp/rpg_max_rate": "25000",
             "eth0/roce_rp/enable/3": "1",
-            "eth0/roce_np/min_time_between_cnps": "4",
+            "eth0/roce_rp/enable/4": "0",
+            "eth0/roce_np/min_time_between_cnps": "8",
+            "eth0/roce_np/cnp_802p_prio": "7",
+            "eth0/roce_np/enable/3": "1",
+            "eth0/roce_rp/new_knob": "5",
+            "eth2/roce_np/cnp_dscp": "99",
         }}));
-        let (iface, text) = recorded_rp_knobs(&[block]).unwrap();
-        assert_eq!(iface, "eth0");
-        let mut k = crate::dcqcn::Knobs::default();
-        k.apply_kv_text(&text).unwrap();
-        assert_eq!((k.rpg_gd, k.clamp_tgt_rate), (10, true));
+        let all = recorded_ecn(std::slice::from_ref(&block));
+        let names: Vec<&str> = all.iter().map(|r| r.iface.as_str()).collect();
+        assert_eq!(names, ["eth0", "eth1", "eth2"]);
+        let base = crate::dcqcn::EcnConfig::default();
+        let c = &all[0].config(&base).unwrap();
+        assert_eq!(
+            (c.rp.rpg_gd, c.rp.clamp_tgt_rate, c.rp.rpg_max_rate),
+            (10, true, 25_000)
+        );
+        assert_eq!(
+            (c.rp_enable.get(3), c.rp_enable.get(4)),
+            (Some(true), Some(false))
+        );
+        assert_eq!((c.np.min_time_between_cnps, c.np.cnp_802p_prio), (8, 7));
+        assert_eq!(c.np_enable.get(3), Some(true));
+        assert_eq!(c.ignored, ["roce_rp/new_knob"]);
+        // A value out of range refuses that interface's set, naming the file.
+        let err = all[2].config(&base).unwrap_err().to_string();
+        assert!(
+            err.contains("eth2/roce_np/cnp_dscp") && err.contains("99"),
+            "{err}"
+        );
         let other = CustomBlock {
             pen: 1,
             data: b"KNOB{}".to_vec(),
         };
-        assert!(recorded_rp_knobs(&[other]).is_none());
+        assert!(recorded_ecn(&[other]).is_empty());
     }
 }

@@ -4,23 +4,42 @@
 //! [`DcqcnPass`] streams the capture once (pairing evidence, per-flow rate bins, CNP arrival times per sender
 //! QP); [`DcqcnPass::finish`] then replays the reaction-point model per paired flow, finds the observed rate
 //! change after each burst of CNPs, and fits the two knobs that shape a cut most (alpha gain and cut factor).
+//! The model's events are consumed as they are made (cuts, the points of the model series, Rc integrated over
+//! each rate bin); the fit's replays keep nothing but that integral.
+//!
+//! Bins in which the flow's priority was paused by PFC (or the link by PAUSE) say nothing about the rate
+//! limiter: the sender may not send whatever its rate. They are left out of every comparison of model and
+//! observation, of the fit, and of the observed cuts.
 
 use std::net::IpAddr;
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use roce_core::dcqcn::{DcqcnError, Event, EventKind, Knobs, Profile, Replay, Rp, replay_within};
+use roce_core::dcqcn::{
+    DcqcnError, EcnConfig, Event, EventKind, Knobs, NpKnobs, PriorityEnable, Profile, Rp,
+    replay_with, step_guard,
+};
 use roce_core::decode::{Frame, Kind};
 use roce_core::passes::flows::FlowKey;
 use roce_core::passes::pairing::{Method, Pair, Pairing, PairingPass};
+use roce_core::passes::pfc::PauseInterval;
 use roce_core::passes::rates::{Bin, FlowSeries, RatesPass, gbps};
 
 /// How the analysis runs.
 #[derive(Debug, Clone)]
 pub struct Options {
     pub profile: Profile,
+    /// The reaction point's knobs (with the model's options).
     pub knobs: Knobs,
+    /// `roce_rp/enable/N`: a flow on a priority where the RP is known to be off ignores its CNPs.
+    pub rp_enable: PriorityEnable,
+    /// The notification point's knobs, for the checks of the receiver's CNPs.
+    pub np: NpKnobs,
+    /// `roce_np/enable/N`.
+    pub np_enable: PriorityEnable,
+    /// Files of the knob source that the model does not know, shown rather than dropped.
+    pub ignored_knobs: Vec<String>,
     /// Where the knob values came from, shown next to the results (dcqcn.md: disagreement usually means
     /// different knobs).
     pub knob_source: String,
@@ -36,33 +55,53 @@ pub struct Options {
     pub reaction_window_ns: u64,
     /// Fit the alpha gain and the cut factor.
     pub fit: bool,
-    /// Fit only this many flows, those with the most CNPs: each fit replays the model 41 times over the
-    /// flow's whole span, which for thousands of flows would take far longer than the rest of the analysis.
+    /// Fit only this many flows, those with the most CNPs.
     pub fit_flows: usize,
     /// Use the knobs the tracer recorded in the capture, when it did (set false when the user gave knobs).
     pub recorded_knobs: bool,
-    /// Model events kept over all flows, shared out evenly (at most [`MAX_FLOW_MODEL_EVENTS`] a flow); what
-    /// the flows that need less leave over is shared out again between those that needed more. A flow whose
-    /// model would go beyond its share stops there, and says so in `model_stopped_ns`.
-    pub max_model_events: usize,
+    /// The guard on each flow's model: instants with events it may take before it stops. `None` sizes it from
+    /// the flow's CNPs ([`step_guard`]), so that no real capture meets it.
+    pub max_model_steps: Option<u64>,
 }
 
 impl Options {
-    /// Takes the knobs recorded in the capture's custom blocks, when allowed and present. A recorded value the
-    /// model rejects leaves the knobs as they were and says so in `knob_source`.
+    /// The knobs as one NIC configuration.
+    pub fn ecn(&self) -> EcnConfig {
+        EcnConfig {
+            rp: self.knobs.clone(),
+            rp_enable: self.rp_enable,
+            np: self.np.clone(),
+            np_enable: self.np_enable,
+            ignored: self.ignored_knobs.clone(),
+        }
+    }
+
+    /// Takes every field of `c`.
+    pub fn set_ecn(&mut self, c: EcnConfig) {
+        self.knobs = c.rp;
+        self.rp_enable = c.rp_enable;
+        self.np = c.np;
+        self.np_enable = c.np_enable;
+        self.ignored_knobs = c.ignored;
+    }
+
+    /// Takes the knobs recorded in the capture's custom blocks, when allowed and present: the first captured
+    /// interface's, else the first by name, on top of the current ones (so that model options survive). A
+    /// recorded value the model rejects leaves the knobs as they were and says so in `knob_source`.
     pub fn apply_recorded_knobs(&mut self, blocks: &[roce_capture::CustomBlock]) {
         if !self.recorded_knobs {
             return;
         }
-        let Some((iface, text)) = roce_core::recorded::recorded_rp_knobs(blocks) else {
+        let Some(rec) = roce_core::recorded::recorded_ecn(blocks).into_iter().next() else {
             return;
         };
-        let mut knobs = self.knobs.clone();
-        match knobs.apply_kv_text(&text) {
-            Ok(()) => {
-                self.knobs = knobs;
-                self.knob_source =
-                    format!("the capture ({iface}/roce_rp, recorded by roce-tracer)");
+        match rec.config(&self.ecn()) {
+            Ok(c) => {
+                self.set_ecn(c);
+                self.knob_source = format!(
+                    "the capture ({}/roce_rp and roce_np, recorded by roce-tracer)",
+                    rec.iface
+                );
             }
             Err(e) => {
                 self.knob_source = format!(
@@ -78,18 +117,20 @@ impl Options {
 /// lead the report anyway.
 pub const DEFAULT_FIT_FLOWS: usize = 32;
 
-/// About 1 GB of events. The benchmark capture (4,096 flows with CNPs over 387 ms) needs 7 M.
-pub const DEFAULT_MAX_MODEL_EVENTS: usize = 20_000_000;
-
-/// No flow gets more, however few there are: at line rate the ConnectX timers make about 10,000 events per
-/// second, so this is minutes of model time, and the knob fit replays it 41 times more.
-pub const MAX_FLOW_MODEL_EVENTS: usize = 1_000_000;
+/// CNPs of a flow the fit looks at, from its first: the model and the observed rate are compared up to the
+/// last of them. Beyond some thousands of cuts more CNPs do not move the fit, and the candidates' replays stay
+/// bounded however long a flow was congested.
+pub const FIT_CNPS: usize = 50_000;
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             profile: Profile::ConnectX,
             knobs: Knobs::default(),
+            rp_enable: PriorityEnable::default(),
+            np: NpKnobs::default(),
+            np_enable: PriorityEnable::default(),
+            ignored_knobs: Vec::new(),
             knob_source: "defaults".into(),
             line_mbps: 100_000.0,
             cnp_delay_ns: 0,
@@ -99,7 +140,7 @@ impl Default for Options {
             fit: true,
             fit_flows: DEFAULT_FIT_FLOWS,
             recorded_knobs: true,
-            max_model_events: DEFAULT_MAX_MODEL_EVENTS,
+            max_model_steps: None,
         }
     }
 }
@@ -130,6 +171,9 @@ pub struct Observed {
     /// The rate implied by the gaps between the flow's packets in this bin (bytes over gap time), which shows
     /// the sender's rate limiter even when the flow was idle part of the bin; null without consecutive packets.
     pub pacing_gbps: Option<f64>,
+    /// PFC paused the flow's priority (or PAUSE the link) during some of the bin: left out of every
+    /// comparison with the model.
+    pub paused: bool,
 }
 
 /// The rate change seen after a burst of CNPs.
@@ -140,16 +184,16 @@ pub struct ObservedCut {
     pub cnps: u64,
     /// From the first CNP to the start of the lowest bin in the reaction window.
     pub lag_ns: u64,
-    /// Mean rate in the bins just before the burst.
+    /// Mean rate in the unpaused bins just before the burst.
     pub before_gbps: f64,
-    /// The lowest bin rate in the reaction window.
+    /// The lowest unpaused bin rate in the reaction window.
     pub after_gbps: f64,
     /// after / before.
     pub ratio: f64,
 }
 
 /// The knob values that make the model follow the observed rate best, by mean absolute error over the bins
-/// where the flow sent something after its first CNP.
+/// where the flow sent something after its first CNP, unpaused, up to its [`FIT_CNPS`]th CNP.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Fit {
     pub dce_tcp_g: u32,
@@ -158,6 +202,8 @@ pub struct Fit {
     /// The same error with the knobs the analysis was given, for comparison.
     pub given_error_gbps: f64,
     pub bins_compared: usize,
+    /// Knob pairs replayed to find it.
+    pub candidates: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -168,20 +214,27 @@ pub struct FlowDcqcn {
     pub receiver_qp: u32,
     /// How the CNP stream was tied to this flow; null when no CNP stream could be.
     pub pairing: Option<Method>,
+    /// The priority of the flow's frames, which decides the PFC pauses that stop it; null when unknown.
+    pub priority: Option<u8>,
+    /// Whether the reaction point is enabled on that priority (`roce_rp/enable/N`); null when unknown. A flow
+    /// whose RP is off ignores its CNPs, and its model stays at the line rate.
+    pub rp_enabled: Option<bool>,
     pub cnps: u64,
     pub cnp_ts_ns: Vec<u64>,
     pub cuts: Vec<Cut>,
-    /// Every model event but the alpha ticks (their alpha shows in the events that follow).
+    /// Every model event (cuts, increases, CNPs, releases).
     pub model: Vec<ModelPoint>,
     pub observed: Vec<Observed>,
     pub observed_cuts: Vec<ObservedCut>,
-    /// Share of the bins with traffic after the first CNP in which the observed rate exceeded the modeled Rc
-    /// by more than 20 %. Rc is a ceiling, so a sender that obeys its limiter stays low here.
+    /// Share of the unpaused bins with traffic after the first CNP in which the observed rate exceeded the
+    /// modeled Rc by more than 20 %. Rc is a ceiling, so a sender that obeys its limiter stays low here.
     pub above_model_fraction: f64,
+    /// Bins with traffic after the first CNP left out of the comparisons because PFC paused the flow.
+    pub paused_bins: usize,
     pub fit: Option<Fit>,
-    /// Null when the model ran to the end of the capture. Otherwise the flow's share of the event budget
-    /// ran out here: `model` and `cuts` stop at this instant, and the comparisons with the observed rate
-    /// (`above_model_fraction`, `fit`) use only the bins that end before it.
+    /// Null when the model ran to the end of the capture. Otherwise its guard stopped it here (see
+    /// [`step_guard`]): `model` and `cuts` stop at this instant, and the comparisons with the observed rate use
+    /// only the bins that end before it.
     pub model_stopped_ns: Option<u64>,
 }
 
@@ -198,8 +251,17 @@ pub struct UnpairedCnps {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DcqcnReport {
+    /// `connectx`, `connectx-fixed` (the NIC's integer alpha) or `paper`.
     pub profile: &'static str,
     pub knob_source: String,
+    /// The values the model ran with.
+    pub knobs: Knobs,
+    pub rp_enable: PriorityEnable,
+    /// The notification point's knobs from the same source.
+    pub np: NpKnobs,
+    pub np_enable: PriorityEnable,
+    /// Knob files the source held that this version does not read.
+    pub ignored_knobs: Vec<String>,
     pub line_gbps: f64,
     pub bin_ns: u64,
     /// The `--bin` width asked for, when the capture spans more than that width's grid could hold (see
@@ -212,7 +274,7 @@ pub struct DcqcnReport {
 
 impl DcqcnReport {
     /// What the analysis could not do as asked, in words for the console and the report: a bin width that
-    /// had to widen, models that stopped at their event budget.
+    /// had to widen, models stopped by their guard.
     pub fn limits(&self) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(asked) = self.requested_bin_ns {
@@ -231,9 +293,10 @@ impl DcqcnReport {
             .collect();
         if let Some(first) = stopped.iter().filter_map(|f| f.model_stopped_ns).min() {
             out.push(format!(
-                "the DCQCN model of {} of {} flows stopped early, at its share of the event budget \
-                 (--model-events), the earliest at {}.{:09} s: their model, cuts and fit cover only the time \
-                 before (a long capture, or a record whose timestamp lies far beyond the others, does this)",
+                "THE DCQCN MODEL OF {} OF {} FLOWS WAS CUT SHORT by its guard, the earliest at {}.{:09} s: their \
+                 model, cuts and fit cover only the time before. No real capture needs that many model steps: \
+                 look for a timestamp far from the others, or knobs whose increases never reach the maximum \
+                 rate (rpg_ai_rate = 0)",
                 stopped.len(),
                 self.flows.len(),
                 first / 1_000_000_000,
@@ -252,6 +315,15 @@ pub struct DcqcnPass {
     /// CNP arrival times per CNP stream (receiver → sender, sender's QP).
     cnps: FxHashMap<FlowKey, Vec<u64>>,
     last_ns: u64,
+}
+
+/// What [`DcqcnPass::finish_with_series`] gives besides the report: every flow's rate series on the shared
+/// grid, for the analyses that look at flows without CNPs (PFC stalls).
+#[derive(Debug)]
+pub struct Series {
+    pub flows: Vec<FlowSeries>,
+    pub start_ns: u64,
+    pub bin_ns: u64,
 }
 
 impl DcqcnPass {
@@ -280,16 +352,23 @@ impl DcqcnPass {
         }
     }
 
-    pub fn finish(self, opts: &Options) -> Result<DcqcnReport, DcqcnError> {
-        Ok(self.finish_with_series(opts)?.0)
+    /// The report, with `pauses` (the PFC pass's intervals) left out of the comparisons.
+    pub fn finish(
+        self,
+        opts: &Options,
+        pauses: &[PauseInterval],
+    ) -> Result<DcqcnReport, DcqcnError> {
+        Ok(self.finish_with_series(opts, pauses)?.0)
     }
 
-    /// The report, plus every flow's rate series with the bin grid's start and width, for the analyses that
-    /// look at flows without CNPs (PFC stalls).
+    /// The report, plus every flow's rate series.
     pub fn finish_with_series(
         self,
         opts: &Options,
-    ) -> Result<(DcqcnReport, Vec<FlowSeries>, u64, u64), DcqcnError> {
+        pauses: &[PauseInterval],
+    ) -> Result<(DcqcnReport, Series), DcqcnError> {
+        // Refuse bad settings before any work.
+        Rp::new(opts.profile, &opts.knobs, opts.line_mbps)?;
         let pairing = self.pairing.finish();
         let start = self.rates.start_ns();
         let width = self.rates.width_ns();
@@ -297,7 +376,6 @@ impl DcqcnPass {
         let end = self.last_ns;
         let series = self.rates.finish();
         let mut cnp_streams = self.cnps;
-        let mut flows = Vec::new();
         // One series per flow: the tap that saw most of it (a flow mirrored twice is not twice as fast).
         let mut best: FxHashMap<FlowKey, &FlowSeries> = FxHashMap::default();
         for s in &series {
@@ -310,7 +388,10 @@ impl DcqcnPass {
         }
         let mut chosen: Vec<&FlowSeries> = best.into_values().collect();
         chosen.sort_by_key(|s| (s.key, s.iface));
-        let mut todo = Vec::new();
+        let bins = chosen.iter().map(|s| s.bins.len()).max().unwrap_or(0);
+        let grid = Grid { start, width };
+        let paused = PausedBins::new(pauses, grid, bins);
+        let mut flows = Vec::new();
         for s in chosen {
             let pair = pairing.of_flow(&s.key);
             let cnp_key = pair.map(|p| FlowKey {
@@ -323,39 +404,17 @@ impl DcqcnPass {
                 .unwrap_or_default();
             let ce: u64 = s.bins.iter().map(|b| b.ce).sum();
             if !cnp_times.is_empty() || ce > 0 {
-                todo.push((s, pair, cnp_times));
-            }
-        }
-        let share = (opts.max_model_events / todo.len().max(1)).clamp(1, MAX_FLOW_MODEL_EVENTS);
-        let grid = Grid { start, width };
-        let analyse = |(s, pair, cnp_times): &(&FlowSeries, Option<&Pair>, Vec<u64>), budget| {
-            analyse_flow(
-                &s.key,
-                pair.map(|p| (p.sender_qp, p.method)),
-                cnp_times,
-                &s.bins,
-                grid,
-                end,
-                budget,
-                opts,
-            )
-        };
-        for item in &todo {
-            flows.push(analyse(item, share)?);
-        }
-        // What the flows that finished within their share left over goes, in equal parts, to those that
-        // stopped, which are run again with the larger budget: a few long-congested flows among many short
-        // ones then get the events the short ones did not need, and the total stays within the bound.
-        let used: usize = flows.iter().map(|f| f.model.len()).sum();
-        let stopped: Vec<usize> = (0..flows.len())
-            .filter(|&i| flows[i].model_stopped_ns.is_some())
-            .collect();
-        // A second run costs as much as the first; it is only worth it for at least an eighth more.
-        let extra = opts.max_model_events.saturating_sub(used) / stopped.len().max(1);
-        let larger = share.saturating_add(extra).min(MAX_FLOW_MODEL_EVENTS);
-        if larger - share >= share.div_ceil(8) {
-            for i in stopped {
-                flows[i] = analyse(&todo[i], larger)?;
+                flows.push(analyse_flow(
+                    s,
+                    pair,
+                    cnp_times,
+                    FlowContext {
+                        grid,
+                        end,
+                        paused: &paused,
+                        opts,
+                    },
+                )?);
             }
         }
         flows.sort_by(|a, b| {
@@ -369,16 +428,12 @@ impl DcqcnPass {
         });
         if opts.fit {
             for f in flows.iter_mut().take(opts.fit_flows) {
-                let model_times = model_times(&f.cnp_ts_ns, opts);
-                if !model_times.is_empty() {
-                    let horizon = Horizon {
-                        end: f.model_stopped_ns.unwrap_or(end),
-                        until: f.model_stopped_ns,
-                        // Other knobs make about as many events as the given ones (the model's length,
-                        // or the share when that was less); the margin keeps them all comparable.
-                        budget: f.model.len().max(share).saturating_mul(4),
-                    };
-                    f.fit = fit_knobs(&model_times, &f.observed, width, horizon, opts)?;
+                if f.rp_enabled == Some(false) {
+                    continue;
+                }
+                let times = model_times(&f.cnp_ts_ns, opts);
+                if !times.is_empty() {
+                    f.fit = fit_knobs(&times, f, grid, end, opts)?;
                 }
             }
         }
@@ -395,8 +450,13 @@ impl DcqcnPass {
             .collect();
         unpaired_cnps.sort_by_key(|u| (std::cmp::Reverse(u.cnps), u.src, u.dst, u.dest_qp));
         let report = DcqcnReport {
-            profile: opts.profile.name(),
+            profile: opts.profile.label(&opts.knobs),
             knob_source: opts.knob_source.clone(),
+            knobs: opts.knobs.clone(),
+            rp_enable: opts.rp_enable,
+            np: opts.np.clone(),
+            np_enable: opts.np_enable,
+            ignored_knobs: opts.ignored_knobs.clone(),
             line_gbps: opts.line_mbps / 1000.0,
             bin_ns: width,
             requested_bin_ns,
@@ -404,7 +464,14 @@ impl DcqcnPass {
             flows,
             unpaired_cnps,
         };
-        Ok((report, series, start, width))
+        Ok((
+            report,
+            Series {
+                flows: series,
+                start_ns: start,
+                bin_ns: width,
+            },
+        ))
     }
 
     /// The pairing found so far is only final after [`DcqcnPass::finish`]; this is for callers that need the
@@ -414,19 +481,6 @@ impl DcqcnPass {
     }
 }
 
-/// The model's events but its alpha ticks, which nothing here reads: without them a replay costs a
-/// multiplication per tick (a tick per µs at the ConnectX default) instead of an event per tick.
-fn model_events(
-    opts: &Options,
-    knobs: &Knobs,
-    cnps: &[u64],
-    end: u64,
-    budget: usize,
-) -> Result<Replay, DcqcnError> {
-    let rp = Rp::new(opts.profile, knobs, opts.line_mbps)?.without_alpha_ticks();
-    Ok(replay_within(rp, cnps, end, budget))
-}
-
 /// The shared bin grid: where it starts and how wide each bin is.
 #[derive(Debug, Clone, Copy)]
 struct Grid {
@@ -434,13 +488,74 @@ struct Grid {
     width: u64,
 }
 
-/// How far a fit's replays run: to `end` with at most `budget` events, compared with the observed rate in
-/// the bins that end by `until` (all of them when `None`).
-#[derive(Debug, Clone, Copy)]
-struct Horizon {
+impl Grid {
+    fn bin_start(&self, i: usize) -> u64 {
+        self.start
+            .saturating_add((i as u64).saturating_mul(self.width))
+    }
+}
+
+/// Which bins of the grid PFC paused, per priority: bit N of a bin's mask for priority N, bit 8 for 802.3x
+/// PAUSE (the whole link). Every pause counts, from any source at any tap: a pause anywhere on a priority can
+/// hold its senders back through the switches between, and leaving out a bin too many costs a comparison,
+/// where keeping a paused one blames the rate limiter for PFC.
+#[derive(Debug)]
+struct PausedBins {
+    masks: Vec<u16>,
+}
+
+impl PausedBins {
+    fn new(pauses: &[PauseInterval], grid: Grid, bins: usize) -> PausedBins {
+        // Difference arrays: +1 where a pause's first bin is, −1 after its last, one per bit.
+        let mut diff = vec![[0i32; 9]; bins + 1];
+        for p in pauses {
+            if p.end_ns <= p.start_ns || p.end_ns <= grid.start || bins == 0 {
+                continue;
+            }
+            let w = grid.width.max(1);
+            let first = (p.start_ns.saturating_sub(grid.start) / w) as usize;
+            let last = ((p.end_ns - 1 - grid.start) / w) as usize;
+            if first >= bins {
+                continue;
+            }
+            let bit = p.priority.map_or(8, |q| usize::from(q.min(7)));
+            diff[first][bit] += 1;
+            diff[(last + 1).min(bins)][bit] -= 1;
+        }
+        let mut run = [0i32; 9];
+        let masks = diff[..bins]
+            .iter()
+            .map(|d| {
+                let mut m = 0u16;
+                for (bit, (r, x)) in run.iter_mut().zip(d).enumerate() {
+                    *r += x;
+                    if *r > 0 {
+                        m |= 1 << bit;
+                    }
+                }
+                m
+            })
+            .collect();
+        PausedBins { masks }
+    }
+
+    /// Whether a flow on `priority` (any priority when unknown) was paused during bin `i`.
+    fn paused(&self, priority: Option<u8>, i: usize) -> bool {
+        let m = self.masks.get(i).copied().unwrap_or(0);
+        match priority {
+            Some(p) => m & ((1 << p.min(7)) | (1 << 8)) != 0,
+            None => m != 0,
+        }
+    }
+}
+
+/// What every flow's analysis shares.
+#[derive(Clone, Copy)]
+struct FlowContext<'a> {
+    grid: Grid,
     end: u64,
-    until: Option<u64>,
-    budget: usize,
+    paused: &'a PausedBins,
+    opts: &'a Options,
 }
 
 /// The sorted CNP arrival times as the sender's reaction point sees them.
@@ -451,77 +566,147 @@ fn model_times(cnp_ts: &[u64], opts: &Options) -> Vec<u64> {
         .collect()
 }
 
-#[allow(clippy::too_many_arguments)]
-fn analyse_flow(
-    key: &FlowKey,
-    pair: Option<(u32, Method)>,
-    cnp_times: &[u64],
-    bins: &[Bin],
+/// Rc integrated over each bin of the grid, from the events of a replay as they come: before the first event
+/// the flow is at the line rate.
+#[derive(Debug)]
+struct RcBins {
     grid: Grid,
-    end: u64,
-    budget: usize,
+    /// Mb/s × ns per bin.
+    area: Vec<f64>,
+    t: u64,
+    rc: f64,
+}
+
+impl RcBins {
+    fn new(grid: Grid, bins: usize, line_mbps: f64) -> RcBins {
+        RcBins {
+            grid,
+            area: vec![0.0; bins],
+            t: grid.start,
+            rc: line_mbps,
+        }
+    }
+
+    /// An event at `t` set Rc to `rc`.
+    fn at(&mut self, t: u64, rc: f64) {
+        self.fill(t);
+        self.rc = rc;
+    }
+
+    /// Integrates the current Rc up to `t`.
+    fn fill(&mut self, t: u64) {
+        let w = self.grid.width.max(1);
+        while self.t < t {
+            let i = ((self.t - self.grid.start) / w) as usize;
+            if i >= self.area.len() {
+                self.t = t;
+                break;
+            }
+            let seg_end = self.grid.bin_start(i + 1).min(t);
+            self.area[i] += self.rc * (seg_end - self.t) as f64;
+            self.t = seg_end;
+        }
+    }
+
+    /// Mean Rc per bin, Gb/s.
+    fn means(mut self) -> Vec<f64> {
+        let end = self.grid.bin_start(self.area.len());
+        self.fill(end);
+        let w = self.grid.width.max(1) as f64;
+        self.area.iter().map(|a| a / w / 1000.0).collect()
+    }
+}
+
+/// A replay of `cnps` with `knobs` up to `end` under the guard, each event handed to `emit`; the instant the
+/// guard stopped it, if it did.
+fn run_model(
     opts: &Options,
+    knobs: &Knobs,
+    cnps: &[u64],
+    end: u64,
+    emit: impl FnMut(Event),
+) -> Result<Option<u64>, DcqcnError> {
+    let rp = Rp::new(opts.profile, knobs, opts.line_mbps)?;
+    let guard = opts
+        .max_model_steps
+        .unwrap_or_else(|| step_guard(cnps.len()));
+    Ok(replay_with(rp, cnps, end, guard, emit))
+}
+
+fn analyse_flow(
+    s: &FlowSeries,
+    pair: Option<&Pair>,
+    mut cnp_ts: Vec<u64>,
+    cx: FlowContext<'_>,
 ) -> Result<FlowDcqcn, DcqcnError> {
-    let Grid { start, width } = grid;
-    let mut cnp_ts: Vec<u64> = cnp_times.to_vec();
+    let FlowContext {
+        grid,
+        end,
+        paused,
+        opts,
+    } = cx;
     cnp_ts.sort_unstable();
-    let model_times = model_times(&cnp_ts, opts);
-    let Replay { events, stopped_ns } = model_events(opts, &opts.knobs, &model_times, end, budget)?;
-    let cuts = events
-        .iter()
-        .filter(|e| e.kind == EventKind::Cut)
-        .map(|e| Cut {
-            t_ns: e.t_ns,
-            rc_before_gbps: e.rc_before_mbps / 1000.0,
-            rc_after_gbps: e.rc_mbps / 1000.0,
-            alpha: e.alpha,
-        })
-        .collect();
-    let model = events
-        .iter()
-        .filter(|e| e.kind != EventKind::AlphaTick)
-        .map(|e| ModelPoint {
+    let rp_enabled = s.priority.and_then(|p| opts.rp_enable.get(p));
+    // A reaction point that is off on the flow's priority ignores its CNPs (the NIC counts them in
+    // rp_cnp_ignored): the model has none to act on.
+    let times = if rp_enabled == Some(false) {
+        Vec::new()
+    } else {
+        model_times(&cnp_ts, opts)
+    };
+    let mut cuts = Vec::new();
+    let mut model = Vec::new();
+    let mut rc_bins = RcBins::new(grid, s.bins.len(), opts.line_mbps);
+    let stopped_ns = run_model(opts, &opts.knobs, &times, end, |e| {
+        rc_bins.at(e.t_ns, e.rc_mbps);
+        if e.kind == EventKind::Cut {
+            cuts.push(Cut {
+                t_ns: e.t_ns,
+                rc_before_gbps: e.rc_before_mbps / 1000.0,
+                rc_after_gbps: e.rc_mbps / 1000.0,
+                alpha: e.alpha,
+            });
+        }
+        model.push(ModelPoint {
             t_ns: e.t_ns,
             event: e.kind,
             rc_gbps: e.rc_mbps / 1000.0,
             rt_gbps: e.rt_mbps / 1000.0,
             alpha: e.alpha,
-        })
-        .collect();
-    let observed: Vec<Observed> = bins
-        .iter()
-        .enumerate()
-        .map(|(i, b)| Observed {
-            t_ns: start + i as u64 * width,
-            gbps: gbps(b.bytes, width),
-            ce_fraction: if b.packets > 0 {
-                b.ce as f64 / b.packets as f64
-            } else {
+        });
+    })?;
+    let observed = observed_series(&s.bins, grid, |i| paused.paused(s.priority, i));
+    let observed_cuts = observed_cuts(&times, &observed, grid.width, opts);
+    let window = times.first().map(|&first| Window {
+        width: grid.width,
+        first_cnp: first,
+        until: stopped_ns,
+    });
+    let rc = rc_bins.means();
+    let (above_model_fraction, paused_bins) = match window {
+        Some(w) => {
+            let pairs = model_vs_observed(&rc, &observed, w);
+            let above = if pairs.is_empty() {
                 0.0
-            },
-            pacing_gbps: (b.gap_ns > 0).then(|| gbps(b.paced_bytes, b.gap_ns)),
-        })
-        .collect();
-    let observed_cuts = observed_cuts(&model_times, &observed, width, opts);
-    let above_model_fraction = match model_times.first() {
-        Some(&first) => above_model(
-            &events,
-            &observed,
-            Window {
-                width,
-                first_cnp: first,
-                until: stopped_ns,
-            },
-            opts.line_mbps,
-        ),
-        None => 0.0,
+            } else {
+                pairs.iter().filter(|(rc, obs)| *obs > 1.2 * rc).count() as f64 / pairs.len() as f64
+            };
+            let paused_bins = observed
+                .iter()
+                .filter(|o| o.paused && w.admits(o, false))
+                .count();
+            (above, paused_bins)
+        }
+        None => (0.0, 0),
     };
     Ok(FlowDcqcn {
-        sender: key.src,
-        receiver: key.dst,
-        sender_qp: pair.map(|p| p.0),
-        receiver_qp: key.dest_qp,
-        pairing: pair.map(|p| p.1),
+        sender: s.key.src,
+        receiver: s.key.dst,
+        sender_qp: pair.map(|p| p.sender_qp),
+        receiver_qp: s.key.dest_qp,
+        pairing: pair.map(|p| p.method),
+        priority: s.priority,
+        rp_enabled,
         cnps: cnp_ts.len() as u64,
         cnp_ts_ns: cnp_ts,
         cuts,
@@ -529,14 +714,32 @@ fn analyse_flow(
         observed,
         observed_cuts,
         above_model_fraction,
+        paused_bins,
         // Filled in for the flows with the most CNPs, once they are known.
         fit: None,
         model_stopped_ns: stopped_ns,
     })
 }
 
-/// Which bins a comparison of model and observation uses: those with traffic from the first CNP on, and
-/// when the model stopped early, only those that end by then.
+fn observed_series(bins: &[Bin], grid: Grid, paused: impl Fn(usize) -> bool) -> Vec<Observed> {
+    bins.iter()
+        .enumerate()
+        .map(|(i, b)| Observed {
+            t_ns: grid.bin_start(i),
+            gbps: gbps(b.bytes, grid.width),
+            ce_fraction: if b.packets > 0 {
+                b.ce as f64 / b.packets as f64
+            } else {
+                0.0
+            },
+            pacing_gbps: (b.gap_ns > 0).then(|| gbps(b.paced_bytes, b.gap_ns)),
+            paused: paused(i),
+        })
+        .collect()
+}
+
+/// Which bins a comparison of model and observation uses: those with traffic from the first CNP on, unpaused,
+/// and, when the model stopped early (or the fit looks at part of the flow), only those that end by then.
 #[derive(Debug, Clone, Copy)]
 struct Window {
     width: u64,
@@ -544,57 +747,29 @@ struct Window {
     until: Option<u64>,
 }
 
-/// Rc averaged over each bin of the window, paired with the observed rate.
-fn model_vs_observed(
-    events: &[Event],
-    observed: &[Observed],
-    window: Window,
-    line_mbps: f64,
-) -> Vec<(f64, f64)> {
-    let Window {
-        width,
-        first_cnp,
-        until,
-    } = window;
-    let mut out = Vec::new();
-    let mut k = 0;
-    let mut rc = line_mbps;
-    for o in observed.iter().filter(|o| {
-        o.t_ns >= first_cnp
+impl Window {
+    fn admits(&self, o: &Observed, unpaused: bool) -> bool {
+        o.t_ns >= self.first_cnp
             && o.gbps > 0.0
-            && until.is_none_or(|u| o.t_ns.saturating_add(width) <= u)
-    }) {
-        let (t0, t1) = (o.t_ns, o.t_ns.saturating_add(width));
-        // Advance to the rate in force at t0, then integrate the piecewise-constant Rc over the bin.
-        while k < events.len() && events[k].t_ns <= t0 {
-            rc = events[k].rc_mbps;
-            k += 1;
-        }
-        let mut acc = 0.0;
-        let mut t = t0;
-        let mut r = rc;
-        let mut m = k;
-        while m < events.len() && events[m].t_ns < t1 {
-            acc += r * (events[m].t_ns - t) as f64;
-            t = events[m].t_ns;
-            r = events[m].rc_mbps;
-            m += 1;
-        }
-        acc += r * (t1 - t) as f64;
-        out.push((acc / width as f64 / 1000.0, o.gbps));
+            && !(unpaused && o.paused)
+            && self
+                .until
+                .is_none_or(|u| o.t_ns.saturating_add(self.width) <= u)
     }
-    out
 }
 
-fn above_model(events: &[Event], observed: &[Observed], window: Window, line_mbps: f64) -> f64 {
-    let pairs = model_vs_observed(events, observed, window, line_mbps);
-    if pairs.is_empty() {
-        return 0.0;
-    }
-    pairs.iter().filter(|(rc, obs)| *obs > 1.2 * rc).count() as f64 / pairs.len() as f64
+/// (mean Rc, observed) in Gb/s for every bin of the window.
+fn model_vs_observed(rc: &[f64], observed: &[Observed], window: Window) -> Vec<(f64, f64)> {
+    observed
+        .iter()
+        .zip(rc)
+        .filter(|(o, _)| window.admits(o, true))
+        .map(|(o, &rc)| (rc, o.gbps))
+        .collect()
 }
 
-/// Groups CNPs into bursts and measures the rate before each burst and its low point after it.
+/// Groups CNPs into bursts and measures the rate before each burst and its low point after it, in unpaused
+/// bins only.
 fn observed_cuts(
     cnps: &[u64],
     observed: &[Observed],
@@ -609,24 +784,21 @@ fn observed_cuts(
         while j < cnps.len() && cnps[j] - cnps[j - 1] < opts.burst_gap_ns {
             j += 1;
         }
-        let before: Vec<f64> = observed
+        // Bins are in time order: find the neighbourhood of the burst by bisection.
+        let from =
+            observed.partition_point(|o| o.t_ns.saturating_add(width.saturating_mul(4)) <= first);
+        let before: Vec<f64> = observed[from..]
             .iter()
-            .filter(|o| {
-                // Saturating: a corrupt timestamp can put a bin at the very end of the u64 range.
-                o.t_ns.saturating_add(width) <= first
-                    && o.t_ns.saturating_add(width.saturating_mul(4)) > first
-                    && o.gbps > 0.0
-            })
+            .take_while(|o| o.t_ns.saturating_add(width) <= first)
+            .filter(|o| o.gbps > 0.0 && !o.paused)
             .map(|o| o.gbps)
             .collect();
-        let after = observed
+        let at = observed.partition_point(|o| o.t_ns < first);
+        let after = observed[at..]
             .iter()
-            // Idle bins say nothing about the rate limiter (dcqcn.md: leave out idle and paused periods).
-            .filter(|o| {
-                o.t_ns >= first
-                    && o.t_ns < first.saturating_add(opts.reaction_window_ns)
-                    && o.gbps > 0.0
-            })
+            .take_while(|o| o.t_ns < first.saturating_add(opts.reaction_window_ns))
+            // Idle and paused bins say nothing about the rate limiter (dcqcn.md).
+            .filter(|o| o.gbps > 0.0 && !o.paused)
             .min_by(|a, b| a.gbps.total_cmp(&b.gbps));
         if let (false, Some(low)) = (before.is_empty(), after) {
             let before_gbps = before.iter().sum::<f64>() / before.len() as f64;
@@ -648,64 +820,121 @@ fn observed_cuts(
     out
 }
 
-/// Mean |Rc − observed| (Gb/s) over the bins with traffic after the first CNP, Rc averaged over each bin.
-fn model_error(
-    events: &[Event],
-    observed: &[Observed],
-    window: Window,
-    line_mbps: f64,
-) -> (f64, usize) {
-    let pairs = model_vs_observed(events, observed, window, line_mbps);
-    let n = pairs.len();
-    let err: f64 = pairs.iter().map(|(rc, obs)| (rc - obs).abs()).sum();
-    (if n > 0 { err / n as f64 } else { 0.0 }, n)
-}
-
 /// Alpha gains and cut factors the fit tries: the ConnectX defaults and their neighbours.
 const FIT_G: [u32; 8] = [1023, 1021, 1019, 1015, 1007, 991, 959, 895];
 const FIT_GD: [u32; 5] = [9, 10, 11, 12, 13];
 
+/// The knob pair that brings the model closest to the observed rate.
+///
+/// Coordinate descent over the grid rather than all 40 pairs: from the grid point nearest the given knobs,
+/// every cut factor with the gain held, then every gain with the best cut factor held, until neither moves
+/// (most flows settle in two sweeps, about 15 replays). Each replay keeps only Rc integrated per bin, and
+/// stops at the flow's [`FIT_CNPS`]th CNP.
 fn fit_knobs(
     cnps: &[u64],
-    observed: &[Observed],
-    width: u64,
-    horizon: Horizon,
+    f: &FlowDcqcn,
+    grid: Grid,
+    end: u64,
     opts: &Options,
 ) -> Result<Option<Fit>, DcqcnError> {
-    let window = Window {
-        width,
-        first_cnp: cnps[0],
-        until: horizon.until,
-    };
-    let given = model_events(opts, &opts.knobs, cnps, horizon.end, horizon.budget)?;
-    let (given_error, n) = model_error(&given.events, observed, window, opts.line_mbps);
-    if n == 0 || !matches!(opts.profile, Profile::ConnectX) {
+    if !matches!(opts.profile, Profile::ConnectX) {
         return Ok(None);
     }
-    let mut best = (given_error, opts.knobs.dce_tcp_g, opts.knobs.rpg_gd);
-    for g in FIT_G {
-        for gd in FIT_GD {
-            let knobs = Knobs {
-                dce_tcp_g: g,
-                rpg_gd: gd,
-                ..opts.knobs.clone()
-            };
-            let ev = model_events(opts, &knobs, cnps, horizon.end, horizon.budget)?;
-            if ev.stopped_ns.is_some() {
-                // Not modeled over the same bins as the others, so its error would not compare.
-                continue;
-            }
-            let (e, _) = model_error(&ev.events, observed, window, opts.line_mbps);
-            if e < best.0 - 1e-12 {
-                best = (e, g, gd);
+    let cnps = &cnps[..cnps.len().min(FIT_CNPS)];
+    // Up to the last CNP looked at, plus the recovery after it; and never past where the model stopped.
+    let horizon = if cnps.len() < f.cnp_ts_ns.len() {
+        cnps.last()
+            .map(|&t| t.saturating_add(opts.reaction_window_ns))
+    } else {
+        None
+    };
+    let until = match (horizon, f.model_stopped_ns) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let window = Window {
+        width: grid.width,
+        first_cnp: cnps[0],
+        until,
+    };
+    let replay_end = until.unwrap_or(end).min(end);
+    let error = |knobs: &Knobs| -> Result<Option<(f64, usize)>, DcqcnError> {
+        let mut rc = RcBins::new(grid, f.observed.len(), opts.line_mbps);
+        let stopped = run_model(opts, knobs, cnps, replay_end, |e| rc.at(e.t_ns, e.rc_mbps))?;
+        if stopped.is_some_and(|s| until.is_none_or(|u| s < u)) {
+            // Not modeled over the same bins as the others, so its error would not compare.
+            return Ok(None);
+        }
+        let pairs = model_vs_observed(&rc.means(), &f.observed, window);
+        let n = pairs.len();
+        let sum: f64 = pairs.iter().map(|(rc, obs)| (rc - obs).abs()).sum();
+        Ok(Some((if n > 0 { sum / n as f64 } else { 0.0 }, n)))
+    };
+    let Some((given_error, n)) = error(&opts.knobs)? else {
+        return Ok(None);
+    };
+    if n == 0 {
+        return Ok(None);
+    }
+    let nearest = |grid: &[u32], v: u32| -> usize {
+        (0..grid.len())
+            .min_by_key(|&i| grid[i].abs_diff(v))
+            .unwrap_or(0)
+    };
+    let mut tried: FxHashMap<(usize, usize), Option<f64>> = FxHashMap::default();
+    let mut eval = |gi: usize, di: usize| -> Result<Option<f64>, DcqcnError> {
+        if let Some(e) = tried.get(&(gi, di)) {
+            return Ok(*e);
+        }
+        let knobs = Knobs {
+            dce_tcp_g: FIT_G[gi],
+            rpg_gd: FIT_GD[di],
+            ..opts.knobs.clone()
+        };
+        let e = error(&knobs)?.map(|(e, _)| e);
+        tried.insert((gi, di), e);
+        Ok(e)
+    };
+    let mut at = (
+        nearest(&FIT_G, opts.knobs.dce_tcp_g),
+        nearest(&FIT_GD, opts.knobs.rpg_gd),
+    );
+    let mut best = (f64::INFINITY, at);
+    for _ in 0..FIT_G.len() + FIT_GD.len() {
+        let before = best.1;
+        for di in 0..FIT_GD.len() {
+            if let Some(e) = eval(at.0, di)?
+                && e < best.0 - 1e-12
+            {
+                best = (e, (at.0, di));
             }
         }
+        at = best.1;
+        for gi in 0..FIT_G.len() {
+            if let Some(e) = eval(gi, at.1)?
+                && e < best.0 - 1e-12
+            {
+                best = (e, (gi, at.1));
+            }
+        }
+        at = best.1;
+        if at == before {
+            break;
+        }
     }
+    let candidates = tried.len() + 1;
+    // The given knobs win ties: a fit only reports a pair that does better.
+    let (error_gbps, dce_tcp_g, rpg_gd) = if best.0 < given_error - 1e-12 {
+        (best.0, FIT_G[best.1.0], FIT_GD[best.1.1])
+    } else {
+        (given_error, opts.knobs.dce_tcp_g, opts.knobs.rpg_gd)
+    };
     Ok(Some(Fit {
-        dce_tcp_g: best.1,
-        rpg_gd: best.2,
-        error_gbps: best.0,
+        dce_tcp_g,
+        rpg_gd,
+        error_gbps,
         given_error_gbps: given_error,
         bins_compared: n,
+        candidates,
     }))
 }

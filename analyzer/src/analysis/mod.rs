@@ -72,15 +72,15 @@ pub fn run(
     let (stats, intervals) = stats.finish_with_intervals(capture);
     let mut dcqcn_opts = opts.dcqcn.clone();
     dcqcn_opts.apply_recorded_knobs(capture.custom_blocks());
-    let (dcqcn, series, bins_start_ns, bin_ns) = dcqcn.finish_with_series(&dcqcn_opts)?;
+    let (dcqcn, series) = dcqcn.finish_with_series(&dcqcn_opts, &intervals)?;
     let hosts = hosts.finish();
     let pauses = pauses::analyse(PauseInputs {
         hosts: &hosts,
         intervals,
         flows: &stats.flows,
-        series: &series,
-        bins_start_ns,
-        bin_ns,
+        series: &series.flows,
+        bins_start_ns: series.start_ns,
+        bin_ns: series.bin_ns,
         start_ns: stats.capture.first_ns.unwrap_or(0),
         end_ns: stats.capture.last_ns.unwrap_or(0),
         storm_threshold_ns: opts.storm_threshold_ns,

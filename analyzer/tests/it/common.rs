@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use roce_wire::build::Vlan;
 use roce_wire::{BthRepr, ExtHeaders, IpSpec, RoceFrame};
 use serde_json::Value;
 
@@ -86,10 +87,23 @@ pub fn v4_frame(
     ext: ExtHeaders,
     payload: &[u8],
 ) -> Vec<u8> {
+    v4_frame_on(src, dst, ecn, None, bth, ext, payload)
+}
+
+/// [`v4_frame`] with an 802.1Q tag, when given.
+pub fn v4_frame_on(
+    src: u8,
+    dst: u8,
+    ecn: u8,
+    vlan: Option<Vlan>,
+    bth: BthRepr,
+    ext: ExtHeaders,
+    payload: &[u8],
+) -> Vec<u8> {
     let f = RoceFrame {
         src_mac: [2, 0, 0, 0, 0, src],
         dst_mac: [2, 0, 0, 0, 0, dst],
-        vlan: None,
+        vlan,
         ip: IpSpec::V4 {
             src: [10, 0, 0, src],
             dst: [10, 0, 0, dst],

@@ -1,32 +1,163 @@
-//! The DCQCN analysis on a capture whose sender really was paced by the model: the analysis must find the
-//! pairing, follow the rate, and fit back the knobs the sender used.
+//! The DCQCN analysis on captures whose sender really was paced by the model: the analysis must find the
+//! pairing, follow the rate, fit back the knobs the sender used, take the knobs the tracer recorded (both ends,
+//! per priority), and leave PFC-paused time out of its comparisons.
 
-use analyzer::analysis::dcqcn::{DcqcnPass, DcqcnReport, Options};
+use analyzer::analysis::dcqcn::{DcqcnPass, DcqcnReport, FlowDcqcn, Options};
 use roce_capture::blocks;
 use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
 use roce_capture::{CaptureReader, LinkType};
 use roce_core::dcqcn::{Knobs, Profile, Rp};
 use roce_core::decode::Decoder;
 use roce_core::passes::pairing::Method;
+use roce_core::passes::pfc::PfcPass;
+use roce_wire::build::{Vlan, emit_mac_control};
 use roce_wire::ext::AethRepr;
+use roce_wire::pfc::{MacControlRepr, PfcRepr};
 use roce_wire::{BthRepr, ExtHeaders, Opcode};
 
 const LINE_MBPS: f64 = 100_000.0;
 const PAYLOAD: usize = 4096;
 const SENDER_QP: u32 = 0x51;
 const RECEIVER_QP: u32 = 0x7a;
-
-fn frame(src: u8, dst: u8, bth: BthRepr, ext: ExtHeaders, payload: &[u8]) -> Vec<u8> {
-    crate::common::v4_frame(src, dst, 2, bth, ext, payload)
-}
+/// Where every capture starts.
+const T0: u64 = 1_000_000_000;
+const US: u64 = 1_000;
 
 fn bth(opcode: Opcode, dest_qp: u32, psn: u32) -> BthRepr {
     BthRepr::new(opcode, dest_qp, psn)
 }
 
-/// 3 ms of a backlogged sender paced at the model's Rc, CNPs at `cnps_us`, an ACK every 16 packets.
-fn paced_capture(knobs: &Knobs, cnps_us: &[u64]) -> Vec<u8> {
-    pcap_of(&paced_frames(knobs, cnps_us, (1, 2)))
+/// A sender backlogged for `duration_us`, paced at the model's Rc under `knobs`, with CNPs arriving at
+/// `cnps_us`, an ACK every 16 packets; it sends nothing inside `silent_us` windows (a PFC pause holding it).
+#[derive(Debug, Clone)]
+struct Sender {
+    knobs: Knobs,
+    cnps_us: Vec<u64>,
+    hosts: (u8, u8),
+    duration_us: u64,
+    silent_us: Vec<(u64, u64)>,
+    /// VLAN priority of every frame (untagged when `None`).
+    pcp: Option<u8>,
+    /// Whether the sender's RP acts on CNPs (`roce_rp/enable/N` on its priority).
+    rp_on: bool,
+}
+
+impl Sender {
+    fn new(knobs: &Knobs, cnps_us: &[u64]) -> Sender {
+        Sender {
+            knobs: knobs.clone(),
+            cnps_us: cnps_us.to_vec(),
+            hosts: (1, 2),
+            duration_us: 3_000,
+            silent_us: Vec::new(),
+            pcp: None,
+            rp_on: true,
+        }
+    }
+
+    fn frame(&self, src: u8, dst: u8, bth: BthRepr, ext: ExtHeaders, payload: &[u8]) -> Vec<u8> {
+        let vlan = self.pcp.map(|pcp| Vlan {
+            pcp,
+            dei: false,
+            vid: 10,
+        });
+        crate::common::v4_frame_on(src, dst, 2, vlan, bth, ext, payload)
+    }
+
+    /// The frames with their timestamps, in order.
+    fn frames(&self) -> Vec<(u64, Vec<u8>)> {
+        let (tx, rx) = self.hosts;
+        let mut rp = Rp::new(Profile::ConnectX, &self.knobs, LINE_MBPS).unwrap();
+        let mut out = Vec::new();
+        let payload = vec![0u8; PAYLOAD];
+        let mut t = 0u64;
+        let mut psn = 1000u32;
+        let mut next_cnp = 0;
+        let mut sink = |_| {};
+        while t < self.duration_us * US {
+            while next_cnp < self.cnps_us.len() && self.cnps_us[next_cnp] * US <= t {
+                let tc = self.cnps_us[next_cnp] * US;
+                if self.rp_on {
+                    rp.on_cnp(tc, &mut sink);
+                }
+                let cnp = self.frame(
+                    rx,
+                    tx,
+                    BthRepr::cnp(SENDER_QP),
+                    ExtHeaders::default(),
+                    &[0; 16],
+                );
+                out.push((T0 + tc, cnp));
+                next_cnp += 1;
+            }
+            rp.advance(t, &mut sink);
+            if let Some(&(_, end)) = self
+                .silent_us
+                .iter()
+                .find(|(a, b)| (a * US..b * US).contains(&t))
+            {
+                t = end * US;
+                continue;
+            }
+            let data = self.frame(
+                tx,
+                rx,
+                bth(Opcode::RC_RDMA_WRITE_MIDDLE, RECEIVER_QP, psn),
+                ExtHeaders::default(),
+                &payload,
+            );
+            let bits = data.len() as f64 * 8.0;
+            out.push((T0 + t, data));
+            if psn.is_multiple_of(16) {
+                let ack = ExtHeaders {
+                    aeth: Some(AethRepr {
+                        syndrome: 0x1f,
+                        msn: psn,
+                    }),
+                    ..ExtHeaders::default()
+                };
+                let a = self.frame(
+                    rx,
+                    tx,
+                    bth(Opcode::RC_ACKNOWLEDGE, SENDER_QP, psn),
+                    ack,
+                    &[],
+                );
+                out.push((T0 + t + 500, a));
+            }
+            psn += 1;
+            // Pacing gap: the frame's bits at Rc (Mb/s = bits per µs).
+            t += (bits / rp.rc_mbps() * 1000.0).ceil() as u64;
+        }
+        // PFC on priority 3 from the switch: XOFF (the longest pause, refreshed by the XON's end) and XON.
+        for &(a, b) in &self.silent_us {
+            out.push((T0 + a * US, pfc_frame(0xffff)));
+            out.push((T0 + b * US, pfc_frame(0)));
+        }
+        out.sort_by_key(|(ts, _)| *ts);
+        out
+    }
+
+    fn pcap(&self) -> Vec<u8> {
+        pcap_of(&self.frames())
+    }
+}
+
+fn pfc_frame(quanta: u16) -> Vec<u8> {
+    let mut q = [0u16; 8];
+    q[3] = quanta;
+    let mut buf = [0u8; 64];
+    let n = emit_mac_control(
+        [2, 0, 0, 0, 0xee, 1],
+        None,
+        &MacControlRepr::Pfc(PfcRepr {
+            enable: 1 << 3,
+            quanta: q,
+        }),
+        &mut buf,
+    )
+    .unwrap();
+    buf[..n].to_vec()
 }
 
 /// A pcap of `frames` (timestamp, bytes), in the order given.
@@ -38,97 +169,82 @@ fn pcap_of(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
     out.into_inner().unwrap()
 }
 
+/// A pcapng of `frames` on one interface `eth0`, after a `KNOB` block holding `knobs` as the tracer records
+/// them (`eth0/roce_rp/NAME` ...).
+fn pcapng_with_knobs(frames: &[(u64, Vec<u8>)], knobs: serde_json::Value) -> Vec<u8> {
+    let mut w = PcapngWriter::new(Vec::new(), &SectionInfo::default()).unwrap();
+    w.add_interface(LinkType::ETHERNET, 65535, Some("eth0"), None)
+        .unwrap();
+    let block = blocks::encode(
+        blocks::KNOBS,
+        &serde_json::json!({"ts_ns": 0, "captured": ["eth0"], "knobs": knobs}),
+    )
+    .unwrap();
+    w.write_custom(blocks::PEN, &block, true).unwrap();
+    for (ts, f) in frames {
+        w.write_packet(0, *ts, f, f.len() as u32).unwrap();
+    }
+    w.into_inner().unwrap()
+}
+
 /// Two paced flows: hosts 1 → 2 with all of [`CNPS_US`], 3 → 4 with its first three.
 fn two_flows() -> Vec<u8> {
     let knobs = Knobs::default();
-    let mut frames = paced_frames(&knobs, &CNPS_US, (1, 2));
-    frames.extend(paced_frames(&knobs, &CNPS_US[..3], (3, 4)));
+    let mut frames = Sender::new(&knobs, &CNPS_US).frames();
+    frames.extend(
+        Sender {
+            hosts: (3, 4),
+            ..Sender::new(&knobs, &CNPS_US[..3])
+        }
+        .frames(),
+    );
     frames.sort_by_key(|(ts, _)| *ts);
     pcap_of(&frames)
 }
 
-/// The frames of [`paced_capture`] with their timestamps, in order, between the hosts `(sender, receiver)`.
-fn paced_frames(knobs: &Knobs, cnps_us: &[u64], hosts: (u8, u8)) -> Vec<(u64, Vec<u8>)> {
-    let (tx, rx) = hosts;
-    let mut rp = Rp::new(Profile::ConnectX, knobs, LINE_MBPS).unwrap();
-    let mut out = Vec::new();
-    let t0 = 1_000_000_000u64;
-    let payload = vec![0u8; PAYLOAD];
-    let mut t = 0u64;
-    let mut psn = 1000u32;
-    let mut next_cnp = 0;
-    let mut sink = |_| {};
-    while t < 3_000_000 {
-        while next_cnp < cnps_us.len() && cnps_us[next_cnp] * 1000 <= t {
-            let tc = cnps_us[next_cnp] * 1000;
-            rp.on_cnp(tc, &mut sink);
-            let cnp = frame(
-                rx,
-                tx,
-                BthRepr::cnp(SENDER_QP),
-                ExtHeaders::default(),
-                &[0; 16],
-            );
-            out.push((t0 + tc, cnp));
-            next_cnp += 1;
-        }
-        rp.advance(t, &mut sink);
-        let data = frame(
-            tx,
-            rx,
-            bth(Opcode::RC_RDMA_WRITE_MIDDLE, RECEIVER_QP, psn),
-            ExtHeaders::default(),
-            &payload,
-        );
-        let bits = data.len() as f64 * 8.0;
-        out.push((t0 + t, data));
-        if psn.is_multiple_of(16) {
-            let ack = ExtHeaders {
-                aeth: Some(AethRepr {
-                    syndrome: 0x1f,
-                    msn: psn,
-                }),
-                ..ExtHeaders::default()
-            };
-            let a = frame(
-                rx,
-                tx,
-                bth(Opcode::RC_ACKNOWLEDGE, SENDER_QP, psn),
-                ack,
-                &[],
-            );
-            out.push((t0 + t + 500, a));
-        }
-        psn += 1;
-        // Pacing gap: the frame's bits at Rc (Mb/s = bits per µs).
-        t += (bits / rp.rc_mbps() * 1000.0).ceil() as u64;
-    }
-    out.sort_by_key(|(ts, _)| *ts);
-    out
-}
-
+/// The analysis as `roce-analyzer dcqcn` runs it: the DCQCN pass and, for its pauses, the PFC pass; the
+/// knobs recorded in a pcapng are applied when `opts` allows.
 fn analyse(bytes: Vec<u8>, opts: &Options) -> DcqcnReport {
     let mut r = CaptureReader::from_reader("paced", Box::new(std::io::Cursor::new(bytes))).unwrap();
     let dec = Decoder::default();
     let mut pass = DcqcnPass::new(opts.bin_ns);
-    let mut n = 0;
+    let mut pfc = PfcPass::new(100_000_000_000);
+    let (mut n, mut last) = (0, 0);
     while let Some(rec) = r.next_record().unwrap() {
         n += 1;
-        pass.frame(&dec.decode(n, &rec));
+        let f = dec.decode(n, &rec);
+        pass.frame(&f);
+        pfc.frame(&f);
+        last = last.max(f.ts_ns);
     }
-    pass.finish(opts).unwrap()
+    let mut opts = opts.clone();
+    opts.apply_recorded_knobs(r.custom_blocks());
+    let (_, pauses) = pfc.finish_with_intervals(last);
+    pass.finish(&opts, &pauses).unwrap()
 }
 
 const CNPS_US: [u64; 6] = [100, 150, 200, 1000, 1040, 2000];
 
+fn bins20() -> Options {
+    Options {
+        bin_ns: Some(20_000),
+        ..Options::default()
+    }
+}
+
+/// The model's Rc at `t` (the last event at or before it), Gb/s.
+fn model_rc_at(f: &FlowDcqcn, t: u64) -> f64 {
+    f.model
+        .iter()
+        .take_while(|m| m.t_ns <= t)
+        .last()
+        .map_or(LINE_MBPS / 1000.0, |m| m.rc_gbps)
+}
+
 #[test]
 fn model_follows_a_sender_paced_by_it() {
     let knobs = Knobs::default();
-    let opts = Options {
-        bin_ns: Some(20_000),
-        ..Options::default()
-    };
-    let report = analyse(paced_capture(&knobs, &CNPS_US), &opts);
+    let report = analyse(Sender::new(&knobs, &CNPS_US).pcap(), &bins20());
     assert_eq!(report.flows.len(), 1, "{:?}", report.unpaired_cnps);
     let f = &report.flows[0];
     assert_eq!(
@@ -147,14 +263,9 @@ fn model_follows_a_sender_paced_by_it() {
     for o in f
         .observed
         .iter()
-        .filter(|o| o.t_ns >= 1_000_000_000 + 120_000 && o.gbps > 0.0)
+        .filter(|o| o.t_ns >= T0 + 120_000 && o.gbps > 0.0)
     {
-        let rc = f
-            .model
-            .iter()
-            .take_while(|m| m.t_ns <= o.t_ns)
-            .last()
-            .map_or(100.0, |m| m.rc_gbps);
+        let rc = model_rc_at(f, o.t_ns);
         let changes = f
             .model
             .iter()
@@ -184,9 +295,14 @@ fn model_follows_a_sender_paced_by_it() {
     );
     let fit = f.fit.expect("fitted");
     assert_eq!((fit.dce_tcp_g, fit.rpg_gd), (1019, 11), "{fit:?}");
+    // A search, not the whole grid of 40 pairs.
+    assert!(fit.candidates < 30, "{fit:?}");
     // Observed cuts: the first burst's low point is a real cut.
     let first = f.observed_cuts.first().expect("an observed cut");
     assert!(first.ratio < 0.8 && first.ratio > 0.2, "{first:?}");
+    // No PFC in this capture: nothing left out.
+    assert_eq!(f.paused_bins, 0);
+    assert!(f.observed.iter().all(|o| !o.paused));
 }
 
 #[test]
@@ -194,11 +310,7 @@ fn fit_recovers_a_different_cut_factor() {
     // The sender used rpg_gd = 10 (cuts by alpha, not alpha/2); the analysis is told the default 11.
     let mut knobs = Knobs::default();
     knobs.set("rpg_gd", "10").unwrap();
-    let opts = Options {
-        bin_ns: Some(20_000),
-        ..Options::default()
-    };
-    let report = analyse(paced_capture(&knobs, &CNPS_US), &opts);
+    let report = analyse(Sender::new(&knobs, &CNPS_US).pcap(), &bins20());
     let fit = report.flows[0].fit.expect("fitted");
     assert_eq!(fit.rpg_gd, 10, "{fit:?}");
     assert!(fit.error_gbps < fit.given_error_gbps / 2.0, "{fit:?}");
@@ -210,36 +322,13 @@ fn knobs_recorded_in_the_capture_are_the_default() {
     // gives none. The sender used rpg_gd = 10.
     let mut knobs = Knobs::default();
     knobs.set("rpg_gd", "10").unwrap();
-    let mut w = PcapngWriter::new(Vec::new(), &SectionInfo::default()).unwrap();
-    w.add_interface(LinkType::ETHERNET, 65535, Some("eth0"), None)
-        .unwrap();
-    let block = blocks::encode(
-        blocks::KNOBS,
-        &serde_json::json!({"ts_ns": 0, "knobs": {"eth0/roce_rp/rpg_gd": "10", "eth0/roce_np/cnp_dscp": "48"}}),
-    )
-    .unwrap();
-    w.write_custom(blocks::PEN, &block, true).unwrap();
-    for (ts, f) in paced_frames(&knobs, &CNPS_US, (1, 2)) {
-        w.write_packet(0, ts, &f, f.len() as u32).unwrap();
-    }
-    let bytes = w.into_inner().unwrap();
-    let mut r =
-        CaptureReader::from_reader("recorded", Box::new(std::io::Cursor::new(bytes))).unwrap();
-    let dec = Decoder::default();
-    let mut opts = Options {
-        bin_ns: Some(20_000),
-        ..Options::default()
-    };
-    let mut pass = DcqcnPass::new(opts.bin_ns);
-    let mut n = 0;
-    while let Some(rec) = r.next_record().unwrap() {
-        n += 1;
-        pass.frame(&dec.decode(n, &rec));
-    }
-    assert_eq!(r.custom_blocks().len(), 1);
-    opts.apply_recorded_knobs(r.custom_blocks());
-    assert_eq!(opts.knobs.rpg_gd, 10);
-    let report = pass.finish(&opts).unwrap();
+    let frames = Sender::new(&knobs, &CNPS_US).frames();
+    let bytes = pcapng_with_knobs(
+        &frames,
+        serde_json::json!({"eth0/roce_rp/rpg_gd": "10", "eth0/roce_np/cnp_dscp": "48"}),
+    );
+    let report = analyse(bytes, &bins20());
+    assert_eq!(report.knobs.rpg_gd, 10);
     assert!(
         report.knob_source.contains("eth0"),
         "{}",
@@ -251,15 +340,169 @@ fn knobs_recorded_in_the_capture_are_the_default() {
     assert!(fit.given_error_gbps <= fit.error_gbps + 1e-9, "{fit:?}");
 }
 
+/// The notification point's knobs and both sides' per-priority enables are read from the recording (they were
+/// dropped), and reach the report for the checks of the receiver's CNPs.
+#[test]
+fn the_notification_point_knobs_are_read_not_dropped() {
+    let frames = Sender::new(&Knobs::default(), &CNPS_US).frames();
+    let bytes = pcapng_with_knobs(
+        &frames,
+        serde_json::json!({
+            "eth0/roce_np/min_time_between_cnps": "8",
+            "eth0/roce_np/cnp_dscp": "46",
+            "eth0/roce_np/cnp_802p_prio": "7",
+            "eth0/roce_np/enable/3": "1",
+            "eth0/roce_rp/enable/3": "1",
+            "eth0/roce_rp/dce_tcp_future": "2",
+        }),
+    );
+    let report = analyse(bytes, &bins20());
+    assert_eq!(
+        (
+            report.np.min_time_between_cnps,
+            report.np.cnp_dscp,
+            report.np.cnp_802p_prio
+        ),
+        (8, 46, 7)
+    );
+    assert_eq!(report.np_enable.get(3), Some(true));
+    assert_eq!(report.rp_enable.get(3), Some(true));
+    assert_eq!(report.ignored_knobs, ["roce_rp/dce_tcp_future"]);
+}
+
+/// NVIDIA's `rpg_max_rate`, recorded by the tracer, is the model's maximum: the recorded value was dropped and
+/// the line rate stood in, so the model climbed past the rate the sender was held to.
+#[test]
+fn a_recorded_rpg_max_rate_caps_the_model() {
+    let mut knobs = Knobs::default();
+    knobs.set("rpg_max_rate", "60000").unwrap();
+    let frames = Sender::new(&knobs, &[100]).frames();
+    let bytes = pcapng_with_knobs(
+        &frames,
+        serde_json::json!({"eth0/roce_rp/rpg_max_rate": "60000"}),
+    );
+    let report = analyse(bytes, &bins20());
+    assert_eq!(report.knobs.rpg_max_rate, 60_000);
+    let f = &report.flows[0];
+    let incs: Vec<_> = f.model.iter().filter(|m| m.event.is_increase()).collect();
+    assert!(!incs.is_empty());
+    assert!(incs.iter().all(|m| m.rt_gbps <= 60.0), "{:?}", f.model);
+    // The first increase moves Rc halfway to 60 Gb/s, not to the line rate.
+    let cut = f.cuts[0];
+    assert!(
+        (incs[0].rc_gbps - (cut.rc_after_gbps + 60.0) / 2.0).abs() < 1e-9,
+        "{:?}",
+        f.model
+    );
+}
+
+/// `roce_rp/enable/N` = 0 on the flow's priority: the NIC ignores its CNPs (rp_cnp_ignored), so the model must
+/// not cut; it used to, and then called the unthrottled sender one that ignores its limiter.
+#[test]
+fn a_flow_whose_rp_is_off_on_its_priority_is_not_cut() {
+    let sender = Sender {
+        pcp: Some(3),
+        rp_on: false,
+        ..Sender::new(&Knobs::default(), &CNPS_US)
+    };
+    let bytes = pcapng_with_knobs(
+        &sender.frames(),
+        serde_json::json!({"eth0/roce_rp/enable/3": "0", "eth0/roce_rp/enable/4": "1"}),
+    );
+    let report = analyse(bytes, &bins20());
+    let f = &report.flows[0];
+    assert_eq!((f.priority, f.rp_enabled), (Some(3), Some(false)));
+    assert_eq!(f.cnps, CNPS_US.len() as u64);
+    assert!(f.cuts.is_empty(), "{:?}", f.cuts);
+    assert_eq!(f.above_model_fraction, 0.0);
+    // The same capture on priority 4, where the RP is on: cut as usual.
+    let sender = Sender {
+        pcp: Some(4),
+        ..Sender::new(&Knobs::default(), &CNPS_US)
+    };
+    let bytes = pcapng_with_knobs(
+        &sender.frames(),
+        serde_json::json!({"eth0/roce_rp/enable/3": "0", "eth0/roce_rp/enable/4": "1"}),
+    );
+    let f = &analyse(bytes, &bins20()).flows[0];
+    assert_eq!(f.rp_enabled, Some(true));
+    assert!(!f.cuts.is_empty());
+}
+
+/// A flow that recovers is released at the maximum (NVIDIA's `rpg_max_rate`), so congested again later it is
+/// cut by half, as its NIC (and the simulator's) did; kept engaged by default, the model cut it by 0.2 %.
+#[test]
+fn a_recovered_flow_congested_again_is_cut_by_half() {
+    let sender = Sender {
+        duration_us: 8_000,
+        ..Sender::new(&Knobs::default(), &[100, 6_000])
+    };
+    let report = analyse(sender.pcap(), &bins20());
+    let f = &report.flows[0];
+    assert!(
+        f.model
+            .iter()
+            .any(|m| m.event == roce_core::dcqcn::EventKind::Released && m.t_ns < T0 + 6_000 * US),
+        "{:?}",
+        f.model
+    );
+    assert_eq!(f.cuts.len(), 2, "{:?}", f.cuts);
+    let second = f.cuts[1];
+    let kept = second.rc_after_gbps / second.rc_before_gbps;
+    assert!((kept - 0.51).abs() < 0.01, "{second:?}");
+    // The sender's NIC did the same: the observed rate after the second burst halves too.
+    let seen = f
+        .observed_cuts
+        .iter()
+        .find(|c| c.t_ns >= T0 + 6_000 * US)
+        .expect("an observed cut after the second CNP");
+    assert!(seen.ratio < 0.7, "{seen:?}");
+    assert!(f.above_model_fraction < 0.05, "{}", f.above_model_fraction);
+}
+
+/// PFC holds the sender from 110 to 150 µs, right after a CNP at 100 µs. The bins that overlap the pause show
+/// the pause, not the rate limiter: they must stay out of the observed cut (whose low point was the paused
+/// bin, a quarter of the rate before) and of the model comparisons.
+#[test]
+fn pfc_paused_bins_are_left_out_of_the_comparisons() {
+    let sender = Sender {
+        silent_us: vec![(110, 150)],
+        ..Sender::new(&Knobs::default(), &[100])
+    };
+    let report = analyse(sender.pcap(), &bins20());
+    let f = &report.flows[0];
+    let paused: Vec<u64> = f
+        .observed
+        .iter()
+        .filter(|o| o.paused)
+        .map(|o| (o.t_ns - T0) / US)
+        .collect();
+    assert_eq!(paused, [100, 120, 140], "bins overlapping 110..150 µs");
+    // Busy and after the first CNP: the bins at 100 and 140 µs.
+    assert_eq!(f.paused_bins, 2);
+    let cut = f.observed_cuts.first().expect("an observed cut");
+    assert!(
+        cut.lag_ns >= 60_000,
+        "the low point is after the pause: {cut:?}"
+    );
+    assert!((cut.ratio - 0.51).abs() < 0.08, "{cut:?}");
+    let fit = f.fit.expect("fitted");
+    let busy_unpaused = f
+        .observed
+        .iter()
+        .filter(|o| o.t_ns >= T0 + 100 * US && o.gbps > 0.0 && !o.paused)
+        .count();
+    assert_eq!(fit.bins_compared, busy_unpaused);
+}
+
 /// Only the flows with the most CNPs are fitted, as many as `fit_flows` says; the others keep their model.
 #[test]
 fn the_fit_goes_to_the_flows_with_the_most_cnps() {
     let bytes = two_flows();
     for fit_flows in [0, 1, 2] {
         let opts = Options {
-            bin_ns: Some(20_000),
             fit_flows,
-            ..Options::default()
+            ..bins20()
         };
         let report = analyse(bytes.clone(), &opts);
         let fitted: Vec<(u64, bool)> = report
@@ -276,7 +519,7 @@ fn the_fit_goes_to_the_flows_with_the_most_cnps() {
 /// About 75 years, in ns: what a bit flip in the seconds field of a pcap record can add.
 const YEARS_NS: u64 = 75 * 365 * 24 * 3_600 * 1_000_000_000;
 
-/// The frames of [`paced_frames`] and, last, one more data frame of the same flow stamped years later.
+/// The frames of a [`Sender`] and, last, one more data frame of the same flow stamped years later.
 fn capture_with_a_far_frame(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
     let mut frames = frames.to_vec();
     let (ts, last) = frames.last().cloned().unwrap();
@@ -284,53 +527,36 @@ fn capture_with_a_far_frame(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
     pcap_of(&frames)
 }
 
+/// Years between two frames cost the model nothing: a released limiter has no timers to walk.
 #[test]
-fn a_timestamp_years_ahead_stops_the_model_not_the_analysis() {
-    let knobs = Knobs::default();
-    let frames = paced_frames(&knobs, &CNPS_US, (1, 2));
+fn a_timestamp_years_ahead_costs_the_model_nothing() {
+    let frames = Sender::new(&Knobs::default(), &CNPS_US).frames();
     let opts = Options {
-        max_model_events: 20_000,
         fit_flows: 1,
         ..Options::default()
     };
     let normal = analyse(pcap_of(&frames), &opts);
     let far = analyse(capture_with_a_far_frame(&frames), &opts);
     let (n, f) = (&normal.flows[0], &far.flows[0]);
-    assert_eq!(n.model_stopped_ns, None);
-    assert!(normal.limits().is_empty(), "{:?}", normal.limits());
-    let stop = f
-        .model_stopped_ns
-        .expect("the far frame's flow stopped at its budget");
-    assert!(
-        f.model.len() >= 20_000 && f.model.len() < 20_008,
-        "{}",
-        f.model.len()
-    );
-    assert!(f.model.iter().all(|p| p.t_ns <= stop));
-    // Up to the normal capture's end, the model is the same; the cuts all happen in that time.
+    assert_eq!((n.model_stopped_ns, f.model_stopped_ns), (None, None));
+    assert!(far.limits().is_empty(), "{:?}", far.limits());
+    // Up to the normal capture's end the models are the same; the far one then finishes the recovery and
+    // releases the limiter, and nothing happens in the years after.
     let end = frames.last().unwrap().0;
-    let early: Vec<_> = f.model.iter().filter(|p| p.t_ns <= end).copied().collect();
+    let early: Vec<_> = f.model.iter().filter(|m| m.t_ns <= end).copied().collect();
     assert_eq!(early, n.model);
+    let last = f.model.last().unwrap();
+    assert_eq!(last.event, roce_core::dcqcn::EventKind::Released);
+    assert!(last.t_ns < end + 100_000_000, "{last:?}");
     assert_eq!(f.cuts, n.cuts);
     assert_eq!(f.cnps, n.cnps);
-    // The far frame made every automatic bin days wide, so no bin ends before the stop: nothing to compare.
-    let busy = f.observed.iter().filter(|o| o.gbps > 0.0).count();
-    assert_eq!(busy, 2, "the paced frames' bin and the far frame's");
-    assert_eq!((f.fit, f.above_model_fraction), (None, 0.0));
-    let limits = far.limits();
-    assert!(
-        limits
-            .iter()
-            .any(|l| l.contains("1 of 1 flows stopped early")),
-        "{limits:?}"
-    );
 }
 
 #[test]
 fn a_timestamp_at_the_end_of_time_is_survived() {
     // A pcapng timestamp too large for nanoseconds saturates to u64::MAX; every bin edge and window the
     // analysis derives from it must saturate too (the fuzzer found an overflow in the observed cuts).
-    let frames = paced_frames(&Knobs::default(), &CNPS_US, (1, 2));
+    let frames = Sender::new(&Knobs::default(), &CNPS_US).frames();
     let mut ng = PcapngWriter::new(Vec::new(), &SectionInfo::default()).unwrap();
     ng.add_interface(LinkType::ETHERNET, 0, None, None).unwrap();
     for (ts, f) in &frames {
@@ -343,97 +569,47 @@ fn a_timestamp_at_the_end_of_time_is_survived() {
     for bin_ns in [None, Some(1_000_000_000)] {
         let opts = Options {
             bin_ns,
-            max_model_events: 2_000,
             fit_flows: 1,
             ..Options::default()
         };
         let report = analyse(bytes.clone(), &opts);
         let f = &report.flows[0];
         assert_eq!(f.cnps, CNPS_US.len() as u64);
-        assert!(f.model_stopped_ns.is_some(), "{bin_ns:?}");
+        assert!(!f.cuts.is_empty());
     }
 }
 
+/// The guard stops a model that would take more steps than it allows, and says so loudly; up to the stop the
+/// model is the whole one.
 #[test]
-fn the_event_budget_is_shared_between_flows() {
-    let bytes = two_flows();
+fn the_guard_stops_a_model_out_loud() {
+    let bytes = Sender::new(&Knobs::default(), &CNPS_US).pcap();
     let whole = analyse(bytes.clone(), &Options::default());
-    assert!(whole.flows.iter().all(|f| f.model_stopped_ns.is_none()));
-    let most = whole.flows.iter().map(|f| f.model.len()).max().unwrap();
+    let w = &whole.flows[0];
+    assert!(w.model.len() > 20);
     let opts = Options {
-        max_model_events: most,
+        max_model_steps: Some(10),
         ..Options::default()
     };
-    let shared = analyse(bytes, &opts);
-    assert_eq!(shared.flows.len(), 2);
-    for (s, w) in shared.flows.iter().zip(&whole.flows) {
-        let stop = s.model_stopped_ns.expect("half the budget is too little");
-        assert!(s.model.len() >= most / 2 && s.model.len() < most / 2 + 8);
-        let want: Vec<_> = w.model.iter().filter(|p| p.t_ns <= stop).copied().collect();
-        assert_eq!(s.model, want);
-        // The fit still runs, over the bins that end before the stop only.
-        let (sf, wf) = (s.fit.expect("fitted"), w.fit.expect("fitted"));
-        assert!(
-            sf.bins_compared > 0 && sf.bins_compared < wf.bins_compared,
-            "{sf:?} vs {wf:?}"
-        );
-    }
-}
-
-#[test]
-fn what_short_flows_leave_of_the_budget_goes_to_the_long_ones() {
-    // Hosts 1 → 2 see CNPs from 100 µs on, so their increase timer runs for most of the 3 ms; 3 → 4 see
-    // one CNP near the end and need few events.
-    let knobs = Knobs::default();
-    let mut frames = paced_frames(&knobs, &CNPS_US, (1, 2));
-    frames.extend(paced_frames(&knobs, &[2_900], (3, 4)));
-    frames.sort_by_key(|(ts, _)| *ts);
-    let bytes = pcap_of(&frames);
-    let whole = analyse(bytes.clone(), &Options::default());
-    let need = |r: &DcqcnReport, cnps: u64| {
-        let f = r.flows.iter().find(|f| f.cnps == cnps).unwrap();
-        (f.model.len(), f.model_stopped_ns, f.model.clone())
-    };
-    let (long, long_stop, long_model) = need(&whole, CNPS_US.len() as u64);
-    let (short, _, _) = need(&whole, 1);
-    assert_eq!(long_stop, None);
-    assert!(short * 4 < long, "short {short}, long {long}");
-    // An even split of this budget is less than the long flow needs, the whole of it more.
-    let max_model_events = long + short + 8;
-    assert!(max_model_events / 2 < long);
-    let opts = Options {
-        max_model_events,
-        ..Options::default()
-    };
-    let report = analyse(bytes, &opts);
-    let (n, stop, model) = need(&report, CNPS_US.len() as u64);
-    assert_eq!(
-        (n, stop),
-        (long, None),
-        "the long flow got the short one's leftover"
-    );
-    assert_eq!(model, long_model);
-    assert!(report.limits().is_empty(), "{:?}", report.limits());
-    // With too little for both, the long flow still stops, and within the whole budget.
-    let opts = Options {
-        max_model_events: long,
-        ..Options::default()
-    };
-    let report = analyse(pcap_of(&frames), &opts);
-    let (n, stop, _) = need(&report, CNPS_US.len() as u64);
-    assert!(stop.is_some());
+    let cut = analyse(bytes, &opts);
+    let c = &cut.flows[0];
+    let stop = c.model_stopped_ns.expect("stopped");
+    let want: Vec<_> = w.model.iter().filter(|m| m.t_ns <= stop).copied().collect();
+    assert_eq!(c.model, want);
+    let limits = cut.limits();
     assert!(
-        n > long / 2 && n + short <= long + 8,
-        "{n} + {short} vs {long}"
+        limits
+            .iter()
+            .any(|l| l.contains("CUT SHORT") && l.contains("1 OF 1 FLOWS")),
+        "{limits:?}"
     );
 }
 
 #[test]
 fn a_fixed_bin_too_fine_for_the_span_widens_instead_of_failing() {
-    let frames = paced_frames(&Knobs::default(), &CNPS_US, (1, 2));
+    let frames = Sender::new(&Knobs::default(), &CNPS_US).frames();
     let opts = Options {
         bin_ns: Some(10_000),
-        max_model_events: 10_000,
         ..Options::default()
     };
     // At 10 µs, 75 years would be 2.4e14 bins.

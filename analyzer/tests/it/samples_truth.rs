@@ -112,7 +112,7 @@ fn analyse(path: &Path, opts: &Options) -> DcqcnReport {
         n += 1;
         pass.frame(&dec.decode(n, &rec));
     }
-    pass.finish(opts).unwrap()
+    pass.finish(opts, &[]).unwrap()
 }
 
 /// A truth timeline as (t_ns, kind, rc_mbps).

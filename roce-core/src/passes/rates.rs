@@ -38,6 +38,7 @@ pub const PACING_GAP_MAX_NS: u64 = 100_000;
 struct Series {
     bins: Vec<Bin>,
     last_ns: Option<u64>,
+    priority: Option<u8>,
 }
 
 /// One flow's series at the final bin width, as seen on one capture interface (tap).
@@ -46,6 +47,8 @@ pub struct FlowSeries {
     pub iface: u32,
     pub key: FlowKey,
     pub bins: Vec<Bin>,
+    /// The priority of the flow's frames ([`Frame::priority`], the last one seen): which PFC pauses stop it.
+    pub priority: Option<u8>,
 }
 
 #[derive(Debug)]
@@ -114,6 +117,9 @@ impl RatesPass {
         };
         let gap = s.last_ns.map(|t| f.ts_ns.saturating_sub(t));
         s.last_ns = Some(f.ts_ns);
+        if let Some(p) = f.priority() {
+            s.priority = Some(p);
+        }
         let b = &mut s.bins[idx];
         b.bytes += u64::from(f.len);
         b.packets += 1;
@@ -168,6 +174,7 @@ impl RatesPass {
                 iface,
                 key,
                 bins: s.bins,
+                priority: s.priority,
             })
             .collect()
     }
