@@ -114,6 +114,11 @@ fn worked_check_with_the_fixed_point_alpha() {
     let third = q[2].rc_mbps / f[2].rc_mbps - 1.0;
     assert!(close(third, 0.0427, 0.0005), "third cut {third}");
     assert!(close(f[2].rc_mbps, 21468.0, 0.1));
+    // The increase timer at 400 µs: fast recovery halfway to the line rate.
+    let ev = replay(profile, &fixed, LINE, &cnps, 400 * US).unwrap();
+    let fr = ev.iter().find(|e| e.kind.is_increase()).unwrap();
+    assert_eq!((fr.kind, fr.t_ns), (FastRecovery, 400 * US));
+    assert!(close(fr.rc_mbps, 61192.5, 0.05), "{}", fr.rc_mbps);
 }
 
 #[test]
