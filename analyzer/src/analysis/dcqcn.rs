@@ -221,9 +221,12 @@ pub struct FlowDcqcn {
     pub rp_enabled: Option<bool>,
     pub cnps: u64,
     pub cnp_ts_ns: Vec<u64>,
+    /// CE-marked data packets of the flow (at the tap its rates come from).
+    pub ce_packets: u64,
     pub cuts: Vec<Cut>,
     /// Every model event (cuts, increases, CNPs, releases).
     pub model: Vec<ModelPoint>,
+    /// The flow's busy bins (a bin that is not here carried no data).
     pub observed: Vec<Observed>,
     pub observed_cuts: Vec<ObservedCut>,
     /// Share of the unpaused bins with traffic after the first CNP in which the observed rate exceeded the
@@ -264,8 +267,8 @@ pub struct DcqcnReport {
     pub ignored_knobs: Vec<String>,
     pub line_gbps: f64,
     pub bin_ns: u64,
-    /// The `--bin` width asked for, when the capture spans more than that width's grid could hold (see
-    /// [`roce_core::passes::rates::MAX_FIXED_BINS`]) and `bin_ns` had to be wider; null otherwise.
+    /// The `--bin` width asked for, when the capture's span or its flows needed more bins than the grid may
+    /// hold (see [`roce_core::passes::rates::MAX_TOTAL_BINS`]) and `bin_ns` had to be wider; null otherwise.
     pub requested_bin_ns: Option<u64>,
     pub cnp_delay_ns: i64,
     pub flows: Vec<FlowDcqcn>,
@@ -279,10 +282,10 @@ impl DcqcnReport {
         let mut out = Vec::new();
         if let Some(asked) = self.requested_bin_ns {
             out.push(format!(
-                "all flows together would need more than {} rate bins of the requested {} ns over the capture's \
-                 span, so the bins are {} ns wide",
-                roce_core::passes::rates::MAX_FIXED_BINS,
+                "the capture's span and flows need more rate bins of the requested {} ns than the grid holds \
+                 ({} busy bins over all flows, 2^32 over the span), so the bins are {} ns wide",
                 asked,
+                roce_core::passes::rates::MAX_TOTAL_BINS,
                 self.bin_ns
             ));
         }
@@ -379,18 +382,17 @@ impl DcqcnPass {
         // One series per flow: the tap that saw most of it (a flow mirrored twice is not twice as fast).
         let mut best: FxHashMap<FlowKey, &FlowSeries> = FxHashMap::default();
         for s in &series {
-            let n: u64 = s.bins.iter().map(|b| b.packets).sum();
+            let n = s.packets();
             let e = best.entry(s.key).or_insert(s);
-            let m: u64 = e.bins.iter().map(|b| b.packets).sum();
+            let m = e.packets();
             if n > m || (n == m && s.iface < e.iface) {
                 *e = s;
             }
         }
         let mut chosen: Vec<&FlowSeries> = best.into_values().collect();
         chosen.sort_by_key(|s| (s.key, s.iface));
-        let bins = chosen.iter().map(|s| s.bins.len()).max().unwrap_or(0);
         let grid = Grid { start, width };
-        let paused = PausedBins::new(pauses, grid, bins);
+        let paused = Paused::new(pauses);
         let mut flows = Vec::new();
         for s in chosen {
             let pair = pairing.of_flow(&s.key);
@@ -402,7 +404,7 @@ impl DcqcnPass {
             let cnp_times: Vec<u64> = cnp_key
                 .and_then(|k| cnp_streams.remove(&k))
                 .unwrap_or_default();
-            let ce: u64 = s.bins.iter().map(|b| b.ce).sum();
+            let ce: u64 = s.bins.iter().map(|b| u64::from(b.ce)).sum();
             if !cnp_times.is_empty() || ce > 0 {
                 flows.push(analyse_flow(
                     s,
@@ -495,56 +497,45 @@ impl Grid {
     }
 }
 
-/// Which bins of the grid PFC paused, per priority: bit N of a bin's mask for priority N, bit 8 for 802.3x
-/// PAUSE (the whole link). Every pause counts, from any source at any tap: a pause anywhere on a priority can
-/// hold its senders back through the switches between, and leaving out a bin too many costs a comparison,
-/// where keeping a paused one blames the rate limiter for PFC.
-#[derive(Debug)]
-struct PausedBins {
-    masks: Vec<u16>,
+/// The time PFC paused each priority (index 0–7) and 802.3x PAUSE the whole link (index 8), as disjoint
+/// sorted spans. Every pause counts, from any source at any tap: a pause anywhere on a priority can hold its
+/// senders back through the switches between, and leaving out a bin too many costs a comparison, where
+/// keeping a paused one blames the rate limiter for PFC.
+#[derive(Debug, Default)]
+struct Paused {
+    spans: [Vec<(u64, u64)>; 9],
 }
 
-impl PausedBins {
-    fn new(pauses: &[PauseInterval], grid: Grid, bins: usize) -> PausedBins {
-        // Difference arrays: +1 where a pause's first bin is, −1 after its last, one per bit.
-        let mut diff = vec![[0i32; 9]; bins + 1];
-        for p in pauses {
-            if p.end_ns <= p.start_ns || p.end_ns <= grid.start || bins == 0 {
-                continue;
-            }
-            let w = grid.width.max(1);
-            let first = (p.start_ns.saturating_sub(grid.start) / w) as usize;
-            let last = ((p.end_ns - 1 - grid.start) / w) as usize;
-            if first >= bins {
-                continue;
-            }
-            let bit = p.priority.map_or(8, |q| usize::from(q.min(7)));
-            diff[first][bit] += 1;
-            diff[(last + 1).min(bins)][bit] -= 1;
+impl Paused {
+    fn new(pauses: &[PauseInterval]) -> Paused {
+        let mut p = Paused::default();
+        for i in pauses.iter().filter(|i| i.end_ns > i.start_ns) {
+            let k = i.priority.map_or(8, |q| usize::from(q.min(7)));
+            p.spans[k].push((i.start_ns, i.end_ns));
         }
-        let mut run = [0i32; 9];
-        let masks = diff[..bins]
-            .iter()
-            .map(|d| {
-                let mut m = 0u16;
-                for (bit, (r, x)) in run.iter_mut().zip(d).enumerate() {
-                    *r += x;
-                    if *r > 0 {
-                        m |= 1 << bit;
-                    }
+        for v in &mut p.spans {
+            v.sort_unstable();
+            let mut merged: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+            for &(a, b) in v.iter() {
+                match merged.last_mut() {
+                    Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                    _ => merged.push((a, b)),
                 }
-                m
-            })
-            .collect();
-        PausedBins { masks }
+            }
+            *v = merged;
+        }
+        p
     }
 
-    /// Whether a flow on `priority` (any priority when unknown) was paused during bin `i`.
-    fn paused(&self, priority: Option<u8>, i: usize) -> bool {
-        let m = self.masks.get(i).copied().unwrap_or(0);
+    /// Whether a flow on `priority` (any priority when unknown) was paused at some time in `[a, b)`.
+    fn during(&self, priority: Option<u8>, a: u64, b: u64) -> bool {
+        let hits = |v: &Vec<(u64, u64)>| {
+            let k = v.partition_point(|s| s.1 <= a);
+            v.get(k).is_some_and(|s| s.0 < b)
+        };
         match priority {
-            Some(p) => m & ((1 << p.min(7)) | (1 << 8)) != 0,
-            None => m != 0,
+            Some(q) => hits(&self.spans[usize::from(q.min(7))]) || hits(&self.spans[8]),
+            None => self.spans.iter().any(hits),
         }
     }
 }
@@ -554,7 +545,7 @@ impl PausedBins {
 struct FlowContext<'a> {
     grid: Grid,
     end: u64,
-    paused: &'a PausedBins,
+    paused: &'a Paused,
     opts: &'a Options,
 }
 
@@ -566,23 +557,29 @@ fn model_times(cnp_ts: &[u64], opts: &Options) -> Vec<u64> {
         .collect()
 }
 
-/// Rc integrated over each bin of the grid, from the events of a replay as they come: before the first event
-/// the flow is at the line rate.
+/// Rc integrated over the busy bins of a flow (those of its observed series), from the events of a replay as
+/// they come: before the first event the flow is at the line rate.
 #[derive(Debug)]
-struct RcBins {
-    grid: Grid,
+struct RcBins<'a> {
+    width: u64,
+    /// The bins' starts, in order.
+    starts: &'a [u64],
     /// Mb/s × ns per bin.
     area: Vec<f64>,
+    /// The first bin that does not end at or before `t`.
+    next: usize,
     t: u64,
     rc: f64,
 }
 
-impl RcBins {
-    fn new(grid: Grid, bins: usize, line_mbps: f64) -> RcBins {
+impl<'a> RcBins<'a> {
+    fn new(starts: &'a [u64], width: u64, line_mbps: f64) -> RcBins<'a> {
         RcBins {
-            grid,
-            area: vec![0.0; bins],
-            t: grid.start,
+            width,
+            starts,
+            area: vec![0.0; starts.len()],
+            next: 0,
+            t: 0,
             rc: line_mbps,
         }
     }
@@ -593,26 +590,36 @@ impl RcBins {
         self.rc = rc;
     }
 
-    /// Integrates the current Rc up to `t`.
+    /// Integrates the current Rc from the last instant up to `t`, over the bins that overlap that span.
     fn fill(&mut self, t: u64) {
-        let w = self.grid.width.max(1);
-        while self.t < t {
-            let i = ((self.t - self.grid.start) / w) as usize;
-            if i >= self.area.len() {
-                self.t = t;
+        if t <= self.t {
+            return;
+        }
+        let mut k = self.next;
+        while let Some(&a) = self.starts.get(k) {
+            if a >= t {
                 break;
             }
-            let seg_end = self.grid.bin_start(i + 1).min(t);
-            self.area[i] += self.rc * (seg_end - self.t) as f64;
-            self.t = seg_end;
+            let b = a.saturating_add(self.width);
+            let (lo, hi) = (a.max(self.t), b.min(t));
+            if hi > lo {
+                self.area[k] += self.rc * (hi - lo) as f64;
+            }
+            if b > t {
+                break;
+            }
+            k += 1;
         }
+        self.next = k;
+        self.t = t;
     }
 
     /// Mean Rc per bin, Gb/s.
     fn means(mut self) -> Vec<f64> {
-        let end = self.grid.bin_start(self.area.len());
-        self.fill(end);
-        let w = self.grid.width.max(1) as f64;
+        if let Some(&last) = self.starts.last() {
+            self.fill(last.saturating_add(self.width));
+        }
+        let w = self.width.max(1) as f64;
         self.area.iter().map(|a| a / w / 1000.0).collect()
     }
 }
@@ -654,9 +661,11 @@ fn analyse_flow(
     } else {
         model_times(&cnp_ts, opts)
     };
+    let observed = observed_series(&s.bins, grid, |a, b| paused.during(s.priority, a, b));
+    let starts: Vec<u64> = observed.iter().map(|o| o.t_ns).collect();
     let mut cuts = Vec::new();
     let mut model = Vec::new();
-    let mut rc_bins = RcBins::new(grid, s.bins.len(), opts.line_mbps);
+    let mut rc_bins = RcBins::new(&starts, grid.width, opts.line_mbps);
     let stopped_ns = run_model(opts, &opts.knobs, &times, end, |e| {
         rc_bins.at(e.t_ns, e.rc_mbps);
         if e.kind == EventKind::Cut {
@@ -675,7 +684,6 @@ fn analyse_flow(
             alpha: e.alpha,
         });
     })?;
-    let observed = observed_series(&s.bins, grid, |i| paused.paused(s.priority, i));
     let observed_cuts = observed_cuts(&times, &observed, grid.width, opts);
     let window = times.first().map(|&first| Window {
         width: grid.width,
@@ -709,6 +717,7 @@ fn analyse_flow(
         rp_enabled,
         cnps: cnp_ts.len() as u64,
         cnp_ts_ns: cnp_ts,
+        ce_packets: s.bins.iter().map(|b| u64::from(b.ce)).sum(),
         cuts,
         model,
         observed,
@@ -721,19 +730,22 @@ fn analyse_flow(
     })
 }
 
-fn observed_series(bins: &[Bin], grid: Grid, paused: impl Fn(usize) -> bool) -> Vec<Observed> {
+/// The flow's busy bins as rates, each marked when a pause overlapped it.
+fn observed_series(bins: &[Bin], grid: Grid, paused: impl Fn(u64, u64) -> bool) -> Vec<Observed> {
     bins.iter()
-        .enumerate()
-        .map(|(i, b)| Observed {
-            t_ns: grid.bin_start(i),
-            gbps: gbps(b.bytes, grid.width),
-            ce_fraction: if b.packets > 0 {
-                b.ce as f64 / b.packets as f64
-            } else {
-                0.0
-            },
-            pacing_gbps: (b.gap_ns > 0).then(|| gbps(b.paced_bytes, b.gap_ns)),
-            paused: paused(i),
+        .map(|b| {
+            let t = grid.bin_start(b.index as usize);
+            Observed {
+                t_ns: t,
+                gbps: gbps(b.bytes, grid.width),
+                ce_fraction: if b.packets > 0 {
+                    f64::from(b.ce) / f64::from(b.packets)
+                } else {
+                    0.0
+                },
+                pacing_gbps: (b.gap_ns > 0).then(|| gbps(b.paced_bytes, b.gap_ns)),
+                paused: paused(t, t.saturating_add(grid.width)),
+            }
         })
         .collect()
 }
@@ -858,8 +870,9 @@ fn fit_knobs(
         until,
     };
     let replay_end = until.unwrap_or(end).min(end);
+    let starts: Vec<u64> = f.observed.iter().map(|o| o.t_ns).collect();
     let error = |knobs: &Knobs| -> Result<Option<(f64, usize)>, DcqcnError> {
-        let mut rc = RcBins::new(grid, f.observed.len(), opts.line_mbps);
+        let mut rc = RcBins::new(&starts, grid.width, opts.line_mbps);
         let stopped = run_model(opts, knobs, cnps, replay_end, |e| rc.at(e.t_ns, e.rc_mbps))?;
         if stopped.is_some_and(|s| until.is_none_or(|u| s < u)) {
             // Not modeled over the same bins as the others, so its error would not compare.

@@ -1,6 +1,7 @@
 //! Where PFC stopped traffic: pause intervals (from the PFC pass, which owns the rules of wire.md), storms,
 //! the flows that went quiet while their priority was paused, and priority checks.
 
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use roce_core::passes::flows::{FlowKey, FlowRow};
@@ -94,6 +95,17 @@ pub struct PauseInputs<'a> {
 }
 
 pub fn analyse(inp: PauseInputs<'_>) -> PauseReport {
+    // The flow table by key (the first row of a key, as a search of the table finds it), looked up for every
+    // series at every pause.
+    let mut rows: FxHashMap<FlowKey, &FlowRow> = FxHashMap::default();
+    for f in inp.flows {
+        let key = FlowKey {
+            src: f.src,
+            dst: f.dst,
+            dest_qp: f.dest_qp,
+        };
+        rows.entry(key).or_insert(f);
+    }
     let storms = inp
         .intervals
         .iter()
@@ -109,7 +121,7 @@ pub fn analyse(inp: PauseInputs<'_>) -> PauseReport {
         .intervals
         .iter()
         .filter_map(|i| {
-            let flows = stalled_flows(i, &inp);
+            let flows = stalled_flows(i, &inp, &rows);
             (!flows.is_empty()).then(|| Stall {
                 src_mac: i.src_mac.clone(),
                 pauser_ip: inp
@@ -162,7 +174,11 @@ pub fn analyse(inp: PauseInputs<'_>) -> PauseReport {
 /// Data flows on the paused priority (any priority for 802.3x PAUSE) that, at some tap, sent in the bin before
 /// the pause and in none of the bins wholly inside it. Pauses shorter than a bin cannot be judged and are
 /// skipped; ACK-only streams are left out (they stop because the data they acknowledge stopped).
-fn stalled_flows(i: &PauseInterval, inp: &PauseInputs<'_>) -> Vec<StalledFlow> {
+fn stalled_flows(
+    i: &PauseInterval,
+    inp: &PauseInputs<'_>,
+    rows: &FxHashMap<FlowKey, &FlowRow>,
+) -> Vec<StalledFlow> {
     let w = inp.bin_ns.max(1);
     let first_full = (i.start_ns.saturating_sub(inp.bins_start_ns)).div_ceil(w) as usize;
     let end_full = (i.end_ns.saturating_sub(inp.bins_start_ns) / w) as usize;
@@ -171,7 +187,7 @@ fn stalled_flows(i: &PauseInterval, inp: &PauseInputs<'_>) -> Vec<StalledFlow> {
     }
     let mut out: Vec<StalledFlow> = Vec::new();
     for s in inp.series {
-        let Some(row) = flow_row(inp.flows, &s.key) else {
+        let Some(row) = rows.get(&s.key) else {
             continue;
         };
         let pcp = row.pcp;
@@ -185,8 +201,8 @@ fn stalled_flows(i: &PauseInterval, inp: &PauseInputs<'_>) -> Vec<StalledFlow> {
         {
             continue;
         }
-        let before = s.bins.get(first_full - 1).is_some_and(|b| b.packets > 0);
-        let during = (first_full..end_full).any(|k| s.bins.get(k).is_some_and(|b| b.packets > 0));
+        let before = s.get(first_full - 1).is_some();
+        let during = s.busy_in(first_full..end_full);
         if before && !during {
             out.push(StalledFlow {
                 src: s.key.src,
@@ -254,12 +270,6 @@ fn paused_fraction(inp: &PauseInputs<'_>) -> (Vec<PausedBin>, u64) {
         }));
     }
     (out, w)
-}
-
-fn flow_row<'a>(flows: &'a [FlowRow], key: &FlowKey) -> Option<&'a FlowRow> {
-    flows
-        .iter()
-        .find(|f| f.src == key.src && f.dst == key.dst && f.dest_qp == key.dest_qp)
 }
 
 #[cfg(test)]

@@ -1,34 +1,53 @@
-//! Per-flow throughput and CE fraction over time, in bins.
+//! Per-flow throughput and CE fraction over time, in bins, in memory bounded by a budget rather than by the
+//! capture's length.
 //!
-//! The capture's span is unknown while streaming (and stdin cannot be read twice), so bins start narrow and
-//! double in width whenever a flow would need more than [`MAX_BINS`]; every flow shares one bin grid anchored at
-//! the first frame, so their series line up. With `--bin` the width is fixed and the count grows with time, up to
-//! [`MAX_FIXED_BINS`] over all flows; beyond that the width doubles too, and [`RatesPass::requested_width_ns`]
-//! says it did.
+//! Every flow shares one bin grid anchored at the first frame, so their series line up. A flow keeps only its
+//! busy bins (a bursty flow on a long capture has few). The capture's span is unknown while streaming (and
+//! stdin cannot be read twice), so the grid starts at [`MIN_BIN_NS`] and doubles its width, merging neighbours
+//! in place, whenever the capture would span more than [`MAX_BINS`] bins or all flows together would hold more
+//! than [`MAX_TOTAL_BINS`]: with many flows or a long span the bins are wider, never more numerous. With
+//! `--bin` the width is fixed until that total (or a span beyond 2^32 bins) forces it wider too, and
+//! [`RatesPass::requested_width_ns`] says it did. Acknowledgements are not counted: they are no data, and no rate
+//! limiter paces them.
+
+use std::ops::Range;
 
 use rustc_hash::FxHashMap;
 
 use super::flows::FlowKey;
 use crate::decode::{ECN_CE, Frame, Kind};
 
-/// Bins per flow before widths double (automatic mode).
+/// Bins over the capture's span before widths double (automatic mode): the resolution of a chart.
 pub const MAX_BINS: usize = 4096;
 /// Narrowest automatic bin: dcqcn.md compares rates in bins of at least 10 µs.
 pub const MIN_BIN_NS: u64 = 10_000;
-/// Bins over all flows (at 40 bytes each, 640 MiB, and up to as much again while vectors grow) that a fixed
-/// width may fill. One record with a corrupt timestamp years ahead would otherwise ask for more memory than
-/// any machine has.
-pub const MAX_FIXED_BINS: usize = 1 << 24;
+/// Busy bins over all flows (40 bytes each: 80 MiB) before widths double, in either mode. A capture of
+/// thousands of flows sending throughout keeps about this many; one record with a corrupt timestamp years
+/// ahead costs one more.
+pub const MAX_TOTAL_BINS: usize = 1 << 21;
 
+/// One busy bin of one flow.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Bin {
+    /// Position on the grid: the bin starts at the grid's start + `index` × width.
+    pub index: u32,
+    pub packets: u32,
+    pub ce: u32,
     pub bytes: u64,
-    pub packets: u64,
-    pub ce: u64,
     /// Bytes of packets that followed the flow's previous packet within [`PACING_GAP_MAX_NS`], and the sum of
     /// those gaps: their ratio is the rate the sender paced at while it was sending, idle time left out.
     pub paced_bytes: u64,
     pub gap_ns: u64,
+}
+
+impl Bin {
+    fn add(&mut self, o: &Bin) {
+        self.packets = self.packets.saturating_add(o.packets);
+        self.ce = self.ce.saturating_add(o.ce);
+        self.bytes = self.bytes.saturating_add(o.bytes);
+        self.paced_bytes = self.paced_bytes.saturating_add(o.paced_bytes);
+        self.gap_ns = self.gap_ns.saturating_add(o.gap_ns);
+    }
 }
 
 /// Gaps longer than this are idle time, not pacing (a 9 KB frame at 1 Gb/s takes 72 µs).
@@ -36,6 +55,7 @@ pub const PACING_GAP_MAX_NS: u64 = 100_000;
 
 #[derive(Debug, Clone, Default)]
 struct Series {
+    /// Busy bins, by index.
     bins: Vec<Bin>,
     last_ns: Option<u64>,
     priority: Option<u8>,
@@ -46,9 +66,36 @@ struct Series {
 pub struct FlowSeries {
     pub iface: u32,
     pub key: FlowKey,
+    /// The busy bins, in index order; a bin that is not here carried nothing.
     pub bins: Vec<Bin>,
     /// The priority of the flow's frames ([`Frame::priority`], the last one seen): which PFC pauses stop it.
     pub priority: Option<u8>,
+}
+
+impl FlowSeries {
+    /// The bin at `index`, if the flow sent anything in it.
+    pub fn get(&self, index: usize) -> Option<&Bin> {
+        let i = u32::try_from(index).ok()?;
+        self.bins
+            .binary_search_by_key(&i, |b| b.index)
+            .ok()
+            .map(|k| &self.bins[k])
+    }
+
+    /// Whether the flow sent anything in the bins of `range`.
+    pub fn busy_in(&self, range: Range<usize>) -> bool {
+        let from = self
+            .bins
+            .partition_point(|b| (b.index as usize) < range.start);
+        self.bins
+            .get(from)
+            .is_some_and(|b| (b.index as usize) < range.end)
+    }
+
+    /// Packets over the whole series.
+    pub fn packets(&self) -> u64 {
+        self.bins.iter().map(|b| u64::from(b.packets)).sum()
+    }
 }
 
 #[derive(Debug)]
@@ -58,7 +105,7 @@ pub struct RatesPass {
     fixed: bool,
     /// The fixed width asked for, once the grid had to be widened beyond it.
     requested_ns: Option<u64>,
-    /// Bins held over all flows.
+    /// Busy bins held over all flows.
     total_bins: usize,
     /// Per (interface, flow): a flow mirrored at two taps must not count twice, and a tap downstream of a
     /// pause still sees buffered frames drain while the sender is stopped.
@@ -86,71 +133,110 @@ impl RatesPass {
         let (Some(ip), Some(bth)) = (f.ip, f.bth()) else {
             return;
         };
-        let offset = f.ts_ns.saturating_sub(start);
-        let mut idx = (offset / self.width_ns) as usize;
-        if !self.fixed {
-            while idx >= MAX_BINS {
-                self.widen();
-                idx = (offset / self.width_ns) as usize;
-            }
+        if bth.opcode.is_ack() {
+            return;
         }
+        // A frame stamped before the first (timestamps out of order) counts in the first bin.
+        let offset = f.ts_ns.saturating_sub(start);
+        let index = loop {
+            let idx = offset / self.width_ns;
+            let too_far = if self.fixed {
+                idx > u64::from(u32::MAX)
+            } else {
+                idx >= MAX_BINS as u64
+            };
+            if !too_far {
+                break idx as u32;
+            }
+            self.widen();
+        };
         let key = FlowKey {
             src: ip.src,
             dst: ip.dst,
             dest_qp: bth.dest_qp,
         };
-        let s = loop {
-            let s = self.flows.entry((f.iface, key)).or_default();
-            let grow = (idx + 1).saturating_sub(s.bins.len());
-            if grow == 0 {
-                break s;
-            }
-            if self.fixed && self.total_bins.saturating_add(grow) > MAX_FIXED_BINS {
-                self.requested_ns.get_or_insert(self.width_ns);
-                self.widen();
-                idx = (offset / self.width_ns) as usize;
-                continue;
-            }
-            s.bins.resize(idx + 1, Bin::default());
-            self.total_bins += grow;
-            break s;
-        };
+        let s = self.flows.entry((f.iface, key)).or_default();
         let gap = s.last_ns.map(|t| f.ts_ns.saturating_sub(t));
         s.last_ns = Some(f.ts_ns);
         if let Some(p) = f.priority() {
             s.priority = Some(p);
         }
-        let b = &mut s.bins[idx];
-        b.bytes += u64::from(f.len);
-        b.packets += 1;
-        b.ce += u64::from(ip.ecn == ECN_CE);
+        let mut add = Bin {
+            index,
+            packets: 1,
+            ce: u32::from(ip.ecn == ECN_CE),
+            bytes: u64::from(f.len),
+            ..Bin::default()
+        };
         // A packet's gap to its predecessor is the time the sender's limiter spent on it.
         if let Some(g) = gap.filter(|&g| g > 0 && g <= PACING_GAP_MAX_NS) {
-            b.paced_bytes += u64::from(f.len);
-            b.gap_ns += g;
+            add.paced_bytes = add.bytes;
+            add.gap_ns = g;
+        }
+        let new = match s.bins.last_mut() {
+            Some(last) if last.index == index => {
+                last.add(&add);
+                false
+            }
+            Some(last) if last.index > index => {
+                match s.bins.binary_search_by_key(&index, |b| b.index) {
+                    Ok(k) => {
+                        s.bins[k].add(&add);
+                        false
+                    }
+                    Err(k) => {
+                        s.bins.insert(k, add);
+                        true
+                    }
+                }
+            }
+            _ => {
+                s.bins.push(add);
+                true
+            }
+        };
+        if new {
+            self.total_bins += 1;
+            if self.total_bins > MAX_TOTAL_BINS {
+                self.shrink();
+            }
         }
     }
 
-    /// Doubles the bin width, merging neighbours, so the grid covers twice the time in the same memory.
+    /// Widens the grid until the busy bins fit the budget again, as far as merging can take them: bins that
+    /// stay alone after a doubling (one per flow, at the least) cannot merge, and then the budget gives way.
+    fn shrink(&mut self) {
+        while self.total_bins > MAX_TOTAL_BINS / 2 {
+            let before = self.total_bins;
+            self.widen();
+            if self.total_bins == before {
+                break;
+            }
+        }
+    }
+
+    /// Doubles the bin width, merging neighbours in place, so the grid covers twice the time in at most the
+    /// same memory.
     fn widen(&mut self) {
+        if self.fixed {
+            self.requested_ns.get_or_insert(self.width_ns);
+        }
         self.width_ns = self.width_ns.saturating_mul(2);
         self.total_bins = 0;
         for s in self.flows.values_mut() {
-            let merged: Vec<Bin> = s
-                .bins
-                .chunks(2)
-                .map(|c| {
-                    c.iter().fold(Bin::default(), |a, b| Bin {
-                        bytes: a.bytes + b.bytes,
-                        packets: a.packets + b.packets,
-                        ce: a.ce + b.ce,
-                        paced_bytes: a.paced_bytes + b.paced_bytes,
-                        gap_ns: a.gap_ns.saturating_add(b.gap_ns),
-                    })
-                })
-                .collect();
-            self.total_bins += merged.len();
-            s.bins = merged;
+            let mut kept = 0;
+            for r in 0..s.bins.len() {
+                let mut b = s.bins[r];
+                b.index /= 2;
+                if kept > 0 && s.bins[kept - 1].index == b.index {
+                    s.bins[kept - 1].add(&b);
+                } else {
+                    s.bins[kept] = b;
+                    kept += 1;
+                }
+            }
+            s.bins.truncate(kept);
+            self.total_bins += kept;
         }
     }
 
@@ -162,7 +248,7 @@ impl RatesPass {
         self.width_ns
     }
 
-    /// The fixed width asked for, when the capture's span made the grid widen beyond it.
+    /// The fixed width asked for, when the capture's span or its flows made the grid widen beyond it.
     pub fn requested_width_ns(&self) -> Option<u64> {
         self.requested_ns
     }
@@ -183,4 +269,107 @@ impl RatesPass {
 /// Gb/s carried by `bytes` in a bin of `width_ns` (bytes·8 per ns is Gb/s).
 pub fn gbps(bytes: u64, width_ns: u64) -> f64 {
     bytes as f64 * 8.0 / width_ns as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::Decoder;
+    use roce_capture::{LinkType, Record};
+    use roce_wire::build::{IpSpec, RoceFrame};
+    use roce_wire::{BthRepr, ExtHeaders, Opcode};
+
+    /// A data frame (or an ACK) of the flow 10.0.0.1 → 10.0.0.`dst`, QP 0x10, given to `pass` at `ts`.
+    fn send(pass: &mut RatesPass, ts: u64, dst: u8, opcode: Opcode) {
+        let payload = [0u8; 64];
+        let f = RoceFrame {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, dst],
+            vlan: None,
+            ip: IpSpec::V4 {
+                src: [10, 0, 0, 1],
+                dst: [10, 0, 0, dst],
+                dscp: 26,
+                ecn: 2,
+                ttl: 64,
+                ident: 0,
+            },
+            sport: 50000,
+            bth: BthRepr::new(opcode, 0x10, 1),
+            ext: ExtHeaders {
+                aeth: opcode.is_ack().then_some(roce_wire::ext::AethRepr {
+                    syndrome: 0x1f,
+                    msn: 1,
+                }),
+                ..ExtHeaders::default()
+            },
+            payload: if opcode.is_ack() { &[] } else { &payload },
+        };
+        let mut buf = vec![0; f.len()];
+        let n = f.emit(&mut buf).unwrap();
+        let rec = Record {
+            iface: 0,
+            link: LinkType::ETHERNET,
+            ts_ns: ts,
+            caplen: n as u32,
+            len: n as u32,
+            data: &buf[..n],
+            offset: 0,
+        };
+        pass.frame(&Decoder::default().decode(1, &rec));
+    }
+
+    const DATA: Opcode = Opcode::RC_RDMA_WRITE_MIDDLE;
+
+    #[test]
+    fn only_busy_bins_are_kept_and_acks_are_not_counted() {
+        let mut p = RatesPass::new(None);
+        for t in [0, 5_000, 35_000, 36_000] {
+            send(&mut p, t, 2, DATA);
+        }
+        send(&mut p, 50_000, 2, Opcode::RC_ACKNOWLEDGE);
+        let s = p.finish();
+        assert_eq!(s.len(), 1);
+        let idx: Vec<(u32, u32)> = s[0].bins.iter().map(|b| (b.index, b.packets)).collect();
+        assert_eq!(idx, [(0, 2), (3, 2)]);
+        assert!(s[0].busy_in(1..4) && !s[0].busy_in(1..3));
+        assert_eq!(s[0].get(3).map(|b| b.packets), Some(2));
+        assert_eq!(s[0].get(2), None);
+        assert_eq!(s[0].packets(), 4);
+    }
+
+    #[test]
+    fn a_long_span_widens_in_place_and_keeps_every_packet() {
+        let mut p = RatesPass::new(None);
+        // One packet every 10 µs for 100 ms: 10,000 bins at 10 µs, past MAX_BINS.
+        for k in 0..10_000u64 {
+            send(&mut p, k * 10_000, 2, DATA);
+        }
+        assert_eq!(p.width_ns(), 40_000);
+        let s = p.finish();
+        assert!(s[0].bins.len() <= MAX_BINS);
+        assert_eq!(s[0].packets(), 10_000);
+        assert!(s[0].bins.windows(2).all(|w| w[0].index < w[1].index));
+    }
+
+    #[test]
+    fn out_of_order_frames_land_in_their_bin() {
+        let mut p = RatesPass::new(Some(1_000));
+        for t in [100, 5_500, 2_500, 5_600, 2_700, 0] {
+            send(&mut p, t, 2, DATA);
+        }
+        let s = p.finish();
+        let idx: Vec<(u32, u32)> = s[0].bins.iter().map(|b| (b.index, b.packets)).collect();
+        assert_eq!(idx, [(0, 2), (2, 2), (5, 2)]);
+    }
+
+    #[test]
+    fn a_fixed_width_widens_for_a_span_beyond_the_index_and_says_so() {
+        let mut p = RatesPass::new(Some(10_000));
+        send(&mut p, 0, 2, DATA);
+        send(&mut p, 75 * 365 * 24 * 3_600 * 1_000_000_000, 2, DATA);
+        assert_eq!(p.requested_width_ns(), Some(10_000));
+        assert!(p.width_ns() > 10_000);
+        assert_eq!(p.finish()[0].bins.len(), 2);
+    }
 }
