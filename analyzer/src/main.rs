@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use analyzer::analysis::dcqcn::{DcqcnPass, Options};
 use analyzer::analysis::findings::Severity;
+use analyzer::analysis::model_log::{self, ModelLog};
 use analyzer::analysis::{self as pipeline, PipelineOptions};
 use analyzer::output::frames as print;
 use analyzer::output::report::{Progress, ReportInput, write_report_with};
@@ -72,6 +73,10 @@ struct ReportArgs {
     /// on production fabrics; the default suits captures of a few ms).
     #[arg(long, default_value = "500us", value_parser = units::parse_positive_ns)]
     storm_threshold: u64,
+    /// Also write model_events.parquet: every event of every flow's DCQCN model (model.csv holds the
+    /// decimated series the charts draw). Written to disk as the model runs.
+    #[arg(long)]
+    model_table: bool,
 }
 
 /// How the reaction-point model runs (shared by `dcqcn` and `report`).
@@ -445,7 +450,23 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
     };
     let mut capture = open(&a.input)?;
     let progress = Progress::new(capture.progress().1, "analysing");
-    let analysis = pipeline::run(&mut capture, &opts, |pos| progress.set_position(pos))?;
+    let mut log = if a.model_table {
+        std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+        let path = a.out.join(".model_events.tmp");
+        Some(ModelLog::create(&path).with_context(|| format!("creating {}", path.display()))?)
+    } else {
+        None
+    };
+    let analysis = pipeline::run_with_model_events(
+        &mut capture,
+        &opts,
+        |pos| progress.set_position(pos),
+        &mut |id, e| {
+            if let Some(l) = &mut log {
+                l.push(id, e);
+            }
+        },
+    )?;
     progress.finish();
     let kernel = blocks::kernel_events(capture.custom_blocks());
     let files = write_report_with(
@@ -459,6 +480,9 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
         &kernel,
     )
     .with_context(|| format!("writing the report into {}", a.out.display()))?;
+    if let Some(log) = log {
+        write_model_table(&a.out, log)?;
+    }
     let problems = analysis
         .findings
         .iter()
@@ -479,6 +503,24 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
         eprintln!("roce-analyzer: warning: {limit}");
     }
     Ok(finish(&capture))
+}
+
+/// Turns the model's event log into model_events.parquet, a chunk of rows at a time, and removes the log.
+fn write_model_table(dir: &Path, log: ModelLog) -> Result<()> {
+    let (path, _) = log
+        .finish()
+        .context("writing the model's events to a scratch file")?;
+    let mut error = None;
+    let chunks = model_log::read_rows(&path, 1 << 16)
+        .with_context(|| format!("reading {}", path.display()))?
+        .map_while(|c| c.map_err(|e| error = Some(e)).ok());
+    tables::write_formats_chunked(dir, "model_events", chunks, &[TableFormat::Parquet])
+        .with_context(|| format!("writing model_events.parquet into {}", dir.display()))?;
+    if let Some(e) = error {
+        return Err(e).with_context(|| format!("reading {}", path.display()));
+    }
+    std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+    Ok(())
 }
 
 fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {

@@ -4,8 +4,11 @@
 //! [`DcqcnPass`] streams the capture once (pairing evidence, per-flow rate bins, CNP arrival times per sender
 //! QP); [`DcqcnPass::finish`] then replays the reaction-point model per paired flow, finds the observed rate
 //! change after each burst of CNPs, and fits the two knobs that shape a cut most (alpha gain and cut factor).
-//! The model's events are consumed as they are made (cuts, the points of the model series, Rc integrated over
-//! each rate bin); the fit's replays keep nothing but that integral.
+//! The model's events are consumed as they are made: the cuts are kept, Rc is integrated over each busy rate
+//! bin, and the model series keeps, in each of [`MODEL_COLUMNS`] columns over the capture, only the events a
+//! chart of Rc, Rt and alpha needs (the first, the last, and those where each of the three is lowest and
+//! highest); every event can also be handed to a caller, who writes them to disk (`report --model-table`).
+//! The fit's replays keep nothing but the integral.
 //!
 //! Bins in which the flow's priority was paused by PFC (or the link by PAUSE) say nothing about the rate
 //! limiter: the sender may not send whatever its rate. They are left out of every comparison of model and
@@ -117,6 +120,18 @@ impl Options {
 /// lead the report anyway.
 pub const DEFAULT_FIT_FLOWS: usize = 32;
 
+/// Columns over the capture's span in which each flow's model series is decimated: one per pixel of a report
+/// chart, so that the series draws as every event would, in a size that does not grow with the capture.
+pub const MODEL_COLUMNS: u64 = 1200;
+
+/// Which flow a model event belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct FlowId {
+    pub sender: IpAddr,
+    pub receiver: IpAddr,
+    pub receiver_qp: u32,
+}
+
 /// CNPs of a flow the fit looks at, from its first: the model and the observed rate are compared up to the
 /// last of them. Beyond some thousands of cuts more CNPs do not move the fit, and the candidates' replays stay
 /// bounded however long a flow was congested.
@@ -224,7 +239,9 @@ pub struct FlowDcqcn {
     /// CE-marked data packets of the flow (at the tap its rates come from).
     pub ce_packets: u64,
     pub cuts: Vec<Cut>,
-    /// Every model event (cuts, increases, CNPs, releases).
+    /// The model's events, decimated: in each column of the report's [`DcqcnReport::model_column_ns`] grid,
+    /// the first and last event and those at which Rc, Rt and alpha are lowest and highest, in time order. A
+    /// step chart drawn through these looks as one drawn through every event at that resolution.
     pub model: Vec<ModelPoint>,
     /// The flow's busy bins (a bin that is not here carried no data).
     pub observed: Vec<Observed>,
@@ -267,6 +284,9 @@ pub struct DcqcnReport {
     pub ignored_knobs: Vec<String>,
     pub line_gbps: f64,
     pub bin_ns: u64,
+    /// Width of the columns in which each flow's `model` series is decimated ([`MODEL_COLUMNS`] over the
+    /// capture's span).
+    pub model_column_ns: u64,
     /// The `--bin` width asked for, when the capture's span or its flows needed more bins than the grid may
     /// hold (see [`roce_core::passes::rates::MAX_TOTAL_BINS`]) and `bin_ns` had to be wider; null otherwise.
     pub requested_bin_ns: Option<u64>,
@@ -370,6 +390,17 @@ impl DcqcnPass {
         opts: &Options,
         pauses: &[PauseInterval],
     ) -> Result<(DcqcnReport, Series), DcqcnError> {
+        self.finish_with_events(opts, pauses, &mut |_, _| {})
+    }
+
+    /// [`DcqcnPass::finish_with_series`], handing every event of every flow's model to `on_event` as the model
+    /// makes it (a flow's events in time order, one flow after another).
+    pub fn finish_with_events(
+        self,
+        opts: &Options,
+        pauses: &[PauseInterval],
+        on_event: &mut dyn FnMut(&FlowId, &Event),
+    ) -> Result<(DcqcnReport, Series), DcqcnError> {
         // Refuse bad settings before any work.
         Rp::new(opts.profile, &opts.knobs, opts.line_mbps)?;
         let pairing = self.pairing.finish();
@@ -392,6 +423,10 @@ impl DcqcnPass {
         let mut chosen: Vec<&FlowSeries> = best.into_values().collect();
         chosen.sort_by_key(|s| (s.key, s.iface));
         let grid = Grid { start, width };
+        let columns = Grid {
+            start,
+            width: (end.saturating_sub(start) / MODEL_COLUMNS).saturating_add(1),
+        };
         let paused = Paused::new(pauses);
         let mut flows = Vec::new();
         for s in chosen {
@@ -412,10 +447,12 @@ impl DcqcnPass {
                     cnp_times,
                     FlowContext {
                         grid,
+                        columns,
                         end,
                         paused: &paused,
                         opts,
                     },
+                    &mut *on_event,
                 )?);
             }
         }
@@ -461,6 +498,7 @@ impl DcqcnPass {
             ignored_knobs: opts.ignored_knobs.clone(),
             line_gbps: opts.line_mbps / 1000.0,
             bin_ns: width,
+            model_column_ns: columns.width,
             requested_bin_ns,
             cnp_delay_ns: opts.cnp_delay_ns,
             flows,
@@ -544,6 +582,8 @@ impl Paused {
 #[derive(Clone, Copy)]
 struct FlowContext<'a> {
     grid: Grid,
+    /// The columns of the decimated model series.
+    columns: Grid,
     end: u64,
     paused: &'a Paused,
     opts: &'a Options,
@@ -645,13 +685,20 @@ fn analyse_flow(
     pair: Option<&Pair>,
     mut cnp_ts: Vec<u64>,
     cx: FlowContext<'_>,
+    on_event: &mut dyn FnMut(&FlowId, &Event),
 ) -> Result<FlowDcqcn, DcqcnError> {
     let FlowContext {
         grid,
+        columns,
         end,
         paused,
         opts,
     } = cx;
+    let id = FlowId {
+        sender: s.key.src,
+        receiver: s.key.dst,
+        receiver_qp: s.key.dest_qp,
+    };
     cnp_ts.sort_unstable();
     let rp_enabled = s.priority.and_then(|p| opts.rp_enable.get(p));
     // A reaction point that is off on the flow's priority ignores its CNPs (the NIC counts them in
@@ -664,9 +711,10 @@ fn analyse_flow(
     let observed = observed_series(&s.bins, grid, |a, b| paused.during(s.priority, a, b));
     let starts: Vec<u64> = observed.iter().map(|o| o.t_ns).collect();
     let mut cuts = Vec::new();
-    let mut model = Vec::new();
+    let mut model = Decimator::new(columns);
     let mut rc_bins = RcBins::new(&starts, grid.width, opts.line_mbps);
     let stopped_ns = run_model(opts, &opts.knobs, &times, end, |e| {
+        on_event(&id, &e);
         rc_bins.at(e.t_ns, e.rc_mbps);
         if e.kind == EventKind::Cut {
             cuts.push(Cut {
@@ -676,14 +724,9 @@ fn analyse_flow(
                 alpha: e.alpha,
             });
         }
-        model.push(ModelPoint {
-            t_ns: e.t_ns,
-            event: e.kind,
-            rc_gbps: e.rc_mbps / 1000.0,
-            rt_gbps: e.rt_mbps / 1000.0,
-            alpha: e.alpha,
-        });
+        model.push(e);
     })?;
+    let model = model.finish();
     let observed_cuts = observed_cuts(&times, &observed, grid.width, opts);
     let window = times.first().map(|&first| Window {
         width: grid.width,
@@ -728,6 +771,71 @@ fn analyse_flow(
         fit: None,
         model_stopped_ns: stopped_ns,
     })
+}
+
+/// The model series, decimated as it is made: per column, the events a chart needs.
+#[derive(Debug)]
+struct Decimator {
+    columns: Grid,
+    column: Option<u64>,
+    /// (order of arrival, event): the first and last of the column, and where Rc, Rt and alpha are lowest and
+    /// highest.
+    picks: [Option<(u64, Event)>; 8],
+    seen: u64,
+    out: Vec<ModelPoint>,
+}
+
+impl Decimator {
+    fn new(columns: Grid) -> Decimator {
+        Decimator {
+            columns,
+            column: None,
+            picks: [None; 8],
+            seen: 0,
+            out: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, e: Event) {
+        let col = e.t_ns.saturating_sub(self.columns.start) / self.columns.width.max(1);
+        if self.column != Some(col) {
+            self.flush();
+            self.column = Some(col);
+        }
+        let n = self.seen;
+        self.seen += 1;
+        let p = &mut self.picks;
+        p[0].get_or_insert((n, e));
+        p[1] = Some((n, e));
+        let metrics: [fn(&Event) -> f64; 3] = [|e| e.rc_mbps, |e| e.rt_mbps, |e| e.alpha];
+        for (m, value) in metrics.iter().enumerate() {
+            let v = value(&e);
+            if p[2 + 2 * m].is_none_or(|(_, lo)| v < value(&lo)) {
+                p[2 + 2 * m] = Some((n, e));
+            }
+            if p[3 + 2 * m].is_none_or(|(_, hi)| v > value(&hi)) {
+                p[3 + 2 * m] = Some((n, e));
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        let mut kept: Vec<(u64, Event)> = self.picks.iter_mut().filter_map(Option::take).collect();
+        kept.sort_unstable_by_key(|(n, _)| *n);
+        kept.dedup_by_key(|(n, _)| *n);
+        self.out.extend(kept.into_iter().map(|(_, e)| ModelPoint {
+            t_ns: e.t_ns,
+            event: e.kind,
+            rc_gbps: e.rc_mbps / 1000.0,
+            rt_gbps: e.rt_mbps / 1000.0,
+            alpha: e.alpha,
+        }));
+    }
+
+    fn finish(mut self) -> Vec<ModelPoint> {
+        self.flush();
+        self.out
+    }
 }
 
 /// The flow's busy bins as rates, each marked when a pause overlapped it.

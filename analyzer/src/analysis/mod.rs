@@ -3,6 +3,7 @@
 
 pub mod dcqcn;
 pub mod findings;
+pub mod model_log;
 pub mod pauses;
 
 use serde::Serialize;
@@ -53,7 +54,18 @@ pub struct Analysis {
 pub fn run(
     capture: &mut Capture,
     opts: &PipelineOptions,
+    progress: impl FnMut(u64),
+) -> Result<Analysis, DcqcnError> {
+    run_with_model_events(capture, opts, progress, &mut |_, _| {})
+}
+
+/// [`run`], handing every event of every flow's DCQCN model to `on_event` as the model makes it (the
+/// report's per-event table goes to disk this way, never whole in memory).
+pub fn run_with_model_events(
+    capture: &mut Capture,
+    opts: &PipelineOptions,
     mut progress: impl FnMut(u64),
+    on_event: &mut dyn FnMut(&dcqcn::FlowId, &roce_core::dcqcn::Event),
 ) -> Result<Analysis, DcqcnError> {
     let mut stats = Stats::new(opts.link_bps);
     let mut dcqcn = DcqcnPass::new(opts.dcqcn.bin_ns);
@@ -72,7 +84,7 @@ pub fn run(
     let (stats, intervals) = stats.finish_with_intervals(capture);
     let mut dcqcn_opts = opts.dcqcn.clone();
     dcqcn_opts.apply_recorded_knobs(capture.custom_blocks());
-    let (dcqcn, series) = dcqcn.finish_with_series(&dcqcn_opts, &intervals)?;
+    let (dcqcn, series) = dcqcn.finish_with_events(&dcqcn_opts, &intervals, on_event)?;
     let hosts = hosts.finish();
     let pauses = pauses::analyse(PauseInputs {
         hosts: &hosts,

@@ -2,11 +2,11 @@
 //! pairing, follow the rate, fit back the knobs the sender used, take the knobs the tracer recorded (both ends,
 //! per priority), and leave PFC-paused time out of its comparisons.
 
-use analyzer::analysis::dcqcn::{DcqcnPass, DcqcnReport, FlowDcqcn, Options};
+use analyzer::analysis::dcqcn::{DcqcnPass, DcqcnReport, FlowDcqcn, FlowId, Options};
 use roce_capture::blocks;
 use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
 use roce_capture::{CaptureReader, LinkType};
-use roce_core::dcqcn::{Knobs, Profile, Rp};
+use roce_core::dcqcn::{Event, EventKind, Knobs, Profile, Rp};
 use roce_core::decode::Decoder;
 use roce_core::passes::pairing::Method;
 use roce_core::passes::pfc::PfcPass;
@@ -205,6 +205,11 @@ fn two_flows() -> Vec<u8> {
 /// The analysis as `roce-analyzer dcqcn` runs it: the DCQCN pass and, for its pauses, the PFC pass; the
 /// knobs recorded in a pcapng are applied when `opts` allows.
 fn analyse(bytes: Vec<u8>, opts: &Options) -> DcqcnReport {
+    analyse_with_events(bytes, opts).0
+}
+
+/// [`analyse`], with every event of every flow's model as it was made.
+fn analyse_with_events(bytes: Vec<u8>, opts: &Options) -> (DcqcnReport, Vec<(FlowId, Event)>) {
     let mut r = CaptureReader::from_reader("paced", Box::new(std::io::Cursor::new(bytes))).unwrap();
     let dec = Decoder::default();
     let mut pass = DcqcnPass::new(opts.bin_ns);
@@ -220,7 +225,22 @@ fn analyse(bytes: Vec<u8>, opts: &Options) -> DcqcnReport {
     let mut opts = opts.clone();
     opts.apply_recorded_knobs(r.custom_blocks());
     let (_, pauses) = pfc.finish_with_intervals(last);
-    pass.finish(&opts, &pauses).unwrap()
+    let mut events = Vec::new();
+    let (report, _) = pass
+        .finish_with_events(&opts, &pauses, &mut |id, e| events.push((*id, *e)))
+        .unwrap();
+    (report, events)
+}
+
+/// The events of one flow's model.
+fn events_of(events: &[(FlowId, Event)], f: &FlowDcqcn) -> Vec<Event> {
+    events
+        .iter()
+        .filter(|(id, _)| {
+            (id.sender, id.receiver, id.receiver_qp) == (f.sender, f.receiver, f.receiver_qp)
+        })
+        .map(|(_, e)| *e)
+        .collect()
 }
 
 const CNPS_US: [u64; 6] = [100, 150, 200, 1000, 1040, 2000];
@@ -442,7 +462,7 @@ fn a_recovered_flow_congested_again_is_cut_by_half() {
     assert!(
         f.model
             .iter()
-            .any(|m| m.event == roce_core::dcqcn::EventKind::Released && m.t_ns < T0 + 6_000 * US),
+            .any(|m| m.event == EventKind::Released && m.t_ns < T0 + 6_000 * US),
         "{:?}",
         f.model
     );
@@ -535,18 +555,19 @@ fn a_timestamp_years_ahead_costs_the_model_nothing() {
         fit_flows: 1,
         ..Options::default()
     };
-    let normal = analyse(pcap_of(&frames), &opts);
-    let far = analyse(capture_with_a_far_frame(&frames), &opts);
+    let (normal, n_events) = analyse_with_events(pcap_of(&frames), &opts);
+    let (far, f_events) = analyse_with_events(capture_with_a_far_frame(&frames), &opts);
     let (n, f) = (&normal.flows[0], &far.flows[0]);
     assert_eq!((n.model_stopped_ns, f.model_stopped_ns), (None, None));
     assert!(far.limits().is_empty(), "{:?}", far.limits());
     // Up to the normal capture's end the models are the same; the far one then finishes the recovery and
     // releases the limiter, and nothing happens in the years after.
     let end = frames.last().unwrap().0;
-    let early: Vec<_> = f.model.iter().filter(|m| m.t_ns <= end).copied().collect();
-    assert_eq!(early, n.model);
-    let last = f.model.last().unwrap();
-    assert_eq!(last.event, roce_core::dcqcn::EventKind::Released);
+    let (n_ev, f_ev) = (events_of(&n_events, n), events_of(&f_events, f));
+    let early: Vec<_> = f_ev.iter().filter(|e| e.t_ns <= end).copied().collect();
+    assert_eq!(early, n_ev);
+    let last = f_ev.last().unwrap();
+    assert_eq!(last.kind, EventKind::Released);
     assert!(last.t_ns < end + 100_000_000, "{last:?}");
     assert_eq!(f.cuts, n.cuts);
     assert_eq!(f.cnps, n.cnps);
@@ -584,18 +605,18 @@ fn a_timestamp_at_the_end_of_time_is_survived() {
 #[test]
 fn the_guard_stops_a_model_out_loud() {
     let bytes = Sender::new(&Knobs::default(), &CNPS_US).pcap();
-    let whole = analyse(bytes.clone(), &Options::default());
-    let w = &whole.flows[0];
-    assert!(w.model.len() > 20);
+    let (whole, w_events) = analyse_with_events(bytes.clone(), &Options::default());
+    let w = events_of(&w_events, &whole.flows[0]);
+    assert!(w.len() > 20);
     let opts = Options {
         max_model_steps: Some(10),
         ..Options::default()
     };
-    let cut = analyse(bytes, &opts);
+    let (cut, c_events) = analyse_with_events(bytes, &opts);
     let c = &cut.flows[0];
     let stop = c.model_stopped_ns.expect("stopped");
-    let want: Vec<_> = w.model.iter().filter(|m| m.t_ns <= stop).copied().collect();
-    assert_eq!(c.model, want);
+    let want: Vec<_> = w.iter().filter(|e| e.t_ns <= stop).copied().collect();
+    assert_eq!(events_of(&c_events, c), want);
     let limits = cut.limits();
     assert!(
         limits
@@ -623,4 +644,138 @@ fn a_fixed_bin_too_fine_for_the_span_widens_instead_of_failing() {
         limits.iter().any(|l| l.contains("requested 10000 ns")),
         "{limits:?}"
     );
+}
+
+/// The model series is decimated per column: it holds only events of the model, in order, and in every column
+/// the first and last event and Rc's, Rt's and alpha's lowest and highest values, so a chart drawn through it
+/// shows what one drawn through every event shows; and it stays at a few points per column.
+#[test]
+fn the_model_series_is_decimated_per_column_without_losing_what_a_chart_shows() {
+    // A dense train (a CNP every 5 µs for a millisecond: cuts at every decrease check), then single ones.
+    let mut cnps: Vec<u64> = (0..200).map(|k| 100 + 5 * k).collect();
+    cnps.extend([9_000, 9_003, 20_000, 20_050]);
+    let sender = Sender {
+        duration_us: 40_000,
+        ..Sender::new(&Knobs::default(), &cnps)
+    };
+    let (report, events) = analyse_with_events(sender.pcap(), &bins20());
+    let f = &report.flows[0];
+    let all = events_of(&events, f);
+    let w = report.model_column_ns;
+    assert!(
+        w > 1 && all.len() > f.model.len(),
+        "{} of {}",
+        f.model.len(),
+        all.len()
+    );
+    let column = |t: u64| (t - T0) / w;
+    let mut from = 0;
+    let mut columns = 0;
+    while from < all.len() {
+        let c = column(all[from].t_ns);
+        let to = from
+            + all[from..]
+                .iter()
+                .take_while(|e| column(e.t_ns) == c)
+                .count();
+        let (full, kept): (&[Event], Vec<_>) = (
+            &all[from..to],
+            f.model.iter().filter(|m| column(m.t_ns) == c).collect(),
+        );
+        assert!(!kept.is_empty() && kept.len() <= 8);
+        assert_eq!(kept.first().unwrap().t_ns, full[0].t_ns);
+        let last = full.last().unwrap();
+        let k = kept.last().unwrap();
+        assert_eq!(
+            (k.t_ns, k.event, k.rc_gbps),
+            (last.t_ns, last.kind, last.rc_mbps / 1000.0)
+        );
+        let extremes = |v: &mut dyn Iterator<Item = f64>| {
+            v.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+                (lo.min(x), hi.max(x))
+            })
+        };
+        assert_eq!(
+            extremes(&mut kept.iter().map(|m| m.rc_gbps)),
+            extremes(&mut full.iter().map(|e| e.rc_mbps / 1000.0))
+        );
+        assert_eq!(
+            extremes(&mut kept.iter().map(|m| m.alpha)),
+            extremes(&mut full.iter().map(|e| e.alpha))
+        );
+        columns += 1;
+        from = to;
+    }
+    assert!(f.model.windows(2).all(|p| p[0].t_ns <= p[1].t_ns));
+    assert!(f.model.len() <= 8 * columns);
+}
+
+/// `report --model-table` writes every event of every flow's model to model_events.parquet (through a scratch
+/// file, never whole in memory), while model.csv holds the decimated series.
+#[test]
+fn the_report_writes_every_model_event_on_request() {
+    use crate::common::{analyzer, run, workspace};
+    use analyzer::analysis::{self as pipeline, PipelineOptions};
+    use polars::prelude::{ParquetReader, SerReader};
+
+    let sample = workspace().join("samples/captures/incast_dcqcn.pcapng");
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(analyzer()
+        .args([
+            "report",
+            "--link-speed",
+            "25G",
+            "--no-fit",
+            "--model-table",
+            "-o",
+        ])
+        .arg(dir.path())
+        .arg(&sample));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = std::fs::File::open(dir.path().join("model_events.parquet")).unwrap();
+    let table = ParquetReader::new(file).finish().unwrap();
+    assert!(!dir.path().join(".model_events.tmp").exists());
+    // The same analysis in this process, counting the events as they come.
+    let mut capture = roce_capture::Capture::open_file(&sample).unwrap();
+    let opts = PipelineOptions {
+        link_bps: 25_000_000_000,
+        dcqcn: Options {
+            line_mbps: 25_000.0,
+            fit: false,
+            ..Options::default()
+        },
+        ..PipelineOptions::default()
+    };
+    let mut events = 0usize;
+    let a = pipeline::run_with_model_events(&mut capture, &opts, |_| {}, &mut |_, _| events += 1)
+        .unwrap();
+    assert!(events > 100, "{events}");
+    assert_eq!(table.height(), events);
+    let cols: Vec<String> = table
+        .get_column_names()
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    assert_eq!(
+        cols,
+        [
+            "sender",
+            "receiver",
+            "receiver_qp",
+            "t_ns",
+            "event",
+            "cause",
+            "rc_before_gbps",
+            "rc_gbps",
+            "rt_gbps",
+            "alpha"
+        ]
+    );
+    let decimated: usize = a.dcqcn.flows.iter().map(|f| f.model.len()).sum();
+    let csv = std::fs::read_to_string(dir.path().join("model.csv")).unwrap();
+    assert_eq!(csv.lines().count(), decimated + 1);
 }

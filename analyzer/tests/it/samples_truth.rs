@@ -15,9 +15,9 @@
 use std::path::Path;
 
 use crate::common::workspace;
-use analyzer::analysis::dcqcn::{DcqcnPass, DcqcnReport, FlowDcqcn, Options};
+use analyzer::analysis::dcqcn::{DcqcnPass, DcqcnReport, FlowDcqcn, FlowId, Options};
 use roce_capture::{Capture, CaptureReader};
-use roce_core::dcqcn::Knobs;
+use roce_core::dcqcn::{Event, Knobs};
 use roce_core::decode::Decoder;
 use roce_core::frames::Frames;
 use roce_core::passes::Stats;
@@ -103,7 +103,8 @@ fn cnp_delay_ns(truth: &Value) -> i64 {
     2 * delay + ((78.0 + 24.0) * 8.0 / gbps).round() as i64
 }
 
-fn analyse(path: &Path, opts: &Options) -> DcqcnReport {
+/// The analysis, and every event of every flow's model (the report's `model` series is decimated).
+fn analyse(path: &Path, opts: &Options) -> (DcqcnReport, Vec<(FlowId, Event)>) {
     let mut r = CaptureReader::open(path).unwrap();
     let dec = Decoder::default();
     let mut pass = DcqcnPass::new(opts.bin_ns);
@@ -112,7 +113,11 @@ fn analyse(path: &Path, opts: &Options) -> DcqcnReport {
         n += 1;
         pass.frame(&dec.decode(n, &rec));
     }
-    pass.finish(opts, &[]).unwrap()
+    let mut events = Vec::new();
+    let (report, _) = pass
+        .finish_with_events(opts, &[], &mut |id, e| events.push((*id, *e)))
+        .unwrap();
+    (report, events)
 }
 
 /// A truth timeline as (t_ns, kind, rc_mbps).
@@ -155,6 +160,8 @@ struct Replayed {
     name: String,
     truth: Value,
     model: FlowDcqcn,
+    /// Every event of the model of this flow.
+    events: Vec<Event>,
     line: f64,
     end: u64,
 }
@@ -175,11 +182,7 @@ impl Replayed {
             .collect()
     }
     fn model_rc(&self) -> Vec<(u64, f64)> {
-        self.model
-            .model
-            .iter()
-            .map(|m| (m.t_ns, m.rc_gbps * 1000.0))
-            .collect()
+        self.events.iter().map(|e| (e.t_ns, e.rc_mbps)).collect()
     }
     /// Compares Rc with the truth's `key` timeline every 100 ns from the first CNP to the end: the share of
     /// instants at which the model's Rc is within `RATE_TOL` (`TIME_TOL_NS` either side, for the edges), and
@@ -218,7 +221,7 @@ fn replay(name: &str) -> Vec<Replayed> {
         fit: false,
         ..Options::default()
     };
-    let report = analyse(&path, &opts);
+    let (report, events) = analyse(&path, &opts);
     let tapped = &truth["taps"][0];
     let mut out = Vec::new();
     for tf in truth["flows"].as_array().unwrap() {
@@ -252,6 +255,11 @@ fn replay(name: &str) -> Vec<Replayed> {
             name: flow,
             truth: tf.clone(),
             model: ours.clone(),
+            events: events
+                .iter()
+                .filter(|(id, _)| id.sender == ours.sender && id.receiver_qp == ours.receiver_qp)
+                .map(|(_, e)| *e)
+                .collect(),
             line,
             end: truth["duration_ns"].as_u64().unwrap(),
         });
