@@ -251,6 +251,11 @@ pub struct FlowDcqcn {
     pub above_model_fraction: f64,
     /// Bins with traffic after the first CNP left out of the comparisons because PFC paused the flow.
     pub paused_bins: usize,
+    /// Over every event of the model (not only those the decimated series keeps): how many there were, the
+    /// lowest Rc and the highest alpha; null without events.
+    pub model_events: u64,
+    pub min_rc_gbps: Option<f64>,
+    pub max_alpha: Option<f64>,
     pub fit: Option<Fit>,
     /// Null when the model ran to the end of the capture. Otherwise its guard stopped it here (see
     /// [`step_guard`]): `model` and `cuts` stop at this instant, and the comparisons with the observed rate use
@@ -293,6 +298,17 @@ pub struct DcqcnReport {
     pub cnp_delay_ns: i64,
     pub flows: Vec<FlowDcqcn>,
     pub unpaired_cnps: Vec<UnpairedCnps>,
+    /// The flows above together, per bin of the rate grid in which any of them sent.
+    pub aggregate: Vec<AggregateBin>,
+}
+
+/// The flows of the report together in one bin of the rate grid.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct AggregateBin {
+    pub t_ns: u64,
+    pub gbps: f64,
+    /// CE-marked packets over packets.
+    pub ce_fraction: f64,
 }
 
 impl DcqcnReport {
@@ -429,6 +445,7 @@ impl DcqcnPass {
         };
         let paused = Paused::new(pauses);
         let mut flows = Vec::new();
+        let mut aggregate = Aggregate::default();
         for s in chosen {
             let pair = pairing.of_flow(&s.key);
             let cnp_key = pair.map(|p| FlowKey {
@@ -441,6 +458,7 @@ impl DcqcnPass {
                 .unwrap_or_default();
             let ce: u64 = s.bins.iter().map(|b| u64::from(b.ce)).sum();
             if !cnp_times.is_empty() || ce > 0 {
+                aggregate.add(&s.bins);
                 flows.push(analyse_flow(
                     s,
                     pair,
@@ -503,6 +521,7 @@ impl DcqcnPass {
             cnp_delay_ns: opts.cnp_delay_ns,
             flows,
             unpaired_cnps,
+            aggregate: aggregate.finish(grid),
         };
         Ok((
             report,
@@ -518,6 +537,34 @@ impl DcqcnPass {
     /// pairing alone.
     pub fn into_pairing(self) -> Pairing {
         self.pairing.finish()
+    }
+}
+
+/// Bytes, CE marks and packets of many flows per bin index (a map: the busy bins are sparse).
+#[derive(Debug, Default)]
+struct Aggregate {
+    bins: std::collections::BTreeMap<u32, (u64, u64, u64)>,
+}
+
+impl Aggregate {
+    fn add(&mut self, bins: &[Bin]) {
+        for b in bins {
+            let e = self.bins.entry(b.index).or_default();
+            e.0 = e.0.saturating_add(b.bytes);
+            e.1 += u64::from(b.ce);
+            e.2 += u64::from(b.packets);
+        }
+    }
+
+    fn finish(self, grid: Grid) -> Vec<AggregateBin> {
+        self.bins
+            .into_iter()
+            .map(|(i, (bytes, ce, packets))| AggregateBin {
+                t_ns: grid.bin_start(i as usize),
+                gbps: gbps(bytes, grid.width),
+                ce_fraction: ce as f64 / packets.max(1) as f64,
+            })
+            .collect()
     }
 }
 
@@ -711,6 +758,7 @@ fn analyse_flow(
     let observed = observed_series(&s.bins, grid, |a, b| paused.during(s.priority, a, b));
     let starts: Vec<u64> = observed.iter().map(|o| o.t_ns).collect();
     let mut cuts = Vec::new();
+    let (mut model_events, mut min_rc, mut max_alpha) = (0u64, f64::INFINITY, f64::NEG_INFINITY);
     let mut model = Decimator::new(columns);
     let mut rc_bins = RcBins::new(&starts, grid.width, opts.line_mbps);
     let stopped_ns = run_model(opts, &opts.knobs, &times, end, |e| {
@@ -724,6 +772,9 @@ fn analyse_flow(
                 alpha: e.alpha,
             });
         }
+        model_events += 1;
+        min_rc = min_rc.min(e.rc_mbps / 1000.0);
+        max_alpha = max_alpha.max(e.alpha);
         model.push(e);
     })?;
     let model = model.finish();
@@ -767,6 +818,9 @@ fn analyse_flow(
         observed_cuts,
         above_model_fraction,
         paused_bins,
+        model_events,
+        min_rc_gbps: (model_events > 0).then_some(min_rc),
+        max_alpha: (model_events > 0).then_some(max_alpha),
         // Filled in for the flows with the most CNPs, once they are known.
         fit: None,
         model_stopped_ns: stopped_ns,

@@ -708,6 +708,40 @@ fn the_model_series_is_decimated_per_column_without_losing_what_a_chart_shows() 
     }
     assert!(f.model.windows(2).all(|p| p[0].t_ns <= p[1].t_ns));
     assert!(f.model.len() <= 8 * columns);
+    // The flow's summary is over every event, not the series.
+    assert_eq!(f.model_events, all.len() as u64);
+    let min_rc = all
+        .iter()
+        .map(|e| e.rc_mbps / 1000.0)
+        .fold(f64::INFINITY, f64::min);
+    let max_alpha = all.iter().map(|e| e.alpha).fold(0.0, f64::max);
+    assert_eq!(
+        (f.min_rc_gbps, f.max_alpha),
+        (Some(min_rc), Some(max_alpha))
+    );
+}
+
+/// The aggregate of the report's flows is the sum of their busy bins, bin by bin.
+#[test]
+fn the_aggregate_sums_the_flows_bin_by_bin() {
+    let report = analyse(two_flows(), &bins20());
+    assert_eq!(report.flows.len(), 2);
+    let mut want: std::collections::BTreeMap<u64, f64> = Default::default();
+    for f in &report.flows {
+        for o in &f.observed {
+            *want.entry(o.t_ns).or_default() += o.gbps;
+        }
+    }
+    let got: Vec<(u64, f64)> = report.aggregate.iter().map(|a| (a.t_ns, a.gbps)).collect();
+    assert_eq!(got.len(), want.len());
+    for ((t, g), (wt, wg)) in got.iter().zip(&want) {
+        assert_eq!(t, wt);
+        assert!((g - wg).abs() < 1e-9, "{t}: {g} vs {wg}");
+    }
+    assert!(
+        report.aggregate.iter().any(|a| a.gbps > 150.0),
+        "both flows at once"
+    );
 }
 
 /// `report --model-table` writes every event of every flow's model to model_events.parquet (through a scratch
