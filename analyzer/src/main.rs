@@ -546,7 +546,8 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
     let mut opts = opts;
     opts.apply_recorded_knobs(capture.custom_blocks());
     let (_, pauses) = pfc.finish_with_intervals(last_ns);
-    let report = pass.finish(&opts, &pauses)?;
+    let mut report = pass.finish(&opts, &pauses)?;
+    report.name_taps(|i| pipeline::tap_name(&capture, i));
     for limit in report.limits() {
         eprintln!("roce-analyzer: warning: {limit}");
     }

@@ -227,6 +227,13 @@ pub struct FlowDcqcn {
     pub receiver: IpAddr,
     pub sender_qp: Option<u32>,
     pub receiver_qp: u32,
+    /// The tap the flow's rates come from (the one that saw most of its packets) and its name.
+    pub iface: u32,
+    pub tap: String,
+    /// The tap the model's CNPs come from (the one that saw most of the stream; the rates' tap on a tie) and
+    /// its name: a CNP seen at two taps is one CNP.
+    pub cnp_iface: Option<u32>,
+    pub cnp_tap: Option<String>,
     /// How the CNP stream was tied to this flow; null when no CNP stream could be.
     pub pairing: Option<Method>,
     /// The priority of the flow's frames, which decides the PFC pauses that stop it; null when unknown.
@@ -269,6 +276,9 @@ pub struct UnpairedCnps {
     pub src: IpAddr,
     pub dst: IpAddr,
     pub dest_qp: u32,
+    /// The tap the stream is counted at (the one that saw most of its CNPs) and its name.
+    pub iface: u32,
+    pub tap: String,
     pub cnps: u64,
     pub first_ns: u64,
     pub last_ns: u64,
@@ -312,6 +322,17 @@ pub struct AggregateBin {
 }
 
 impl DcqcnReport {
+    /// Fills in the taps' names (`FILE:IFACE`) from their indexes.
+    pub fn name_taps(&mut self, name: impl Fn(u32) -> String) {
+        for f in &mut self.flows {
+            f.tap = name(f.iface);
+            f.cnp_tap = f.cnp_iface.map(&name);
+        }
+        for u in &mut self.unpaired_cnps {
+            u.tap = name(u.iface);
+        }
+    }
+
     /// What the analysis could not do as asked, in words for the console and the report: a bin width that
     /// had to widen, models stopped by their guard.
     pub fn limits(&self) -> Vec<String> {
@@ -351,8 +372,8 @@ impl DcqcnReport {
 pub struct DcqcnPass {
     pairing: PairingPass,
     rates: RatesPass,
-    /// CNP arrival times per CNP stream (receiver → sender, sender's QP).
-    cnps: FxHashMap<FlowKey, Vec<u64>>,
+    /// CNP arrival times per tap and CNP stream (receiver → sender, sender's QP).
+    cnps: FxHashMap<(u32, FlowKey), Vec<u64>>,
     last_ns: u64,
 }
 
@@ -387,7 +408,7 @@ impl DcqcnPass {
                 dst: ip.dst,
                 dest_qp: bth.dest_qp,
             };
-            self.cnps.entry(key).or_default().push(f.ts_ns);
+            self.cnps.entry((f.iface, key)).or_default().push(f.ts_ns);
         }
     }
 
@@ -425,7 +446,7 @@ impl DcqcnPass {
         let requested_bin_ns = self.rates.requested_width_ns();
         let end = self.last_ns;
         let series = self.rates.finish();
-        let mut cnp_streams = self.cnps;
+        let mut cnp_streams = CnpStreams::new(self.cnps);
         // One series per flow: the tap that saw most of it (a flow mirrored twice is not twice as fast).
         let mut best: FxHashMap<FlowKey, &FlowSeries> = FxHashMap::default();
         for s in &series {
@@ -453,16 +474,16 @@ impl DcqcnPass {
                 dst: p.sender,
                 dest_qp: p.sender_qp,
             });
-            let cnp_times: Vec<u64> = cnp_key
-                .and_then(|k| cnp_streams.remove(&k))
-                .unwrap_or_default();
+            let (cnp_iface, cnp_times) = cnp_key
+                .and_then(|k| cnp_streams.take(&k, s.iface))
+                .map_or((None, Vec::new()), |(i, t)| (Some(i), t));
             let ce: u64 = s.bins.iter().map(|b| u64::from(b.ce)).sum();
             if !cnp_times.is_empty() || ce > 0 {
                 aggregate.add(&s.bins);
                 flows.push(analyse_flow(
                     s,
                     pair,
-                    cnp_times,
+                    (cnp_iface, cnp_times),
                     FlowContext {
                         grid,
                         columns,
@@ -495,11 +516,13 @@ impl DcqcnPass {
             }
         }
         let mut unpaired_cnps: Vec<UnpairedCnps> = cnp_streams
-            .into_iter()
-            .map(|(k, t)| UnpairedCnps {
+            .rest()
+            .map(|(k, iface, t)| UnpairedCnps {
                 src: k.src,
                 dst: k.dst,
                 dest_qp: k.dest_qp,
+                iface,
+                tap: String::new(),
                 cnps: t.len() as u64,
                 first_ns: t.iter().copied().min().unwrap_or(0),
                 last_ns: t.iter().copied().max().unwrap_or(0),
@@ -537,6 +560,40 @@ impl DcqcnPass {
     /// pairing alone.
     pub fn into_pairing(self) -> Pairing {
         self.pairing.finish()
+    }
+}
+
+/// The CNP streams by tap: each stream is taken from one tap, so that a CNP seen at two taps (a switch's
+/// ingress and egress, say) is one CNP.
+#[derive(Debug)]
+struct CnpStreams {
+    by_key: FxHashMap<FlowKey, Vec<(u32, Vec<u64>)>>,
+}
+
+impl CnpStreams {
+    fn new(streams: FxHashMap<(u32, FlowKey), Vec<u64>>) -> CnpStreams {
+        let mut by_key: FxHashMap<FlowKey, Vec<(u32, Vec<u64>)>> = FxHashMap::default();
+        for ((iface, key), t) in streams {
+            by_key.entry(key).or_default().push((iface, t));
+        }
+        CnpStreams { by_key }
+    }
+
+    /// The stream `key` at the tap that saw most of its CNPs (`prefer` on a tie, else the lowest index); the
+    /// copies at other taps go with it.
+    fn take(&mut self, key: &FlowKey, prefer: u32) -> Option<(u32, Vec<u64>)> {
+        let taps = self.by_key.remove(key)?;
+        taps.into_iter()
+            .max_by_key(|(iface, t)| (t.len(), *iface == prefer, std::cmp::Reverse(*iface)))
+    }
+
+    /// The streams no flow took, each at its tap with most CNPs.
+    fn rest(self) -> impl Iterator<Item = (FlowKey, u32, Vec<u64>)> {
+        self.by_key.into_iter().filter_map(|(key, taps)| {
+            taps.into_iter()
+                .max_by_key(|(iface, t)| (t.len(), std::cmp::Reverse(*iface)))
+                .map(|(iface, t)| (key, iface, t))
+        })
     }
 }
 
@@ -730,7 +787,7 @@ fn run_model(
 fn analyse_flow(
     s: &FlowSeries,
     pair: Option<&Pair>,
-    mut cnp_ts: Vec<u64>,
+    (cnp_iface, mut cnp_ts): (Option<u32>, Vec<u64>),
     cx: FlowContext<'_>,
     on_event: &mut dyn FnMut(&FlowId, &Event),
 ) -> Result<FlowDcqcn, DcqcnError> {
@@ -806,6 +863,10 @@ fn analyse_flow(
         receiver: s.key.dst,
         sender_qp: pair.map(|p| p.sender_qp),
         receiver_qp: s.key.dest_qp,
+        iface: s.iface,
+        tap: String::new(),
+        cnp_iface,
+        cnp_tap: None,
         pairing: pair.map(|p| p.method),
         priority: s.priority,
         rp_enabled,

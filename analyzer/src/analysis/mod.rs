@@ -84,7 +84,8 @@ pub fn run_with_model_events(
     let (stats, intervals) = stats.finish_with_intervals(capture);
     let mut dcqcn_opts = opts.dcqcn.clone();
     dcqcn_opts.apply_recorded_knobs(capture.custom_blocks());
-    let (dcqcn, series) = dcqcn.finish_with_events(&dcqcn_opts, &intervals, on_event)?;
+    let (mut dcqcn, series) = dcqcn.finish_with_events(&dcqcn_opts, &intervals, on_event)?;
+    dcqcn.name_taps(|i| tap_name(capture, i));
     let hosts = hosts.finish();
     let pauses = pauses::analyse(PauseInputs {
         hosts: &hosts,
@@ -104,4 +105,13 @@ pub fn run_with_model_events(
         pauses,
         findings,
     })
+}
+
+/// A tap's name (`FILE:IFACE`) by its index over the capture.
+pub fn tap_name(capture: &Capture, iface: u32) -> String {
+    capture
+        .taps()
+        .get(iface as usize)
+        .map(|t| t.name.clone())
+        .unwrap_or_default()
 }

@@ -788,6 +788,10 @@ fn the_report_writes_every_model_event_on_request() {
     let a = pipeline::run_with_model_events(&mut capture, &opts, |_| {}, &mut |_, _| events += 1)
         .unwrap();
     assert!(events > 100, "{events}");
+    // The taps are named as everywhere else: FILE:IFACE.
+    let f = &a.dcqcn.flows[0];
+    assert!(f.tap.ends_with("incast_dcqcn.pcapng:sw1-r"), "{}", f.tap);
+    assert_eq!(f.cnp_tap.as_deref(), Some(f.tap.as_str()));
     assert_eq!(table.height(), events);
     let cols: Vec<String> = table
         .get_column_names()
@@ -812,4 +816,31 @@ fn the_report_writes_every_model_event_on_request() {
     let decimated: usize = a.dcqcn.flows.iter().map(|f| f.model.len()).sum();
     let csv = std::fs::read_to_string(dir.path().join("model.csv")).unwrap();
     assert_eq!(csv.lines().count(), decimated + 1);
+}
+
+/// A flow and its CNPs seen at two taps (a switch's ingress and egress, 300 ns apart): each CNP reaches the
+/// model once, from one tap, which the report names; the model is the one-tap model.
+#[test]
+fn cnps_seen_at_two_taps_are_counted_once() {
+    let frames = Sender::new(&Knobs::default(), &CNPS_US).frames();
+    let mut w = PcapngWriter::new(Vec::new(), &SectionInfo::default()).unwrap();
+    w.add_interface(LinkType::ETHERNET, 65535, Some("in"), None)
+        .unwrap();
+    w.add_interface(LinkType::ETHERNET, 65535, Some("out"), None)
+        .unwrap();
+    let mut both: Vec<(u64, u32, &Vec<u8>)> = frames
+        .iter()
+        .flat_map(|(ts, f)| [(*ts, 0, f), (ts + 300, 1, f)])
+        .collect();
+    both.sort_by_key(|x| (x.0, x.1));
+    for (ts, iface, f) in both {
+        w.write_packet(iface, ts, f, f.len() as u32).unwrap();
+    }
+    let two = analyse(w.into_inner().unwrap(), &bins20());
+    let one = analyse(pcap_of(&frames), &bins20());
+    let (t, o) = (&two.flows[0], &one.flows[0]);
+    assert_eq!(t.cnps, CNPS_US.len() as u64);
+    assert_eq!((t.iface, t.cnp_iface), (0, Some(0)));
+    assert_eq!(t.cuts, o.cuts);
+    assert!(two.unpaired_cnps.is_empty(), "{:?}", two.unpaired_cnps);
 }
