@@ -834,7 +834,11 @@ fn analyse_flow(
         max_alpha = max_alpha.max(e.alpha);
         model.push(e);
     })?;
-    let model = model.finish();
+    // Every flow's vectors live until the report is written: keep what they hold, not what they grew to.
+    let mut model = model.finish();
+    model.shrink_to_fit();
+    cuts.shrink_to_fit();
+    cnp_ts.shrink_to_fit();
     let observed_cuts = observed_cuts(&times, &observed, grid.width, opts);
     let window = times.first().map(|&first| Window {
         width: grid.width,
