@@ -12,6 +12,7 @@ use analyzer::analysis::findings::Severity;
 use analyzer::analysis::model_log::{self, ModelLog};
 use analyzer::analysis::{self as pipeline, PipelineOptions};
 use analyzer::output::frames as print;
+use analyzer::output::report::export::write_kernel_tables;
 use analyzer::output::report::{Progress, ReportInput, write_report_with};
 use analyzer::output::tables::{self, TableFormat};
 use analyzer::output::text::{print_dcqcn, print_kernel_events, print_stats};
@@ -370,7 +371,8 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
         if let Some(dir) = dir {
             write_tables(dir, &report, format)?;
             if let Some(k) = &kernel_summary {
-                write_kernel_tables(dir, k, &kernel.events, format)?;
+                write_kernel_tables(dir, k, &kernel.events, &[format])
+                    .with_context(|| format!("writing tables into {}", dir.display()))?;
             }
         }
     }
@@ -570,21 +572,5 @@ fn write_tables(dir: &Path, r: &StatsReport, format: TableFormat) -> Result<()> 
     tables::write(dir, "pfc", &r.pfc, format).with_context(ctx)?;
     tables::write(dir, "counters", &r.counters, format).with_context(ctx)?;
     tables::write(dir, "kernel_drops", &r.kernel_drops, format).with_context(ctx)?;
-    Ok(())
-}
-
-fn write_kernel_tables(
-    dir: &Path,
-    k: &blocks::KernelSummary,
-    events: &[blocks::KernelEvent],
-    format: TableFormat,
-) -> Result<()> {
-    let ctx = || format!("writing tables into {}", dir.display());
-    let events = blocks::kernel_event_rows(events);
-    let flows = blocks::flow_process_rows(&k.flow_processes);
-    tables::write(dir, "kernel_events", &events, format).with_context(ctx)?;
-    tables::write(dir, "kernel_drop_intervals", &k.drop_intervals, format).with_context(ctx)?;
-    tables::write(dir, "qp_processes", &k.qp_processes, format).with_context(ctx)?;
-    tables::write(dir, "flow_processes", &flows, format).with_context(ctx)?;
     Ok(())
 }

@@ -221,8 +221,41 @@ pub struct Fit {
     pub candidates: usize,
 }
 
+/// One flow DCQCN acted on: the flow in a few numbers, and its series over time. Summaries (the report's
+/// `summary.json` and `dcqcn_flows` table) carry the numbers without the series; the series are what the
+/// charts draw. The numbers are reached through the flow itself (`flow.cnps`), as one type.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FlowDcqcn {
+    #[serde(flatten)]
+    pub summary: FlowSummary,
+    pub cnp_ts_ns: Vec<u64>,
+    pub cuts: Vec<Cut>,
+    /// The model's events, decimated: in each column of the report's [`DcqcnReport::model_column_ns`] grid,
+    /// the first and last event and those at which Rc, Rt and alpha are lowest and highest, in time order. A
+    /// step chart drawn through these looks as one drawn through every event at that resolution.
+    pub model: Vec<ModelPoint>,
+    /// The flow's busy bins (a bin that is not here carried no data).
+    pub observed: Vec<Observed>,
+    pub observed_cuts: Vec<ObservedCut>,
+}
+
+/// The numbers are the flow's own, not a view of it, so the flow reads as them.
+impl std::ops::Deref for FlowDcqcn {
+    type Target = FlowSummary;
+    fn deref(&self) -> &FlowSummary {
+        &self.summary
+    }
+}
+
+impl std::ops::DerefMut for FlowDcqcn {
+    fn deref_mut(&mut self) -> &mut FlowSummary {
+        &mut self.summary
+    }
+}
+
+/// What a [`FlowDcqcn`] is in numbers, without its series.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlowSummary {
     pub sender: IpAddr,
     pub receiver: IpAddr,
     pub sender_qp: Option<u32>,
@@ -242,17 +275,8 @@ pub struct FlowDcqcn {
     /// whose RP is off ignores its CNPs, and its model stays at the line rate.
     pub rp_enabled: Option<bool>,
     pub cnps: u64,
-    pub cnp_ts_ns: Vec<u64>,
     /// CE-marked data packets of the flow (at the tap its rates come from).
     pub ce_packets: u64,
-    pub cuts: Vec<Cut>,
-    /// The model's events, decimated: in each column of the report's [`DcqcnReport::model_column_ns`] grid,
-    /// the first and last event and those at which Rc, Rt and alpha are lowest and highest, in time order. A
-    /// step chart drawn through these looks as one drawn through every event at that resolution.
-    pub model: Vec<ModelPoint>,
-    /// The flow's busy bins (a bin that is not here carried no data).
-    pub observed: Vec<Observed>,
-    pub observed_cuts: Vec<ObservedCut>,
     /// Share of the unpaused bins with traffic after the first CNP in which the observed rate exceeded the
     /// modeled Rc by more than 20 %. Rc is a ceiling, so a sender that obeys its limiter stays low here.
     pub above_model_fraction: f64,
@@ -862,7 +886,7 @@ fn analyse_flow(
         }
         None => (0.0, 0),
     };
-    Ok(FlowDcqcn {
+    let summary = FlowSummary {
         sender: s.key.src,
         receiver: s.key.dst,
         sender_qp: pair.map(|p| p.sender_qp),
@@ -875,12 +899,7 @@ fn analyse_flow(
         priority: s.priority,
         rp_enabled,
         cnps: cnp_ts.len() as u64,
-        cnp_ts_ns: cnp_ts,
         ce_packets: s.bins.iter().map(|b| u64::from(b.ce)).sum(),
-        cuts,
-        model,
-        observed,
-        observed_cuts,
         above_model_fraction,
         paused_bins,
         model_events,
@@ -889,6 +908,14 @@ fn analyse_flow(
         // Filled in for the flows with the most CNPs, once they are known.
         fit: None,
         model_stopped_ns: stopped_ns,
+    };
+    Ok(FlowDcqcn {
+        summary,
+        cnp_ts_ns: cnp_ts,
+        cuts,
+        model,
+        observed,
+        observed_cuts,
     })
 }
 

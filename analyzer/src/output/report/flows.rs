@@ -1,0 +1,273 @@
+//! The per-flow section (one chart per flow that DCQCN acted on, worst first: the observed rate beside the
+//! model's Rc and Rt) and the aggregate section (the flows together, with their CE fraction).
+
+use std::collections::BTreeMap;
+
+use super::axis::{TimeAxis, fmt_num};
+use super::charts::{Chart, Line, LineChart, MarkShape, Marks, PALETTE, SecondAxis};
+use super::kernel::label_for;
+use super::{Report, ReportError, ReportInput};
+use crate::analysis::dcqcn::{DcqcnReport, FlowDcqcn};
+use roce_core::passes::StatsReport;
+
+/// Flows drawn one chart each; the rest are summed up in the table, since nobody reads forty charts.
+pub const MAX_FLOW_CHARTS: usize = 8;
+
+pub(super) fn write(r: &mut Report<'_>) -> Result<(), ReportError> {
+    r.page
+        .section("flows", "Per-flow throughput and the DCQCN model");
+    let flows_with_cc = r.input.dcqcn.flows.len();
+    if r.shown.is_empty() {
+        r.page.para(
+            "note",
+            "No flow saw ECN congestion marks or CNPs, so there is no rate control to show.",
+        );
+    } else {
+        r.page.para(
+            "note",
+            &format!(
+                "Showing {} of {} flows with CE marks or CNPs, most CNPs and CE marks first; the per-QP table \
+                 below lists them all. Rc and Rt are the modeled current and target rates of the sender's \
+                 rate limiter, fed with the CNPs seen in the capture.",
+                r.shown.len(),
+                flows_with_cc
+            ),
+        );
+    }
+    for i in 0..r.shown.len() {
+        let f = r.shown[i];
+        let mut chart = flow_chart(f, &r.axis, r.input.dcqcn, i);
+        let processes = label_for(
+            r.labels(),
+            r.kernel_summary,
+            f.sender,
+            f.receiver,
+            f.receiver_qp,
+        );
+        if let (Some(label), Chart::Line(c)) = (&processes, &mut chart) {
+            c.title.push_str(&format!(" — {}", label.text));
+            if !label.marks.is_empty() {
+                c.marks.push(Marks {
+                    label: "QP seen in the kernel events".into(),
+                    color: PALETTE[7],
+                    shape: MarkShape::Dot,
+                    points: label.marks.iter().map(|&t| (r.axis.x(t), 0.0)).collect(),
+                });
+            }
+        }
+        let caption = match &processes {
+            Some(l) => format!("Flow {}: {} — {}", i + 1, flow_label(f), l.text),
+            None => format!("Flow {}: {}", i + 1, flow_label(f)),
+        };
+        r.chart(&format!("flow_{:02}", i + 1), &chart, &caption)?;
+    }
+
+    r.page
+        .section("aggregate", "Aggregate throughput and CE fraction");
+    if let Some(chart) = aggregate_chart(r.input.dcqcn, &r.axis) {
+        r.chart(
+            "aggregate",
+            &chart,
+            "Sum over the flows with CE marks or CNPs; CE fraction weighted by each flow's bytes.",
+        )?;
+    } else {
+        r.page.para("note", "No flow with CE marks or CNPs.");
+    }
+    Ok(())
+}
+
+/// CE-marked packets of a DCQCN flow, from the stats table (same flow key).
+pub(super) fn ce_packets(stats: &StatsReport, f: &FlowDcqcn) -> u64 {
+    stats
+        .flows
+        .iter()
+        .find(|r| r.src == f.sender && r.dst == f.receiver && r.dest_qp == f.receiver_qp)
+        .map_or(0, |r| r.ce_packets)
+}
+
+/// The flows that get a chart: most CNPs, then most CE marks; ties broken by the flow key so the choice is
+/// stable.
+pub(super) fn worst_flows<'a>(input: &ReportInput<'a>) -> Vec<&'a FlowDcqcn> {
+    let mut v: Vec<(&FlowDcqcn, u64)> = input
+        .dcqcn
+        .flows
+        .iter()
+        .map(|f| (f, ce_packets(input.stats, f)))
+        .collect();
+    v.sort_by(|a, b| {
+        b.0.cnps.cmp(&a.0.cnps).then(b.1.cmp(&a.1)).then(
+            (a.0.sender, a.0.receiver, a.0.receiver_qp).cmp(&(
+                b.0.sender,
+                b.0.receiver,
+                b.0.receiver_qp,
+            )),
+        )
+    });
+    v.into_iter().take(MAX_FLOW_CHARTS).map(|x| x.0).collect()
+}
+
+pub(super) fn flow_label(f: &FlowDcqcn) -> String {
+    let sqp = f
+        .sender_qp
+        .map_or(String::new(), |q| format!(" (sender QP {q:#x})"));
+    format!("{} → {} QP {:#x}{sqp}", f.sender, f.receiver, f.receiver_qp)
+}
+
+/// A step function (value holds until the next point) as polyline points, from `x0` to `x1`.
+pub(super) fn steps(
+    start: f64,
+    points: impl Iterator<Item = (f64, f64)>,
+    x0: f64,
+    x1: f64,
+) -> Vec<(f64, f64)> {
+    let mut out = vec![(x0, start)];
+    let mut last = start;
+    for (x, y) in points {
+        out.push((x, last));
+        out.push((x, y));
+        last = y;
+    }
+    out.push((x1, last));
+    out
+}
+
+/// Throughput as observed in bins, the model's Rc and Rt over it, CE-marked bins and CNP arrivals.
+pub fn flow_chart(f: &FlowDcqcn, axis: &TimeAxis, d: &DcqcnReport, index: usize) -> Chart {
+    let (x0, x1) = axis.range();
+    let half_bin = d.bin_ns / 2;
+    let observed: Vec<(f64, f64)> = f
+        .observed
+        .iter()
+        .map(|o| (axis.x(o.t_ns.saturating_add(half_bin)), o.gbps))
+        .collect();
+    let line = d.line_gbps;
+    let rc = steps(
+        line,
+        f.model.iter().map(|m| (axis.x(m.t_ns), m.rc_gbps)),
+        x0,
+        x1,
+    );
+    let rt = steps(
+        line,
+        f.model.iter().map(|m| (axis.x(m.t_ns), m.rt_gbps)),
+        x0,
+        x1,
+    );
+    let y_max = observed
+        .iter()
+        .map(|p| p.1)
+        .chain([line])
+        .fold(0.0f64, f64::max)
+        * 1.12;
+    let ce: Vec<(f64, f64)> = f
+        .observed
+        .iter()
+        .filter(|o| o.ce_fraction > 0.0)
+        .map(|o| (axis.x(o.t_ns.saturating_add(half_bin)), o.gbps))
+        .collect();
+    let cnps: Vec<(f64, f64)> = f.cnp_ts_ns.iter().map(|&t| (axis.x(t), 0.0)).collect();
+    let mut marks = Vec::new();
+    if !ce.is_empty() {
+        marks.push(Marks {
+            label: "bin with CE marks".into(),
+            color: PALETTE[5],
+            shape: MarkShape::Dot,
+            points: ce,
+        });
+    }
+    if !cnps.is_empty() {
+        marks.push(Marks {
+            label: format!("CNP ({})", f.cnps),
+            color: PALETTE[3],
+            shape: MarkShape::Tick,
+            points: cnps,
+        });
+    }
+    Chart::Line(LineChart {
+        title: format!("Flow {}: {}", index + 1, flow_label(f)),
+        x_label: axis.label(),
+        y_label: "throughput (Gb/s)".into(),
+        x_range: (x0, x1),
+        y_max,
+        lines: vec![
+            Line {
+                label: format!("observed ({} µs bins)", fmt_num(d.bin_ns as f64 / 1e3)),
+                color: PALETTE[0],
+                points: observed,
+                dashed: false,
+            },
+            Line {
+                label: "model Rc".into(),
+                color: PALETTE[2],
+                points: rc,
+                dashed: false,
+            },
+            Line {
+                label: "model Rt".into(),
+                color: PALETTE[1],
+                points: rt,
+                dashed: true,
+            },
+        ],
+        marks,
+        y2: None,
+    })
+}
+
+/// Sum of the observed rates of every flow in the DCQCN report, with the byte-weighted CE fraction.
+pub fn aggregate_chart(d: &DcqcnReport, axis: &TimeAxis) -> Option<Chart> {
+    if d.flows.is_empty() {
+        return None;
+    }
+    // (sum of Gb/s, sum of Gb/s × CE fraction) per bin start; every flow shares one bin grid.
+    let mut bins: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
+    for f in &d.flows {
+        for o in &f.observed {
+            let e = bins.entry(o.t_ns).or_default();
+            e.0 += o.gbps;
+            e.1 += o.gbps * o.ce_fraction;
+        }
+    }
+    let half = d.bin_ns / 2;
+    let tput: Vec<(f64, f64)> = bins
+        .iter()
+        .map(|(&t, v)| (axis.x(t.saturating_add(half)), v.0))
+        .collect();
+    let ce: Vec<(f64, f64)> = bins
+        .iter()
+        .map(|(&t, v)| {
+            (
+                axis.x(t.saturating_add(half)),
+                if v.0 > 0.0 { v.1 / v.0 } else { 0.0 },
+            )
+        })
+        .collect();
+    let y_max = tput.iter().map(|p| p.1).fold(d.line_gbps, f64::max) * 1.12;
+    Some(Chart::Line(LineChart {
+        title: format!(
+            "Aggregate throughput of {} flows with CE marks or CNPs",
+            d.flows.len()
+        ),
+        x_label: axis.label(),
+        y_label: "throughput (Gb/s)".into(),
+        x_range: axis.range(),
+        y_max,
+        lines: vec![Line {
+            label: "throughput".into(),
+            color: PALETTE[0],
+            points: tput,
+            dashed: false,
+        }],
+        marks: Vec::new(),
+        y2: Some(SecondAxis {
+            label: "CE-marked fraction".into(),
+            max: 1.05,
+            lines: vec![Line {
+                label: "CE fraction (right axis)".into(),
+                color: PALETTE[5],
+                points: ce,
+                dashed: false,
+            }],
+        }),
+    }))
+}

@@ -1,0 +1,46 @@
+//! The top of the page: what was captured, how the model was set up, and what limited the analysis.
+
+use super::Report;
+use super::axis::{fmt_duration, fmt_num};
+
+pub(super) fn write(r: &mut Report<'_>) {
+    let input = r.input;
+    let cap = &input.stats.capture;
+    let page = &mut r.page;
+    page.h1("RoCE congestion report");
+    page.para(
+        "meta",
+        &format!(
+            "Capture {} ({}): {} frames, {} bytes over {}. DCQCN model: {} profile, knobs from {}, line rate {} Gb/s.",
+            cap.file,
+            cap.format,
+            cap.frames,
+            cap.bytes,
+            fmt_duration(cap.duration_ns),
+            input.dcqcn.profile,
+            input.dcqcn.knob_source,
+            fmt_num(input.dcqcn.line_gbps)
+        ),
+    );
+    if let Some(err) = &cap.error {
+        page.para("note", &format!("Reading stopped early: {err}"));
+    }
+    for limit in input.dcqcn.limits() {
+        page.para("note", &format!("Limit reached: {limit}."));
+    }
+    // One silence longer than a second that is most of the span is rarely traffic: usually a record whose
+    // timestamp was corrupted, which stretches every time axis below.
+    if let Some(n) = cap.largest_gap_frame
+        && cap.largest_gap_ns >= 1_000_000_000
+        && cap.largest_gap_ns >= cap.duration_ns / 2
+    {
+        page.para(
+            "note",
+            &format!(
+                "Frame {n} comes {} after the frame before it, most of the capture's span: check its timestamp \
+                 (`roce-analyzer decode -c {n}` shows it last).",
+                fmt_duration(cap.largest_gap_ns)
+            ),
+        );
+    }
+}
