@@ -19,10 +19,22 @@ pub const REQUIRE_SHARED: &str = "ROCETRACE_REQUIRE_SHARED_CAPTURES";
 pub const NOT_RUN_FILE: &str = "ROCETRACE_NOT_RUN_FILE";
 
 /// The workspace root.
+///
+/// Taken from the running test's `CARGO_MANIFEST_DIR` (cargo sets it for every test it runs) rather than from
+/// the path testkit was compiled in: a build directory seeded from another checkout keeps testkit compiled
+/// there, and the tests would then read that checkout's files instead of this one's.
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("testkit sits inside the workspace")
+    let compiled_in = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let running = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    running
+        .as_deref()
+        .into_iter()
+        .flat_map(Path::ancestors)
+        .chain(compiled_in.ancestors())
+        .find(|dir| {
+            std::fs::read_to_string(dir.join("Cargo.toml")).is_ok_and(|t| t.contains("[workspace]"))
+        })
+        .unwrap_or(compiled_in)
         .to_path_buf()
 }
 
