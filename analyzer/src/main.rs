@@ -56,7 +56,7 @@ struct DcqcnArgs {
     input: Input,
     #[command(flatten)]
     model: ModelArgs,
-    /// JSON with a `flows` list (see the README for the fields).
+    /// JSON with a `flows` list (fields in docs/dcqcn.md).
     #[arg(long)]
     json: bool,
 }
@@ -138,11 +138,11 @@ struct Input {
 struct DecodeArgs {
     #[command(flatten)]
     input: Input,
-    /// JSON lines, one object per frame, with the fields documented in the README.
+    /// JSON lines, one object per frame, with the fields documented in docs/decode.md.
     #[arg(long)]
     json: bool,
     /// Only frames matching this expression, e.g. `cnp or (roce and ecn == ce and qp == 0x118)`.
-    /// Fields: kind qp src dst ip opcode psn ecn dscp vlan pcp sport icrc; see the README.
+    /// Fields: kind qp src dst ip opcode psn ecn dscp vlan pcp sport icrc; see docs/decode.md.
     #[arg(long, short = 'Y', value_name = "EXPR")]
     filter: Option<String>,
     /// Stop after this many printed frames.
