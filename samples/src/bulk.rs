@@ -29,6 +29,59 @@ pub struct BulkSpec {
     pub mtu: u32,
     /// Seeds every random choice, so the same spec always writes the same bytes.
     pub seed: u64,
+    /// `None`: data at 400 Gb/s with periodic congestion episodes (the decode benchmark's traffic).
+    /// `Some`: a saturation test's steady mix at a fixed frame rate (the scale benchmark's traffic).
+    pub saturation: Option<Saturation>,
+}
+
+/// The steady mix of a long saturation test: frames at a fixed rate, CE marks, CNPs and PFC spread evenly
+/// over the whole span, so that every part of a multi-second capture keeps the model and the tables busy.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Saturation {
+    /// Time between consecutive frames, whatever their kind (1 µs: a million frames per second).
+    pub gap_ns: u64,
+    /// Share of data packets written CE-marked, in parts per million.
+    pub ce_ppm: u32,
+    /// Share of CE-marked packets the receiver answers with a CNP (subject to the NP's 4 µs spacing per QP).
+    pub cnp_per_ce_ppm: u32,
+    /// Frames between two PFC frames on priority 3, which alternate XOFF and XON.
+    pub pfc_every: u64,
+}
+
+impl Saturation {
+    /// The mix the scale benchmark names: 1 frame per µs, about 5 % CE, 1 % CNPs and 0.1 % PFC of all frames.
+    pub fn benchmark() -> Self {
+        Saturation {
+            gap_ns: 1_000,
+            // 16 of every 17 RoCE frames are data: 5.3 % of data is 5 % of frames.
+            ce_ppm: 53_000,
+            cnp_per_ce_ppm: 200_000,
+            pfc_every: 1_000,
+        }
+    }
+}
+
+impl BulkSpec {
+    /// The scale benchmark's capture: `frames` at a saturation test's steady mix (see [`Saturation::benchmark`]).
+    pub fn saturation(frames: u64) -> Self {
+        BulkSpec {
+            frames,
+            saturation: Some(Saturation::benchmark()),
+            ..BulkSpec::default()
+        }
+    }
+}
+
+/// Where generated frames go: one pcap file, or a caller's rotation over several files of any format.
+pub trait FrameSink {
+    /// Writes one record: `data` is what was kept of a frame that was `orig_len` bytes on the wire.
+    fn packet(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> io::Result<()>;
+}
+
+impl<W: Write> FrameSink for PcapWriter<W> {
+    fn packet(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> io::Result<()> {
+        self.write_packet(ts_ns, data, orig_len)
+    }
 }
 
 impl Default for BulkSpec {
@@ -39,6 +92,7 @@ impl Default for BulkSpec {
             snaplen: Some(128),
             mtu: 4096,
             seed: 7,
+            saturation: None,
         }
     }
 }
@@ -88,15 +142,15 @@ fn ipv4_checksum(h: &mut [u8]) {
     h[10..12].copy_from_slice(&sum.to_be_bytes());
 }
 
-struct Gen<W: Write> {
-    out: PcapWriter<W>,
+struct Gen<'a> {
+    out: &'a mut dyn FrameSink,
     spec: BulkSpec,
     counts: BulkCounts,
     buf: Vec<u8>,
     payload: Vec<u8>,
 }
 
-impl<W: Write> Gen<W> {
+impl Gen<'_> {
     #[allow(clippy::too_many_arguments)]
     fn roce(
         &mut self,
@@ -135,7 +189,7 @@ impl<W: Write> Gen<W> {
                 let n = frame
                     .emit(&mut self.buf)
                     .map_err(|e| io::Error::other(e.to_string()))?;
-                self.out.write_packet(ts, &self.buf[..n], n as u32)?;
+                self.out.packet(ts, &self.buf[..n], n as u32)?;
             }
             Some(snap) => {
                 // Headers only: emit a frame with an empty payload, then fix the lengths so the record says
@@ -159,7 +213,7 @@ impl<W: Write> Gen<W> {
                 self.buf[BTH_AT + 1] = (self.buf[BTH_AT + 1] & !0x30) | (pad << 4);
                 self.buf.resize(n.max(snap as usize), 0);
                 let keep = (snap as usize).min(wire);
-                self.out.write_packet(ts, &self.buf[..keep], wire as u32)?;
+                self.out.packet(ts, &self.buf[..keep], wire as u32)?;
             }
         }
         self.counts.frames += 1;
@@ -181,7 +235,7 @@ impl<W: Write> Gen<W> {
             &mut buf,
         )
         .map_err(|e| io::Error::other(e.to_string()))?;
-        self.out.write_packet(ts, &buf[..n], n as u32)?;
+        self.out.packet(ts, &buf[..n], n as u32)?;
         self.counts.frames += 1;
         self.counts.pfc += 1;
         self.counts.bytes_on_wire += n as u64;
@@ -203,7 +257,22 @@ fn bth(opcode: Opcode, dest_qp: u32, psn: u32, ack_req: bool) -> BthRepr {
 /// Traffic: messages of 16 packets (RDMA WRITE FIRST, 14 MIDDLE, LAST) on QPs chosen at random, an ACK per
 /// message, at 400 Gb/s aggregate. Every 10 ms a 2 ms congestion episode marks 10 % of data packets CE; the
 /// receiver answers CE with a CNP at most every 4 µs per QP, and the switch sends PFC XOFF/XON on priority 3.
+/// With [`BulkSpec::saturation`] set, the same messages come at its fixed frame rate and mix instead.
 pub fn write<W: Write>(w: W, spec: &BulkSpec) -> io::Result<BulkCounts> {
+    let mut out = PcapWriter::new(w, LinkType::ETHERNET, snap_length(spec))?;
+    let counts = generate(&mut out, spec)?;
+    out.flush()?;
+    Ok(counts)
+}
+
+/// The snap length a file of this capture declares in its header.
+pub fn snap_length(spec: &BulkSpec) -> u32 {
+    spec.snaplen.map_or(65535, |s| s.max(64))
+}
+
+/// Generates the capture into any sink: the rotation of a long test over several files is the sink's business,
+/// so the traffic (and every random choice) is the same however it is split.
+pub fn generate(out: &mut dyn FrameSink, spec: &BulkSpec) -> io::Result<BulkCounts> {
     let mut rng = Rng::new(spec.seed);
     let qps: Vec<Qp> = (0..spec.qps)
         .map(|i| Qp {
@@ -218,9 +287,8 @@ pub fn write<W: Write>(w: W, spec: &BulkSpec) -> io::Result<BulkCounts> {
         })
         .collect();
     let mut qps = qps;
-    let snap = spec.snaplen.map_or(65535, |s| s.max(64));
     let mut g = Gen {
-        out: PcapWriter::new(w, LinkType::ETHERNET, snap)?,
+        out,
         spec: spec.clone(),
         counts: BulkCounts::default(),
         buf: Vec::with_capacity(9000),
@@ -229,13 +297,27 @@ pub fn write<W: Write>(w: W, spec: &BulkSpec) -> io::Result<BulkCounts> {
     let wire_ns = |bytes: u64| bytes * 8 / 400;
     let mut t = T0_NS;
     let mut paused = false;
+    let sat = spec.saturation;
+    // In a saturation test every frame, whatever its kind, takes the next slot of the fixed frame rate.
+    let slot = |t: &mut u64| {
+        if let Some(s) = sat {
+            *t += s.gap_ns;
+        }
+    };
+    let mut next_pfc = sat.map_or(u64::MAX, |s| s.pfc_every);
     while g.counts.frames < spec.frames {
         let qi = rng.below(u64::from(spec.qps)) as usize;
         let q = qps[qi];
-        let in_episode = (t - T0_NS) % 10_000_000 < 2_000_000;
-        if in_episode != paused && g.counts.frames + 1 < spec.frames {
+        let in_episode = sat.is_none() && (t - T0_NS) % 10_000_000 < 2_000_000;
+        if sat.is_none() && in_episode != paused && g.counts.frames + 1 < spec.frames {
             g.pfc(t, if in_episode { 0xffff } else { 0 })?;
             paused = in_episode;
+        }
+        if g.counts.frames >= next_pfc && g.counts.frames + 1 < spec.frames {
+            paused = !paused;
+            g.pfc(t, if paused { 0xffff } else { 0 })?;
+            slot(&mut t);
+            next_pfc += sat.map_or(u64::MAX, |s| s.pfc_every);
         }
         let mut psn = q.psn;
         let mut last_cnp = q.last_cnp_ns;
@@ -258,7 +340,10 @@ pub fn write<W: Write>(w: W, spec: &BulkSpec) -> io::Result<BulkCounts> {
                 15 => (Opcode::RC_RDMA_WRITE_LAST, ExtHeaders::default()),
                 _ => (Opcode::RC_RDMA_WRITE_MIDDLE, ExtHeaders::default()),
             };
-            let ce = in_episode && rng.below(10) == 0;
+            let ce = match sat {
+                None => in_episode && rng.below(10) == 0,
+                Some(s) => rng.below(1_000_000) < u64::from(s.ce_ppm),
+            };
             let ecn = if ce { 3 } else { 2 };
             g.roce(
                 t,
@@ -271,11 +356,16 @@ pub fn write<W: Write>(w: W, spec: &BulkSpec) -> io::Result<BulkCounts> {
                 spec.mtu as usize,
             )?;
             g.counts.data += 1;
-            t += wire_ns(u64::from(spec.mtu) + 62);
+            match sat {
+                None => t += wire_ns(u64::from(spec.mtu) + 62),
+                Some(s) => t += s.gap_ns,
+            }
             psn = (psn + 1) & 0xff_ffff;
             if ce {
                 g.counts.ce += 1;
-                if t - last_cnp >= CNP_GAP_NS && g.counts.frames < spec.frames {
+                let answered =
+                    sat.is_none_or(|s| rng.below(1_000_000) < u64::from(s.cnp_per_ce_ppm));
+                if answered && t - last_cnp >= CNP_GAP_NS && g.counts.frames < spec.frames {
                     g.roce(
                         t,
                         q.receiver,
@@ -288,6 +378,7 @@ pub fn write<W: Write>(w: W, spec: &BulkSpec) -> io::Result<BulkCounts> {
                     )?;
                     g.counts.cnps += 1;
                     last_cnp = t;
+                    slot(&mut t);
                 }
             }
         }
@@ -316,8 +407,8 @@ pub fn write<W: Write>(w: W, spec: &BulkSpec) -> io::Result<BulkCounts> {
                 0,
             )?;
             g.counts.acks += 1;
+            slot(&mut t);
         }
     }
-    g.out.flush()?;
     Ok(g.counts)
 }

@@ -33,7 +33,20 @@ struct Measured {
 /// GNU time prints wall time in hundredths of a second, a tenth of the floor's whole run on a fast machine,
 /// so the wall time is taken here around the child instead, less `overhead` (what starting GNU time and
 /// taskset costs, [`wrapper_overhead`]); GNU time still gives the peak RSS.
-fn time_once(argv: &[&str], overhead: f64) -> Result<(f64, f64)> {
+pub(crate) fn time_once(argv: &[&str], overhead: f64) -> Result<(f64, f64)> {
+    timed(argv, overhead, Stdio::inherit())
+}
+
+/// Like [`time_once`], also returning what the command printed on stderr (its warnings are part of the result).
+pub(crate) fn time_once_keeping_stderr(argv: &[&str], overhead: f64) -> Result<(f64, f64, String)> {
+    let err = std::env::temp_dir().join("rocetrace-bench-stderr.txt");
+    let (secs, rss) = timed(argv, overhead, Stdio::from(File::create(&err)?))?;
+    let text = std::fs::read_to_string(&err)?;
+    eprint!("{text}");
+    Ok((secs, rss, text))
+}
+
+fn timed(argv: &[&str], overhead: f64, stderr: Stdio) -> Result<(f64, f64)> {
     let timing = std::env::temp_dir().join("rocetrace-bench-time.txt");
     let start = Instant::now();
     let status = Command::new("/usr/bin/time")
@@ -42,6 +55,7 @@ fn time_once(argv: &[&str], overhead: f64) -> Result<(f64, f64)> {
         .args(["taskset", "-c", "0"])
         .args(argv)
         .stdout(Stdio::null())
+        .stderr(stderr)
         .status()
         .with_context(|| format!("running {}", argv.join(" ")))?;
     let secs = start.elapsed().as_secs_f64() - overhead;
@@ -58,7 +72,7 @@ fn time_once(argv: &[&str], overhead: f64) -> Result<(f64, f64)> {
 }
 
 /// The median time of running `true` under the same wrappers: what every measurement subtracts.
-fn wrapper_overhead() -> Result<f64> {
+pub(crate) fn wrapper_overhead() -> Result<f64> {
     let mut runs = Vec::new();
     for _ in 0..9 {
         runs.push(time_once(&["true"], 0.0)?.0);
@@ -110,6 +124,9 @@ pub fn run(args: &[String]) -> Result<()> {
         }
         return crate::bench_tracer::run();
     }
+    if args.iter().any(|a| a == "--scale") {
+        return crate::bench_scale::run(args);
+    }
     let mut spec = BulkSpec::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -124,16 +141,7 @@ pub fn run(args: &[String]) -> Result<()> {
         }
     }
     install::ensure_apt(&["tshark", "time"])?;
-    sh(Command::new("cargo").args([
-        "build",
-        "--release",
-        "-p",
-        "analyzer",
-        "--bin",
-        "roce-analyzer",
-        "--example",
-        "bare_pass",
-    ]))?;
+    build_release_analyzer(&["--example", "bare_pass"])?;
     let release = target_dir().join("release");
     let analyzer = release.join("roce-analyzer");
     let bare = release.join("examples").join("bare_pass");
@@ -283,7 +291,21 @@ pub fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn path(p: &Path) -> String {
+/// The analyzer as users run it: the release binary, plus whatever `extra` cargo arguments add.
+pub(crate) fn build_release_analyzer(extra: &[&str]) -> Result<()> {
+    sh(Command::new("cargo")
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "analyzer",
+            "--bin",
+            "roce-analyzer",
+        ])
+        .args(extra))
+}
+
+pub(crate) fn path(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 

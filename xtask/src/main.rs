@@ -5,6 +5,7 @@
 //! what it runs, so a red CI log says which step broke.
 
 mod bench;
+mod bench_scale;
 mod bench_tracer;
 mod install;
 mod samples_task;
@@ -22,6 +23,9 @@ tasks:
   install                                  only install what is missing (apt packages, cargo-fuzz)
   fuzz [--seconds N] [TARGET...]           run the fuzz targets (default 20 s each)
   bench [--frames N]                       generate a large capture, measure analyzer and tshark, update BENCHMARKS.md
+  bench --scale [--per-file N] [--long]    a saturation test's size: 3 rotated files (pcap, gzip, pcapng) of N
+                                           frames (5 M), report vs stats, memory, output; --long adds 60 s in 12
+                                           zstd files, reported over 3, 6 and 12 of them
   bench --tracer                           as root: the eBPF probe's cost per frame and each capture engine's
                                            loss at top sender speed (release tracer), update BENCHMARKS.md
   samples                                  regenerate the committed captures byte for byte
@@ -203,6 +207,7 @@ fn fuzz(seconds: u64, only: &[String]) -> Result<()> {
         .map(PathBuf::from)
         .map(|d| d.with_file_name("fuzz-target"))
         .unwrap_or_else(|| fuzz_dir.join("target"));
+    build_fuzz_targets(&fuzz_dir, &target_dir)?;
     let scratch = std::env::temp_dir().join("rocetrace-fuzz-corpus");
     for t in &targets {
         let seeds = fuzz_dir.join("seeds").join(t);
@@ -220,6 +225,24 @@ fn fuzz(seconds: u64, only: &[String]) -> Result<()> {
             .args(["--", &format!("-max_total_time={seconds}")])
             .env("CARGO_TARGET_DIR", &target_dir)
             .current_dir(&fuzz_dir))?;
+    }
+    Ok(())
+}
+
+/// Builds every fuzz target in one cargo run before any of them runs, retrying once: CI once lost a run to the
+/// linker dying of SIGBUS while linking the second target (a transient of the machine, e.g. memory or disk
+/// pressure, not of our code); a second failure is real and stops the run with the free space shown.
+fn build_fuzz_targets(fuzz_dir: &Path, target_dir: &Path) -> Result<()> {
+    let build = || {
+        sh(Command::new("cargo")
+            .args(["+nightly", "fuzz", "build"])
+            .env("CARGO_TARGET_DIR", target_dir)
+            .current_dir(fuzz_dir))
+    };
+    if let Err(first) = build() {
+        eprintln!("xtask: building the fuzz targets failed ({first:#}); trying once more");
+        let _ = Command::new("df").arg("-h").arg(fuzz_dir).status();
+        build().context("building the fuzz targets failed twice")?;
     }
     Ok(())
 }
