@@ -5,8 +5,10 @@
 //! format of the records `roce-tracer` stores beside the packets.
 //!
 //! Nothing here knows RoCE: decoding a record is `roce-core`'s job.
+#![warn(missing_docs)]
 pub mod blocks;
 pub mod inputs;
+/// Link types by their pcap numbers, and which of them the decoder reads.
 pub mod link;
 pub mod merge;
 pub mod read;

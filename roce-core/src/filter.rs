@@ -23,54 +23,87 @@ use thiserror::Error;
 
 use crate::decode::{Frame, Kind};
 
+/// A `--filter` expression that does not parse.
 #[derive(Debug, Error, PartialEq, Eq)]
 #[error("filter: {msg} at position {pos}")]
 pub struct FilterError {
+    /// Byte offset into the expression, so the command line can point at the mistake.
     pub pos: usize,
+    /// What was expected or what was wrong there.
     pub msg: String,
 }
 
+/// A frame property a test compares; see the grammar above for the names users type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Field {
+    /// The decoded frame kind (`roce`, `cnp`, `pfc`, `pause`, `other`).
     Kind,
+    /// The BTH destination QP.
     Qp,
+    /// The IP source address.
     Src,
+    /// The IP destination address.
     Dst,
+    /// Either IP address.
     Ip,
+    /// The BTH opcode.
     Opcode,
+    /// The BTH packet sequence number.
     Psn,
+    /// The IP ECN codepoint.
     Ecn,
+    /// The IP DSCP.
     Dscp,
+    /// The outer VLAN id.
     Vlan,
+    /// The outer VLAN tag's priority code point.
     Pcp,
+    /// The UDP source port (the ECMP entropy of RoCEv2).
     Sport,
+    /// The ICRC verdict.
     Icrc,
 }
 
+/// A comparison; the ordering ones apply to numeric fields only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
+    /// `==`
     Eq,
+    /// `!=`, which also matches a frame without the field.
     Ne,
+    /// `<`
     Lt,
+    /// `<=`
     Le,
+    /// `>`
     Gt,
+    /// `>=`
     Ge,
 }
 
+/// The right-hand side of a test, already parsed for its field so evaluation does no parsing per frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
+    /// A number (decimal or 0x-hex, opcode and ECN names resolved).
     Num(u64),
+    /// An IPv4 or IPv6 address.
     Ip(IpAddr),
+    /// A frame kind.
     Kind(Kind),
+    /// An ICRC verdict: checked good, checked bad, or not checkable (`None`).
     Icrc(Option<bool>),
 }
 
 /// A parsed filter, evaluated per frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Filter {
+    /// Both sides match.
     And(Box<Filter>, Box<Filter>),
+    /// Either side matches.
     Or(Box<Filter>, Box<Filter>),
+    /// The inner expression does not match.
     Not(Box<Filter>),
+    /// One comparison of a frame's field with a value.
     Test(Field, Op, Value),
 }
 
@@ -355,6 +388,7 @@ fn cmp<T: Ord>(op: Op, a: T, b: T) -> bool {
 }
 
 impl Filter {
+    /// Evaluates the expression on one frame; a field the frame lacks fails every test but `!=`.
     pub fn matches(&self, f: &Frame<'_>) -> bool {
         match self {
             Filter::And(a, b) => a.matches(f) && b.matches(f),

@@ -4,6 +4,7 @@ use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq, Eq)]
 #[error("{0:?} is not a link speed (examples: 100G, 25G, 400Gbps, 100000M)")]
+/// A link speed that does not parse; holds what was given.
 pub struct SpeedError(pub String);
 
 /// Parses a link speed into bit/s.
@@ -30,6 +31,7 @@ pub fn parse_speed(s: &str) -> Result<u64, SpeedError> {
 
 #[derive(Debug, Error, PartialEq, Eq)]
 #[error("{0:?} is not a duration (examples: 10us, 2.5ms, 500ns, -3us)")]
+/// A duration that does not parse; holds what was given.
 pub struct DurationError(pub String);
 
 /// Parses a signed duration with a unit (`ns`, `us`/`µs`, `ms`, `s`) into ns; a bare number is ns.
@@ -61,6 +63,7 @@ pub fn parse_duration_ns(s: &str) -> Result<i64, DurationError> {
     "{0:?} is not a time (an offset from the first frame such as +12.5s or +300us, or seconds since the \
      epoch such as 1732440000.25)"
 )]
+/// A `--from`/`--to` time that does not parse; holds what was given.
 pub struct TimeError(pub String);
 
 /// Parses a `--from`/`--to` time: `+DURATION` from the capture's first frame, or seconds since the epoch

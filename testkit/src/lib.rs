@@ -9,6 +9,7 @@
 //! not in a clone from the project's public home (their licences differ from ours). Tests that use them go
 //! through [`shared_captures`]: absent, the test says what it did not run and passes, unless
 //! `ROCETRACE_REQUIRE_SHARED_CAPTURES=1` (set by `.ci/run`) makes their absence a failure.
+#![warn(missing_docs)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

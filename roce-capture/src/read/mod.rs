@@ -60,7 +60,9 @@ const MAX_CUSTOM_BYTES: usize = 64 << 20;
 /// A pcapng Custom Block: the Private Enterprise Number that defines it and its data (padding included).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CustomBlock {
+    /// Whose format the data is in: rocetrace's own blocks carry the project's PEN.
     pub pen: u32,
+    /// The block's body as stored.
     pub data: Vec<u8>,
 }
 

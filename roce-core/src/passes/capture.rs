@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::decode::{Frame, Kind};
 use roce_capture::Capture;
 
+/// Counts, span and timestamp sanity of the whole capture, whatever the frames are.
 #[derive(Debug, Default)]
 pub struct CapturePass {
     frames: u64,
@@ -34,18 +35,26 @@ pub struct InterfaceRow {
     pub tap: String,
     /// The file that declared it, and the interface's index there.
     pub file: String,
+    /// The interface's index inside that file.
     pub interface: u32,
+    /// The link type's name (`ethernet`, `linux-sll`, ...).
     pub link_type: String,
+    /// The interface name the file gives, if any.
     pub name: Option<String>,
+    /// Bytes kept per frame at most: below a frame's length, its payload (and ICRC) were not captured.
     pub snaplen: u32,
+    /// The timestamp unit the file declares (DCQCN timing needs ns or µs at worst).
     pub ts_resolution: String,
+    /// Frames the recorder says it received, from the last statistics block.
     pub received: Option<u64>,
+    /// Frames the recorder says it dropped: what this capture cannot show.
     pub dropped: Option<u64>,
 }
 
 /// One input file and what became of it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct FileRow {
+    /// The path as given (or found in a directory).
     pub file: String,
     /// As [`CaptureRow::format`]; null when the file could not be opened.
     pub format: Option<String>,
@@ -53,7 +62,9 @@ pub struct FileRow {
     pub compression: Option<String>,
     /// Records of this file inside the window, and their span.
     pub frames: u64,
+    /// The first record's time inside the window.
     pub first_ns: Option<u64>,
+    /// The last record's time inside the window.
     pub last_ns: Option<u64>,
     /// Its taps by name.
     pub taps: Vec<String>,
@@ -63,6 +74,7 @@ pub struct FileRow {
     pub error: Option<String>,
 }
 
+/// The `capture` section of `stats`: everything said about the input rather than its flows.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct CaptureRow {
     /// The file's name, or how many files.
@@ -73,22 +85,32 @@ pub struct CaptureRow {
     pub files: Vec<FileRow>,
     /// The window the frames were taken from (`--from`/`--to`), when one was given: `[from, to)` in ns.
     pub window_from_ns: Option<u64>,
+    /// The window's end, exclusive.
     pub window_to_ns: Option<u64>,
+    /// Records read (inside the window).
     pub frames: u64,
     /// Sum of original frame lengths.
     pub bytes: u64,
+    /// Sum of the bytes actually stored (below `bytes` under a snap length).
     pub captured_bytes: u64,
+    /// The earliest timestamp.
     pub first_ns: Option<u64>,
+    /// The latest timestamp.
     pub last_ns: Option<u64>,
+    /// `last_ns - first_ns`.
     pub duration_ns: u64,
+    /// Frames per decoded kind (`roce`, `cnp`, `pfc`, `pause`, `other`).
     pub frames_by_kind: BTreeMap<&'static str, u64>,
+    /// Frames stored shorter than they were on the wire.
     pub truncated_frames: u64,
     /// The longest time between two consecutive frames, and the number of the later one. One record with a
     /// corrupt timestamp shows here as most of `duration_ns`.
     pub largest_gap_ns: u64,
+    /// The number of the frame after the largest gap.
     pub largest_gap_frame: Option<u64>,
     /// Frames stamped earlier than the frame before them (normal across the interfaces of a merged capture).
     pub timestamps_backwards: u64,
+    /// Every tap of every file.
     pub interfaces: Vec<InterfaceRow>,
     /// Drops the recorder counted (pcapng interface statistics); null when the file does not say.
     pub dropped: Option<u64>,
@@ -97,6 +119,7 @@ pub struct CaptureRow {
 }
 
 impl CapturePass {
+    /// Counts one frame and checks its timestamp against the previous one.
     pub fn frame(&mut self, f: &Frame<'_>) {
         self.frames += 1;
         self.bytes += u64::from(f.len);
@@ -120,6 +143,7 @@ impl CapturePass {
         self.last_ns
     }
 
+    /// The row, with the files' and taps' facts that only the capture knows at its end (drops, errors).
     pub fn finish(self, capture: &Capture) -> CaptureRow {
         let taps = capture.taps();
         let file_names: Vec<String> = capture.files().map(|f| f.name.clone()).collect();

@@ -16,14 +16,21 @@ pub struct CnpRow {
     pub iface: u32,
     /// The tap's name, `FILE:IFACE`; filled in by [`crate::passes::Stats::finish`].
     pub tap: String,
+    /// The CNP's sender: the notification point (the data's receiver).
     pub src: IpAddr,
+    /// The CNP's receiver: the reaction point (the data's sender).
     pub dst: IpAddr,
+    /// The QP the CNP names, on the reaction point's side.
     pub dest_qp: u32,
+    /// CNPs in the stream.
     pub count: u64,
+    /// The first CNP's time.
     pub first_ns: u64,
+    /// The last CNP's time.
     pub last_ns: u64,
     /// The last CNP's 802.1p priority (None when untagged) and DSCP.
     pub pcp: Option<u8>,
+    /// The last CNP's DSCP (NVIDIA's default for CNPs is 48).
     pub dscp: u8,
 }
 
@@ -36,6 +43,7 @@ struct CnpState {
     dscp: u8,
 }
 
+/// Groups CNPs into streams per tap and (src, dst, QP).
 #[derive(Debug, Default)]
 pub struct CnpPass {
     cnps: FxHashMap<(u32, FlowKey), CnpState>,

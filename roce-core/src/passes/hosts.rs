@@ -8,12 +8,15 @@ use rustc_hash::FxHashMap;
 
 use crate::decode::{Frame, Kind, mac_to_string};
 
+/// Which MAC belongs to which IP, from RoCE frames: PFC frames carry only a MAC, and the report names a
+/// pausing host by its address when it can.
 #[derive(Debug, Default)]
 pub struct HostsPass {
     macs: FxHashMap<[u8; 6], Option<IpAddr>>,
 }
 
 impl HostsPass {
+    /// Learns the source MAC's address from a RoCE or CNP frame.
     pub fn frame(&mut self, f: &Frame<'_>) {
         if !matches!(f.kind, Kind::Roce | Kind::Cnp) {
             return;

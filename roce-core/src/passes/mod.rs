@@ -18,9 +18,13 @@ use roce_capture::Capture;
 /// Everything `stats` reports, with the top-level keys of its JSON output.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct StatsReport {
+    /// The capture as a whole: span, counts by kind, files, taps, drops.
     pub capture: capture::CaptureRow,
+    /// One row per (tap, flow).
     pub flows: Vec<flows::FlowRow>,
+    /// One row per (tap, CNP stream).
     pub cnps: Vec<cnp::CnpRow>,
+    /// One row per (tap, PFC source, priority).
     pub pfc: Vec<pfc::PfcRow>,
     /// NIC counters the tracer sampled (`--counters`): how much each moved during the capture.
     pub counters: Vec<crate::recorded::CounterDelta>,
@@ -48,6 +52,7 @@ impl Stats {
         }
     }
 
+    /// Feeds one decoded frame to every pass.
     pub fn frame(&mut self, f: &Frame<'_>) {
         self.capture.frame(f);
         self.flows.frame(f);

@@ -32,6 +32,7 @@ fn psn_add(a: u32, n: u32) -> u32 {
 /// What one packet's PSN meant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PsnEvent {
+    /// The next PSN expected.
     InOrder,
     /// The PSN jumped ahead, leaving this many PSNs unseen (for now).
     Gap(u32),

@@ -31,12 +31,16 @@ pub const MAX_TOTAL_BINS: usize = 1 << 21;
 pub struct Bin {
     /// Position on the grid: the bin starts at the grid's start + `index` × width.
     pub index: u32,
+    /// Data packets in the bin.
     pub packets: u32,
+    /// Of them, CE-marked.
     pub ce: u32,
+    /// Their bytes on the wire.
     pub bytes: u64,
     /// Bytes of packets that followed the flow's previous packet within [`PACING_GAP_MAX_NS`], and the sum of
     /// those gaps: their ratio is the rate the sender paced at while it was sending, idle time left out.
     pub paced_bytes: u64,
+    /// The sum of the gaps that `paced_bytes` followed.
     pub gap_ns: u64,
 }
 
@@ -64,7 +68,9 @@ struct Series {
 /// One flow's series at the final bin width, as seen on one capture interface (tap).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowSeries {
+    /// The tap's index over the capture.
     pub iface: u32,
+    /// The flow (src, dst, dest QP).
     pub key: FlowKey,
     /// The busy bins, in index order; a bin that is not here carried nothing.
     pub bins: Vec<Bin>,
@@ -98,6 +104,8 @@ impl FlowSeries {
     }
 }
 
+/// Per-flow time series on one grid of bins, widened in place so that memory stays under one budget
+/// however long the capture is.
 #[derive(Debug)]
 pub struct RatesPass {
     start_ns: Option<u64>,
@@ -125,6 +133,7 @@ impl RatesPass {
         }
     }
 
+    /// Adds a data frame to its flow's bin (other kinds only start the grid).
     pub fn frame(&mut self, f: &Frame<'_>) {
         let start = *self.start_ns.get_or_insert(f.ts_ns);
         if f.kind != Kind::Roce {
@@ -240,10 +249,12 @@ impl RatesPass {
         }
     }
 
+    /// Where bin 0 starts: the first frame's time.
     pub fn start_ns(&self) -> u64 {
         self.start_ns.unwrap_or(0)
     }
 
+    /// The bins' width now (it only grows).
     pub fn width_ns(&self) -> u64 {
         self.width_ns
     }
@@ -253,6 +264,7 @@ impl RatesPass {
         self.requested_ns
     }
 
+    /// Every flow's busy bins at the final width.
     pub fn finish(self) -> Vec<FlowSeries> {
         self.flows
             .into_iter()
