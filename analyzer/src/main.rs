@@ -566,7 +566,7 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
 
 fn write_tables(dir: &Path, r: &StatsReport, format: TableFormat) -> Result<()> {
     let ctx = || format!("writing tables into {}", dir.display());
-    tables::write(dir, "capture", std::slice::from_ref(&r.capture), format).with_context(ctx)?;
+    tables::write_row(dir, "capture", &r.capture, format).with_context(ctx)?;
     tables::write(dir, "flows", &r.flows, format).with_context(ctx)?;
     tables::write(dir, "cnps", &r.cnps, format).with_context(ctx)?;
     tables::write(dir, "pfc", &r.pfc, format).with_context(ctx)?;

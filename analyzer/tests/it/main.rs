@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod dcqcn_analysis;
 mod decode_framings;
+mod empty_tables;
 mod findings;
 mod flow_table;
 mod inputs;

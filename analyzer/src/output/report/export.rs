@@ -8,9 +8,10 @@ use serde::Serialize;
 use super::summary::DcqcnFlowRow;
 use super::{ReportError, ReportInput};
 use crate::analysis::dcqcn::DcqcnReport;
-use crate::output::tables::{self, TableError, TableFormat};
+use crate::output::tables::{self, TableError, TableFormat, TableRow};
 use roce_core::dcqcn::EventKind;
 use roce_core::recorded::{KernelEvent, KernelSummary, flow_process_rows, kernel_event_rows};
+use std::net::Ipv4Addr;
 
 /// Every table of the report is written in both.
 pub const FORMATS: [TableFormat; 2] = [TableFormat::Csv, TableFormat::Parquet];
@@ -52,6 +53,53 @@ struct ModelRow {
     rc_gbps: f64,
     rt_gbps: f64,
     alpha: f64,
+}
+
+const IP: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+
+impl TableRow for CutRow {
+    fn example() -> Self {
+        CutRow {
+            sender: IP,
+            receiver: IP,
+            receiver_qp: 0,
+            t_ns: 0,
+            rc_before_gbps: 0.0,
+            rc_after_gbps: 0.0,
+            alpha: 0.0,
+        }
+    }
+}
+
+impl TableRow for ObservedCutRow {
+    fn example() -> Self {
+        ObservedCutRow {
+            sender: IP,
+            receiver: IP,
+            receiver_qp: 0,
+            t_ns: 0,
+            cnps: 0,
+            lag_ns: 0,
+            before_gbps: 0.0,
+            after_gbps: 0.0,
+            ratio: 0.0,
+        }
+    }
+}
+
+impl TableRow for ModelRow {
+    fn example() -> Self {
+        ModelRow {
+            sender: IP,
+            receiver: IP,
+            receiver_qp: 0,
+            t_ns: 0,
+            event: EventKind::Cnp,
+            rc_gbps: 0.0,
+            rt_gbps: 0.0,
+            alpha: 0.0,
+        }
+    }
 }
 
 /// Rows of the model table per chunk: enough to keep writing cheap, few enough that the table (a row per

@@ -9,15 +9,16 @@ use super::{Report, ReportError, ReportInput, html, write_file};
 use crate::analysis::dcqcn::{FlowDcqcn, FlowSummary, UnpairedCnps};
 use crate::analysis::findings::Finding;
 use crate::analysis::pauses::PauseReport;
+use crate::output::tables::{TableRow, examples};
 use roce_core::passes::StatsReport;
 use roce_core::recorded::KernelSummary;
 
 /// A DCQCN flow as `summary.json` and `dcqcn_flows.*` carry it: its numbers, and its series in a few more
 /// (their counts, the first and last CNP, the mean observed cut).
 #[derive(Debug, Clone, Serialize)]
-pub struct DcqcnFlowRow<'a> {
+pub struct DcqcnFlowRow {
     #[serde(flatten)]
-    pub flow: &'a FlowSummary,
+    pub flow: FlowSummary,
     pub first_cnp_ns: Option<u64>,
     pub last_cnp_ns: Option<u64>,
     pub cuts: usize,
@@ -26,11 +27,11 @@ pub struct DcqcnFlowRow<'a> {
     pub mean_observed_cut_ratio: Option<f64>,
 }
 
-impl<'a> DcqcnFlowRow<'a> {
-    pub fn of(f: &'a FlowDcqcn) -> Self {
+impl DcqcnFlowRow {
+    pub fn of(f: &FlowDcqcn) -> Self {
         let n_obs = f.observed_cuts.len();
         DcqcnFlowRow {
-            flow: &f.summary,
+            flow: f.summary.clone(),
             first_cnp_ns: f.cnp_ts_ns.first().copied(),
             last_cnp_ns: f.cnp_ts_ns.last().copied(),
             cuts: f.cuts.len(),
@@ -48,7 +49,7 @@ struct DcqcnSummary<'a> {
     line_gbps: f64,
     bin_ns: u64,
     cnp_delay_ns: i64,
-    flows: Vec<DcqcnFlowRow<'a>>,
+    flows: Vec<DcqcnFlowRow>,
     unpaired_cnps: &'a [UnpairedCnps],
 }
 
@@ -116,4 +117,17 @@ pub(super) fn write_json(r: &Report<'_>, tables: &[PathBuf]) -> Result<PathBuf, 
     summary.kernel_events = r.kernel_summary;
     write_file(&path, &serde_json::to_vec_pretty(&summary)?)?;
     Ok(path)
+}
+
+impl TableRow for DcqcnFlowRow {
+    fn example() -> Self {
+        DcqcnFlowRow {
+            flow: examples::flow_summary(),
+            first_cnp_ns: Some(0),
+            last_cnp_ns: Some(0),
+            cuts: 0,
+            observed_cuts: 0,
+            mean_observed_cut_ratio: Some(0.0),
+        }
+    }
 }

@@ -12,6 +12,15 @@ use serde::Serialize;
 use serde_json::Value;
 use thiserror::Error;
 
+pub mod examples;
+
+/// A type whose values are the rows of a table. A table with no rows keeps its columns, which serde can only
+/// learn from a row: [`TableRow::example`] gives one, never written, only read for its column names and types
+/// (see [`examples`]).
+pub trait TableRow: Serialize {
+    fn example() -> Self;
+}
+
 #[derive(Debug, Error)]
 pub enum TableError {
     #[error("{path}: {source}")]
@@ -251,26 +260,51 @@ pub fn dataframe<T: Serialize>(table: &str, rows: &[T]) -> Result<DataFrame, Tab
 }
 
 /// Writes `rows` as `DIR/NAME.csv` or `DIR/NAME.parquet`, creating DIR. Returns the path written.
-pub fn write<T: Serialize>(
+pub fn write<T: TableRow>(
     dir: &Path,
     name: &str,
     rows: &[T],
     format: TableFormat,
 ) -> Result<PathBuf, TableError> {
     create_dir(dir)?;
-    write_frame(&mut dataframe(name, rows)?, dir, name, format)
+    write_frame(&mut table(name, rows)?, dir, name, format)
+}
+
+/// [`write`] for a table of one row (the capture's summary), which never lacks its columns.
+pub fn write_row<T: Serialize>(
+    dir: &Path,
+    name: &str,
+    row: &T,
+    format: TableFormat,
+) -> Result<PathBuf, TableError> {
+    create_dir(dir)?;
+    write_frame(
+        &mut dataframe(name, std::slice::from_ref(row))?,
+        dir,
+        name,
+        format,
+    )
+}
+
+/// The table of `rows`; without rows, the columns of [`TableRow::example`] and no rows.
+fn table<T: TableRow>(name: &str, rows: &[T]) -> Result<DataFrame, TableError> {
+    if rows.is_empty() {
+        Ok(dataframe(name, &[T::example()])?.clear())
+    } else {
+        dataframe(name, rows)
+    }
 }
 
 /// [`write`] in several formats from one table: building it is most of the cost for a large one.
 /// Returns the paths written, in the order of `formats`.
-pub fn write_formats<T: Serialize>(
+pub fn write_formats<T: TableRow>(
     dir: &Path,
     name: &str,
     rows: &[T],
     formats: &[TableFormat],
 ) -> Result<Vec<PathBuf>, TableError> {
     create_dir(dir)?;
-    let mut df = dataframe(name, rows)?;
+    let mut df = table(name, rows)?;
     formats
         .iter()
         .map(|&format| write_frame(&mut df, dir, name, format))
@@ -281,7 +315,7 @@ pub fn write_formats<T: Serialize>(
 /// model table has a row per model event of every flow, millions for a large capture. Every chunk must give
 /// the same columns with the same types (a chunk that does not is an error, never a mixed file); an empty
 /// sequence writes the empty table [`write_formats`] would.
-pub fn write_formats_chunked<T: Serialize>(
+pub fn write_formats_chunked<T: TableRow>(
     dir: &Path,
     name: &str,
     chunks: impl IntoIterator<Item = Vec<T>>,
@@ -410,6 +444,23 @@ mod tests {
         nested: BTreeMap<&'static str, u64>,
     }
 
+    impl TableRow for Row {
+        fn example() -> Self {
+            Row {
+                name: String::new(),
+                n: 0,
+                rate: Some(0.0),
+                nested: BTreeMap::new(),
+            }
+        }
+    }
+
+    impl TableRow for Value {
+        fn example() -> Self {
+            serde_json::json!({"t": 0, "v": 0.0})
+        }
+    }
+
     #[test]
     fn flattens_and_types_columns() {
         let rows = vec![
@@ -493,6 +544,16 @@ mod tests {
         v: f64,
     }
 
+    impl TableRow for Point {
+        fn example() -> Self {
+            Point {
+                host: "",
+                t: 0,
+                v: 0.0,
+            }
+        }
+    }
+
     fn points(n: u64) -> Vec<Point> {
         (0..n)
             .map(|t| Point {
@@ -542,6 +603,22 @@ mod tests {
             empty,
             std::fs::read_to_string(dir.path().join("w.csv")).unwrap()
         );
+    }
+
+    /// A table without rows still names its columns, in both formats.
+    #[test]
+    fn an_empty_table_keeps_its_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let formats = [TableFormat::Csv, TableFormat::Parquet];
+        write_formats::<Row>(dir.path(), "e", &[], &formats).unwrap();
+        let csv = std::fs::read_to_string(dir.path().join("e.csv")).unwrap();
+        assert_eq!(csv.trim_end(), "name,n,rate");
+        let file = File::open(dir.path().join("e.parquet")).unwrap();
+        let df = ParquetReader::new(file).finish().unwrap();
+        assert_eq!(df.height(), 0);
+        let names: Vec<&str> = df.get_column_names().iter().map(|n| n.as_str()).collect();
+        assert_eq!(names, ["name", "n", "rate"]);
+        assert_eq!(df.column("rate").unwrap().dtype(), &DataType::Float64);
     }
 
     #[test]

@@ -1,0 +1,271 @@
+//! One example row of every table the analyzer writes, so that a table without rows still has its columns.
+//!
+//! serde learns a struct's fields only by serializing a value of it, and a table with no rows has no value to
+//! serialize. Each example is a struct literal naming every field, so a field added to a row type fails to
+//! compile here until its example says what it holds. Options are `Some` (a nested struct then gives its
+//! nested columns, and every column gets the type a real row would give it); maps are empty, as their keys
+//! come from the data.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use super::TableRow;
+use crate::analysis::dcqcn::{Fit, FlowSummary, UnpairedCnps};
+use crate::analysis::findings::{Finding, Severity};
+use crate::analysis::model_log::ModelEventRow;
+use crate::analysis::pauses::Storm;
+use roce_core::dcqcn::{Cause, EventKind};
+use roce_core::passes::cnp::CnpRow;
+use roce_core::passes::flows::{FlowRow, Naks};
+use roce_core::passes::pairing::Method;
+use roce_core::passes::pfc::{PauseInterval, PfcRow};
+use roce_core::recorded::{
+    CounterDelta, DropInterval, FlowProcessRow, KernelDrop, KernelEventRow, QpProcess,
+};
+
+const IP: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+
+impl TableRow for FlowRow {
+    fn example() -> Self {
+        FlowRow {
+            iface: 0,
+            tap: String::new(),
+            src: IP,
+            dst: IP,
+            dest_qp: 0,
+            packets: 0,
+            bytes: 0,
+            first_ns: 0,
+            last_ns: 0,
+            mean_gbps: Some(0.0),
+            opcodes: Default::default(),
+            ect_packets: 0,
+            ce_packets: 0,
+            psn_gaps: 0,
+            retransmissions: 0,
+            out_of_order: 0,
+            naks: Naks::default(),
+            icrc_failures: 0,
+            truncated: 0,
+            pcp: Some(0),
+            dscp: 0,
+        }
+    }
+}
+
+impl TableRow for CnpRow {
+    fn example() -> Self {
+        CnpRow {
+            iface: 0,
+            tap: String::new(),
+            src: IP,
+            dst: IP,
+            dest_qp: 0,
+            count: 0,
+            first_ns: 0,
+            last_ns: 0,
+            pcp: Some(0),
+            dscp: 0,
+        }
+    }
+}
+
+impl TableRow for PfcRow {
+    fn example() -> Self {
+        PfcRow {
+            iface: 0,
+            tap: String::new(),
+            src_mac: String::new(),
+            kind: "pfc",
+            priority: Some(0),
+            frames: 0,
+            xoff: 0,
+            xon: 0,
+            pauses: 0,
+            paused_ns: 0,
+        }
+    }
+}
+
+impl TableRow for PauseInterval {
+    fn example() -> Self {
+        PauseInterval {
+            iface: 0,
+            src_mac: String::new(),
+            priority: Some(0),
+            start_ns: 0,
+            end_ns: 0,
+        }
+    }
+}
+
+impl TableRow for CounterDelta {
+    fn example() -> Self {
+        CounterDelta {
+            name: String::new(),
+            first: 0,
+            last: 0,
+            delta: 0,
+            reset: false,
+            samples: 0,
+            first_ns: 0,
+            last_ns: 0,
+        }
+    }
+}
+
+impl TableRow for KernelDrop {
+    fn example() -> Self {
+        KernelDrop {
+            protocol: String::new(),
+            reason: String::new(),
+            count: 0,
+        }
+    }
+}
+
+impl TableRow for DropInterval {
+    fn example() -> Self {
+        DropInterval {
+            from_ns: 0,
+            to_ns: 0,
+            count: 0,
+            drops: Vec::new(),
+        }
+    }
+}
+
+impl TableRow for QpProcess {
+    fn example() -> Self {
+        QpProcess {
+            qp_num: 0,
+            pid: 0,
+            comm: String::new(),
+            seen_ns: 0,
+            tracepoint: String::new(),
+            qp_type: Some(String::new()),
+            local: Some(IP),
+            remote: Some(IP),
+            addrs: Vec::new(),
+        }
+    }
+}
+
+impl TableRow for KernelEventRow {
+    fn example() -> Self {
+        KernelEventRow {
+            ts_ns: 0,
+            tracepoint: String::new(),
+            pid: 0,
+            tid: 0,
+            comm: String::new(),
+            qp_num: Some(0),
+            summary: String::new(),
+            fields: String::new(),
+        }
+    }
+}
+
+impl TableRow for FlowProcessRow {
+    fn example() -> Self {
+        FlowProcessRow {
+            iface: 0,
+            src: IP,
+            dst: IP,
+            dest_qp: 0,
+            sender_qp: Some(0),
+            sender_pid: Some(0),
+            sender_comm: Some(String::new()),
+            sender_pairing: Some(String::new()),
+            receiver_pid: Some(0),
+            receiver_comm: Some(String::new()),
+        }
+    }
+}
+
+impl TableRow for UnpairedCnps {
+    fn example() -> Self {
+        UnpairedCnps {
+            src: IP,
+            dst: IP,
+            dest_qp: 0,
+            iface: 0,
+            tap: String::new(),
+            cnps: 0,
+            first_ns: 0,
+            last_ns: 0,
+        }
+    }
+}
+
+impl TableRow for Storm {
+    fn example() -> Self {
+        Storm {
+            src_mac: String::new(),
+            priority: Some(0),
+            start_ns: 0,
+            end_ns: 0,
+        }
+    }
+}
+
+impl TableRow for Finding {
+    fn example() -> Self {
+        Finding {
+            code: "",
+            severity: Severity::Info,
+            title: String::new(),
+            detail: String::new(),
+            evidence: Vec::new(),
+        }
+    }
+}
+
+impl TableRow for ModelEventRow {
+    fn example() -> Self {
+        ModelEventRow {
+            sender: IP,
+            receiver: IP,
+            receiver_qp: 0,
+            t_ns: 0,
+            event: EventKind::Cnp,
+            cause: Cause::Cnp,
+            rc_before_gbps: 0.0,
+            rc_gbps: 0.0,
+            rt_gbps: 0.0,
+            alpha: 0.0,
+        }
+    }
+}
+
+/// A DCQCN flow's numbers, for the examples of the tables that carry them.
+pub fn flow_summary() -> FlowSummary {
+    FlowSummary {
+        sender: IP,
+        receiver: IP,
+        sender_qp: Some(0),
+        receiver_qp: 0,
+        iface: 0,
+        tap: String::new(),
+        cnp_iface: Some(0),
+        cnp_tap: Some(String::new()),
+        pairing: Some(Method::CmMad),
+        priority: Some(0),
+        rp_enabled: Some(true),
+        cnps: 0,
+        ce_packets: 0,
+        above_model_fraction: 0.0,
+        paused_bins: 0,
+        model_events: 0,
+        min_rc_gbps: Some(0.0),
+        max_alpha: Some(0.0),
+        fit: Some(Fit {
+            dce_tcp_g: 0,
+            rpg_gd: 0,
+            error_gbps: 0.0,
+            given_error_gbps: 0.0,
+            bins_compared: 0,
+            candidates: 0,
+        }),
+        model_stopped_ns: Some(0),
+    }
+}
