@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
 use roce_capture::CustomBlock;
-use roce_capture::blocks::{COUNTERS, DROPS, EVENTS, KNOBS, records};
+use roce_capture::blocks::read;
+use roce_capture::blocks::records::{self, IpDrops};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -46,31 +47,24 @@ impl RecordedEcn {
 /// Several NICs may have been configured differently; the RP model takes the first, and a check of the
 /// receiver's CNPs can pick the receiver's.
 pub fn recorded_ecn(blocks: &[CustomBlock]) -> Vec<RecordedEcn> {
-    let Some((_, value)) = records(blocks, KNOBS).next() else {
+    let Some(record) = read::<records::Knobs>(blocks).next() else {
         return Vec::new();
     };
-    let Some(knobs) = value.get("knobs").and_then(Value::as_object) else {
-        return Vec::new();
-    };
-    let captured: Vec<&str> = value
-        .get("captured")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let captured = &record.captured;
     let mut by_iface: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
-    for (path, v) in knobs {
-        if let (Some((iface, file)), Some(v)) = (path.split_once('/'), v.as_str()) {
+    for (path, v) in &record.knobs {
+        if let Some((iface, file)) = path.split_once('/') {
             by_iface
                 .entry(iface)
                 .or_default()
-                .push((file.to_string(), v.to_string()));
+                .push((file.to_string(), v.clone()));
         }
     }
     let mut out: Vec<RecordedEcn> = by_iface
         .into_iter()
         .map(|(iface, files)| RecordedEcn {
             iface: iface.to_string(),
-            captured: captured.contains(&iface),
+            captured: captured.iter().any(|c| c == iface),
             files,
         })
         .collect();
@@ -98,18 +92,9 @@ pub struct CounterDelta {
 pub fn counter_deltas(blocks: &[CustomBlock]) -> Vec<CounterDelta> {
     let mut out: std::collections::BTreeMap<String, CounterDelta> =
         std::collections::BTreeMap::new();
-    for (_, v) in records(blocks, COUNTERS) {
-        let ts = v
-            .get("ts_ns")
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0);
-        let Some(counters) = v.get("counters").and_then(serde_json::Value::as_object) else {
-            continue;
-        };
-        for (name, value) in counters {
-            let Some(value) = value.as_u64() else {
-                continue;
-            };
+    for sample in read::<records::Counters>(blocks) {
+        let ts = sample.ts_ns;
+        for (name, value) in sample.counters {
             let e = out.entry(name.clone()).or_insert(CounterDelta {
                 name: name.clone(),
                 first: value,
@@ -137,50 +122,50 @@ pub fn counter_deltas(blocks: &[CustomBlock]) -> Vec<CounterDelta> {
 /// Kernel drops recorded by `roce-tracer --kernel-events`, summed over the capture's `DROP` blocks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KernelDrop {
+    /// `ipv4`, `ipv6`, `roce_v1`, `mac_control`.
     pub protocol: String,
+    /// The kernel's drop reason.
     pub reason: String,
+    /// Packets dropped.
     pub count: u64,
+    /// For the `ipv4` and `ipv6` rows, what they count: RoCEv2 only, or every IP drop (an upper bound on
+    /// RoCEv2's); `None` for other protocols and for tracers that did not say.
+    pub ip: Option<IpDrops>,
 }
 
+impl KernelDrop {
+    fn of(row: records::DropRow, ip: Option<IpDrops>) -> Self {
+        let is_ip = matches!(row.protocol.as_str(), "ipv4" | "ipv6");
+        KernelDrop {
+            protocol: row.protocol,
+            reason: row.reason,
+            count: row.count,
+            ip: ip.filter(|_| is_ip),
+        }
+    }
+}
+
+/// The drops of every `DROP` block, summed per protocol, reason and what IP rows count.
 pub fn kernel_drops(blocks: &[CustomBlock]) -> Vec<KernelDrop> {
-    let mut sums: std::collections::BTreeMap<(String, String), u64> =
-        std::collections::BTreeMap::new();
-    for (_, v) in records(blocks, DROPS) {
-        let Some(rows) = v.get("drops").and_then(serde_json::Value::as_array) else {
-            continue;
-        };
-        for r in rows {
-            let text = |k: &str| {
-                r.get(k)
-                    .map(|x| x.as_str().map_or(x.to_string(), str::to_string))
-            };
-            let (Some(protocol), Some(reason), Some(count)) = (
-                text("protocol"),
-                text("reason"),
-                r.get("count").and_then(serde_json::Value::as_u64),
-            ) else {
-                continue;
-            };
-            *sums.entry((protocol, reason)).or_insert(0) += count;
+    let mut sums: BTreeMap<(String, String, Option<IpDrops>), u64> = BTreeMap::new();
+    for record in read::<records::Drops>(blocks) {
+        for row in record.drops {
+            let d = KernelDrop::of(row, record.ip);
+            *sums.entry((d.protocol, d.reason, d.ip)).or_insert(0) += d.count;
         }
     }
     sums.into_iter()
-        .map(|((protocol, reason), count)| KernelDrop {
+        .map(|((protocol, reason, ip), count)| KernelDrop {
             protocol,
             reason,
             count,
+            ip,
         })
         .collect()
 }
 
-/// What `roce-tracer --kernel-events` could record on the traced host.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct TracepointStatus {
-    pub attached: Vec<String>,
-    pub unavailable: Vec<String>,
-    /// Attached tracepoints whose record lacked some of the fields asked for.
-    pub incomplete: BTreeMap<String, Vec<String>>,
-}
+/// What `roce-tracer --kernel-events` could record on the traced host: the record's own type.
+pub type TracepointStatus = records::Tracepoints;
 
 /// One event of an `EVNT` block.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -338,32 +323,23 @@ impl KernelEvents {
     }
 }
 
-fn drop_row(r: &Value) -> Option<KernelDrop> {
-    let text = |k: &str| {
-        r.get(k)
-            .map(|x| x.as_str().map_or(x.to_string(), str::to_string))
-    };
-    Some(KernelDrop {
-        protocol: text("protocol")?,
-        reason: text("reason")?,
-        count: r.get("count")?.as_u64()?,
-    })
-}
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn push_unique(into: &mut Vec<String>, items: Vec<String>) {
     for i in items {
         if !into.contains(&i) {
             into.push(i);
+        }
+    }
+}
+
+impl From<records::Event> for KernelEvent {
+    fn from(e: records::Event) -> Self {
+        KernelEvent {
+            ts_ns: e.ts_ns,
+            tracepoint: e.tracepoint,
+            pid: e.pid,
+            tid: e.tid,
+            comm: e.comm,
+            fields: e.fields,
         }
     }
 }
@@ -373,55 +349,19 @@ pub fn kernel_events(blocks: &[CustomBlock]) -> KernelEvents {
     let mut out = KernelEvents::default();
     let mut drops: BTreeMap<(u64, u64), DropInterval> = BTreeMap::new();
     let mut counts: BTreeMap<(String, String, Option<String>), (u64, u64)> = BTreeMap::new();
-    for (_, v) in records(blocks, EVENTS) {
+    for record in read::<records::Events>(blocks) {
         out.blocks += 1;
-        let num = |k: &str| v.get(k).and_then(Value::as_u64);
-        let (from, to) = (num("from_ns").unwrap_or(0), num("to_ns").unwrap_or(0));
-        out.lost += num("lost").unwrap_or(0);
-        if let Some(t) = v.get("tracepoints") {
-            push_unique(&mut out.tracepoints.attached, strings(t.get("attached")));
-            push_unique(
-                &mut out.tracepoints.unavailable,
-                strings(t.get("unavailable")),
-            );
-            if let Some(inc) = t.get("incomplete").and_then(Value::as_object) {
-                for (name, fields) in inc {
-                    out.tracepoints
-                        .incomplete
-                        .entry(name.clone())
-                        .or_insert_with(|| strings(Some(fields)));
-                }
+        let (from, to) = (record.from_ns, record.to_ns);
+        out.lost += record.lost;
+        if let Some(t) = record.tracepoints {
+            push_unique(&mut out.tracepoints.attached, t.attached);
+            push_unique(&mut out.tracepoints.unavailable, t.unavailable);
+            for (name, fields) in t.incomplete {
+                out.tracepoints.incomplete.entry(name).or_insert(fields);
             }
         }
-        for e in v
-            .get("events")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let n = |k: &str| e.get(k).and_then(Value::as_u64);
-            let (Some(ts_ns), Some(tracepoint)) =
-                (n("ts_ns"), e.get("tracepoint").and_then(Value::as_str))
-            else {
-                continue;
-            };
-            out.events.push(KernelEvent {
-                ts_ns,
-                tracepoint: tracepoint.to_string(),
-                pid: n("pid").and_then(|p| u32::try_from(p).ok()).unwrap_or(0),
-                tid: n("tid").and_then(|p| u32::try_from(p).ok()).unwrap_or(0),
-                comm: e
-                    .get("comm")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-                fields: e
-                    .get("fields")
-                    .and_then(Value::as_object)
-                    .cloned()
-                    .unwrap_or_default(),
-            });
-        }
+        out.events
+            .extend(record.events.into_iter().map(KernelEvent::from));
         // Continuation blocks of a busy interval carry no drops: an interval counts once either way.
         let interval = drops.entry((from, to)).or_insert(DropInterval {
             from_ns: from,
@@ -429,12 +369,10 @@ pub fn kernel_events(blocks: &[CustomBlock]) -> KernelEvents {
             count: 0,
             drops: Vec::new(),
         });
-        for d in v
-            .get("drops")
-            .and_then(Value::as_array)
+        for d in record
+            .drops
             .into_iter()
-            .flatten()
-            .filter_map(drop_row)
+            .map(|r| KernelDrop::of(r, record.ip))
         {
             interval.count += d.count;
             match interval
@@ -446,38 +384,23 @@ pub fn kernel_events(blocks: &[CustomBlock]) -> KernelEvents {
                 None => interval.drops.push(d),
             }
         }
-        for c in v
-            .get("counts")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let Some(tracepoint) = c.get("tracepoint").and_then(Value::as_str) else {
-                continue;
-            };
+        for c in record.counts {
             let key = c
-                .get("key")
-                .and_then(Value::as_object)
-                .map(|k| {
-                    k.iter()
-                        .map(|(n, v)| format!("{n}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .unwrap_or_default();
-            let sum = c
-                .get("sum")
-                .and_then(Value::as_object)
-                .and_then(|s| s.iter().next());
+                .key
+                .iter()
+                .map(|(n, v)| format!("{n}={v}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            let sum = c.sum.into_iter().next();
             let e = counts
                 .entry((
-                    tracepoint.to_string(),
+                    c.tracepoint,
                     key,
-                    sum.map(|(name, _)| name.clone()),
+                    sum.as_ref().map(|(name, _)| name.clone()),
                 ))
                 .or_insert((0, 0));
-            e.0 += c.get("events").and_then(Value::as_u64).unwrap_or(0);
-            e.1 += sum.and_then(|(_, v)| v.as_u64()).unwrap_or(0);
+            e.0 += c.events;
+            e.1 += sum.map_or(0, |(_, v)| v);
         }
     }
     out.events.sort_by_key(|e| e.ts_ns);
@@ -793,7 +716,7 @@ pub fn flow_process_rows(flows: &[FlowProcess]) -> Vec<FlowProcessRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use roce_capture::blocks::{PEN, encode};
+    use roce_capture::blocks::{COUNTERS, DROPS, KNOBS, PEN, encode};
 
     #[test]
     fn recorded_knobs_prefer_a_captured_interface() {
@@ -857,6 +780,38 @@ mod tests {
         let k = kernel_drops(&blocks);
         assert_eq!(k.len(), 1);
         assert_eq!(k[0].count, 7);
+    }
+
+    /// The writer says whether its IP rows are RoCEv2's alone; the sums keep that apart, and other
+    /// protocols' rows never carry it.
+    #[test]
+    fn drops_say_what_their_ip_rows_count() {
+        let drops = |ip: serde_json::Value| CustomBlock {
+            pen: PEN,
+            data: encode(
+                DROPS,
+                &serde_json::json!({"version": 1, "ts_ns": 1, "ip": ip, "drops": [
+                    {"protocol": "ipv4", "reason": "NO_SOCKET", "count": 2},
+                    {"protocol": "mac_control", "reason": "NOT_SPECIFIED", "count": 1}]}),
+            )
+            .unwrap(),
+        };
+        let k = kernel_drops(&[
+            drops("rocev2".into()),
+            drops("rocev2".into()),
+            drops("any".into()),
+        ]);
+        let row = |p: &str, ip| {
+            k.iter()
+                .find(|d| d.protocol == p && d.ip == ip)
+                .map(|d| d.count)
+        };
+        assert_eq!(row("ipv4", Some(IpDrops::Rocev2)), Some(4));
+        assert_eq!(row("ipv4", Some(IpDrops::Any)), Some(2));
+        assert_eq!(row("mac_control", None), Some(3));
+        assert_eq!(k.len(), 3, "{k:?}");
+        let json = serde_json::to_value(&k[0]).unwrap();
+        assert_eq!(json["ip"], "rocev2", "{json}");
     }
 
     #[test]

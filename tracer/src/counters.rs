@@ -14,10 +14,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 use crate::sys::{self, EthtoolSocket};
-use roce_capture::blocks;
+use roce_capture::blocks::{self, records};
 
 /// Bounds the walk of a knob directory (mlx5 nests one level: `roce_np/enable/<priority>`).
 const MAX_DEPTH: usize = 3;
@@ -45,20 +43,6 @@ pub struct Sampler {
     /// Counter files found at start, relative to the root.
     files: Vec<String>,
     ethtool: EthtoolSource,
-}
-
-#[derive(Debug, Serialize)]
-struct KnobsRecord<'a> {
-    ts_ns: u64,
-    knobs: &'a BTreeMap<String, String>,
-    /// The interfaces captured, so that the analyzer can prefer their knobs when several NICs have some.
-    captured: &'a [String],
-}
-
-#[derive(Debug, Serialize)]
-struct CountersRecord<'a> {
-    ts_ns: u64,
-    counters: &'a BTreeMap<String, u64>,
 }
 
 fn sorted_dir(path: &Path) -> Vec<PathBuf> {
@@ -231,14 +215,12 @@ impl Sampler {
         if knobs.is_empty() {
             return None;
         }
-        blocks::encode(
-            blocks::KNOBS,
-            &KnobsRecord {
-                ts_ns: sys::now_ns(),
-                knobs: &knobs,
-                captured: &self.interfaces,
-            },
-        )
+        blocks::encode_record(&records::Knobs {
+            version: records::VERSION,
+            ts_ns: sys::now_ns(),
+            knobs,
+            captured: self.interfaces.clone(),
+        })
         .ok()
     }
 
@@ -248,13 +230,11 @@ impl Sampler {
         if counters.is_empty() {
             return None;
         }
-        blocks::encode(
-            blocks::COUNTERS,
-            &CountersRecord {
-                ts_ns: sys::now_ns(),
-                counters: &counters,
-            },
-        )
+        blocks::encode_record(&records::Counters {
+            version: records::VERSION,
+            ts_ns: sys::now_ns(),
+            counters,
+        })
         .ok()
     }
 }
@@ -365,9 +345,9 @@ mod tests {
         );
         assert_eq!(k.len(), 4, "{k:?}");
         let block = s.knobs_block().expect("knobs were found");
-        let (kind, value) = blocks::decode(&block).expect("our own record");
-        assert_eq!(kind, blocks::KNOBS);
-        assert_eq!(value["captured"], serde_json::json!(["eth2"]));
+        let record: records::Knobs = blocks::decode(&block).expect("our own record");
+        assert_eq!(record.captured, ["eth2"]);
+        assert_eq!(record.knobs, k);
     }
 
     #[test]
@@ -387,10 +367,9 @@ mod tests {
         )
         .unwrap();
         let block = s.sample_block().unwrap();
-        let (kind, v) = blocks::decode(&block).unwrap();
-        assert_eq!(kind, blocks::COUNTERS);
+        let record: records::Counters = blocks::decode(&block).unwrap();
         assert_eq!(
-            v["counters"]["class/infiniband/mlx5_0/ports/1/hw_counters/np_cnp_sent"],
+            record.counters["class/infiniband/mlx5_0/ports/1/hw_counters/np_cnp_sent"],
             9
         );
         // A host without any knob directory records no knob block at all.
@@ -446,13 +425,11 @@ mod tests {
             );
         std::fs::write(d.path().join("ethtool-S/eth0"), moved).unwrap();
         let second = s.sample_block().unwrap();
-        let first_block = blocks::encode(
-            blocks::COUNTERS,
-            &CountersRecord {
-                ts_ns: 1,
-                counters: &first,
-            },
-        )
+        let first_block = blocks::encode_record(&records::Counters {
+            version: records::VERSION,
+            ts_ns: 1,
+            counters: first,
+        })
         .unwrap();
         let custom = |data: Vec<u8>| roce_capture::CustomBlock {
             pen: blocks::PEN,

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use crate::kevents::EventRow;
+use roce_capture::blocks::records::Event;
 
 /// The pseudo tracepoint of a QP found in a snapshot; the name is `rdma res`'s, the form a tracepoint's,
 /// so that the analyzer's event handling carries it unchanged.
@@ -74,7 +74,7 @@ impl QpOwner {
     /// The QP as an `EVNT` event at `ts_ns`, with `addrs`, its port's addresses (see [`port_addrs`]), as
     /// text in the field `addrs`; left out when empty, which the analyzer reads as "any host". A kernel QP
     /// fires "in" pid 0, as a kernel thread would.
-    pub fn event(&self, ts_ns: u64, addrs: &[IpAddr]) -> EventRow {
+    pub fn event(&self, ts_ns: u64, addrs: &[IpAddr]) -> Event {
         let mut fields = Map::new();
         fields.insert("device".into(), self.device.clone().into());
         if let Some(p) = self.port {
@@ -100,7 +100,7 @@ impl QpOwner {
             let text: Vec<Value> = addrs.iter().map(|a| a.to_string().into()).collect();
             fields.insert("addrs".into(), text.into());
         }
-        EventRow {
+        Event {
             ts_ns,
             tracepoint: TRACEPOINT.into(),
             pid: self.pid.unwrap_or(0),
@@ -364,7 +364,7 @@ impl QpSnapshots {
         program: PathBuf,
         sysfs_root: PathBuf,
         ts_ns: u64,
-    ) -> (QpSnapshots, Vec<EventRow>, Option<String>) {
+    ) -> (QpSnapshots, Vec<Event>, Option<String>) {
         let mut s = QpSnapshots {
             program,
             sysfs_root,
@@ -393,14 +393,14 @@ impl QpSnapshots {
     pub fn start_default(
         ts_ns: u64,
         sysfs_root: Option<&Path>,
-    ) -> (QpSnapshots, Vec<EventRow>, Option<String>) {
+    ) -> (QpSnapshots, Vec<Event>, Option<String>) {
         let root = sysfs_root.unwrap_or(Path::new("/sys")).to_path_buf();
         Self::start(rdma_program(), root, ts_ns)
     }
 
     /// Events for the QPs that appeared since the previous snapshot. A failing snapshot after a good
     /// start yields nothing and keeps the previous state, so the next one reports what it missed.
-    pub fn snapshot(&mut self, ts_ns: u64) -> Vec<EventRow> {
+    pub fn snapshot(&mut self, ts_ns: u64) -> Vec<Event> {
         if self.disabled {
             return Vec::new();
         }
@@ -419,7 +419,7 @@ impl QpSnapshots {
     /// Replaces the known set with `qps`, returning the events of those not in it before. The GID table of
     /// each port with a new QP is read then, once per call: only new QPs need it, and addresses may have
     /// changed since the previous snapshot. A port whose table cannot be read gives no addresses.
-    pub fn update(&mut self, qps: Vec<QpOwner>, ts_ns: u64) -> Vec<EventRow> {
+    pub fn update(&mut self, qps: Vec<QpOwner>, ts_ns: u64) -> Vec<Event> {
         let mut now = BTreeSet::new();
         let mut events = Vec::new();
         let mut addrs: BTreeMap<(String, u32), Vec<IpAddr>> = BTreeMap::new();

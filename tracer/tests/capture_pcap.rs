@@ -378,7 +378,7 @@ fn counters_and_knobs_travel_in_the_capture() {
     );
     let blocks: Vec<_> = custom_blocks(&out)
         .iter()
-        .map(|b| roce_capture::blocks::decode(b).expect("one of our records"))
+        .map(|b| raw_record(b).expect("one of our records"))
         .collect();
     let knobs: Vec<_> = blocks
         .iter()
@@ -466,7 +466,7 @@ fn ethtool_statistics_by_ioctl_on_a_veth_pair() {
     assert_eq!(got.len() as u64, sent);
     let samples: Vec<serde_json::Value> = custom_blocks(&out)
         .iter()
-        .filter_map(|b| roce_capture::blocks::decode(b))
+        .filter_map(|b| raw_record(b))
         .filter(|(k, _)| *k == roce_capture::blocks::COUNTERS)
         .map(|(_, v)| v)
         .collect();

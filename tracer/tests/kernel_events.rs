@@ -105,7 +105,7 @@ fn trace_systems(ns: &Netns) -> Vec<String> {
 fn records(path: &Path, kind: [u8; 4]) -> Vec<Value> {
     custom_blocks(path)
         .iter()
-        .filter_map(|b| roce_capture::blocks::decode(b))
+        .filter_map(|b| raw_record(b))
         .filter(|(k, _)| *k == kind)
         .map(|(_, v)| v)
         .collect()

@@ -18,7 +18,7 @@ use serde_json::Value;
 fn events_of(path: &Path) -> Vec<Value> {
     custom_blocks(path)
         .iter()
-        .filter_map(|b| roce_capture::blocks::decode(b))
+        .filter_map(|b| raw_record(b))
         .filter(|(k, _)| *k == roce_capture::blocks::EVENTS)
         .flat_map(|(_, v)| v["events"].as_array().cloned().unwrap_or_default())
         .filter(|e| e["tracepoint"] == "rdma_res:qp")

@@ -23,7 +23,7 @@ use aya::programs::tc::{NlOptions, TcAttachOptions};
 use aya::programs::{SchedClassifier, TcAttachType};
 use aya::util::KernelVersion;
 use roce_capture::LinkType;
-use serde::Serialize;
+use roce_capture::blocks::records::{Probe, ProbePrio, ProbeQp, VERSION};
 use tracer_common::{
     Config, EVENT_HEADER_LEN, MAX_SNAPLEN, PRIO_SLOTS, PacketEvent, PrioCounters, ProbeCounters,
     QpCounters, SMALL_SNAPLEN, flag, maps,
@@ -263,40 +263,6 @@ impl RingRecord {
     }
 }
 
-/// The probe's own counters, summed over CPUs: the `PROB` custom block.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct ProbeStats {
-    pub ts_ns: u64,
-    pub seen: u64,
-    pub matched: u64,
-    pub emitted: u64,
-    pub ring_full: u64,
-    pub qps: Vec<QpRow>,
-    pub prios: Vec<PrioRow>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct QpRow {
-    pub dest_qp: u32,
-    pub packets: u64,
-    pub bytes: u64,
-    pub ce: u64,
-    pub cnps: u64,
-}
-
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct PrioRow {
-    /// 0–7, or null for untagged frames and PAUSE.
-    pub priority: Option<u8>,
-    pub roce_packets: u64,
-    pub roce_bytes: u64,
-    pub ce: u64,
-    pub pfc_frames: u64,
-    pub pfc_xoff: u64,
-    pub pfc_xon: u64,
-    pub pause_frames: u64,
-}
-
 /// Frames lost to a full ring buffer so far, summed over CPUs.
 pub fn ring_full(ebpf: &Ebpf) -> Option<u64> {
     let counters: PerCpuArray<&MapData, ProbeCounters> =
@@ -321,10 +287,11 @@ pub fn ring_full_by_ifindex(ebpf: &Ebpf) -> Result<BTreeMap<u32, u64>, EbpfStart
 }
 
 /// Reads the probe's maps (the per-CPU values summed).
-pub fn probe_stats(ebpf: &Ebpf) -> Result<ProbeStats, EbpfStartError> {
-    let mut st = ProbeStats {
+pub fn probe_stats(ebpf: &Ebpf) -> Result<Probe, EbpfStartError> {
+    let mut st = Probe {
+        version: VERSION,
         ts_ns: sys::now_ns(),
-        ..ProbeStats::default()
+        ..Probe::default()
     };
     let map = ebpf
         .map(maps::COUNTERS)
@@ -345,9 +312,9 @@ pub fn probe_stats(ebpf: &Ebpf) -> Result<ProbeStats, EbpfStartError> {
         PerCpuHashMap::try_from(map).map_err(map_err(maps::QP_STATS))?;
     for item in qps.iter() {
         let (qp, per_cpu) = item.map_err(map_err(maps::QP_STATS))?;
-        let mut row = QpRow {
+        let mut row = ProbeQp {
             dest_qp: qp,
-            ..QpRow::default()
+            ..ProbeQp::default()
         };
         for c in per_cpu.iter() {
             row.packets += c.packets;
@@ -366,9 +333,9 @@ pub fn probe_stats(ebpf: &Ebpf) -> Result<ProbeStats, EbpfStartError> {
         PerCpuArray::try_from(map).map_err(map_err(maps::PRIO_STATS))?;
     for slot in 0..PRIO_SLOTS {
         let per_cpu = prios.get(&slot, 0).map_err(map_err(maps::PRIO_STATS))?;
-        let mut row = PrioRow {
+        let mut row = ProbePrio {
             priority: u8::try_from(slot).ok().filter(|&p| p < 8),
-            ..PrioRow::default()
+            ..ProbePrio::default()
         };
         for c in per_cpu.iter() {
             row.roce_packets += c.roce_packets;
@@ -380,9 +347,9 @@ pub fn probe_stats(ebpf: &Ebpf) -> Result<ProbeStats, EbpfStartError> {
             row.pause_frames += c.pause_frames;
         }
         if row
-            != (PrioRow {
+            != (ProbePrio {
                 priority: row.priority,
-                ..PrioRow::default()
+                ..ProbePrio::default()
             })
         {
             st.prios.push(row);
@@ -683,8 +650,7 @@ impl Engine for EbpfEngine {
                 }
             })
             .collect();
-        let block =
-            probe.and_then(|p| roce_capture::blocks::encode(roce_capture::blocks::PROBE, &p).ok());
+        let block = probe.and_then(|p| roce_capture::blocks::encode_record(&p).ok());
         for name in &self.netlink_ifaces {
             // Deleting the qdisc deletes every filter under it: only when all of them are ours.
             if only_our_filters(name) {

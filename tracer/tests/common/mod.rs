@@ -439,6 +439,13 @@ pub fn custom_blocks(path: &Path) -> Vec<Vec<u8>> {
     out
 }
 
+/// A custom block's record type and JSON as they are in the file, untyped: the tests check the format as a
+/// reader outside Rust sees it, not only through the records that wrote it.
+pub fn raw_record(data: &[u8]) -> Option<([u8; 4], serde_json::Value)> {
+    let (kind, json) = roce_capture::blocks::split(data)?;
+    Some((kind, serde_json::from_slice(json).ok()?))
+}
+
 /// How many non-`other` frames each of the first `ifaces` interfaces of a capture holds.
 pub fn frames_per_iface(path: &Path, ifaces: usize) -> Vec<u64> {
     let mut reader = CaptureReader::open(path).expect("open capture");

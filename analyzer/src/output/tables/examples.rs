@@ -119,6 +119,7 @@ impl TableRow for KernelDrop {
             protocol: String::new(),
             reason: String::new(),
             count: 0,
+            ip: Some(roce_capture::blocks::records::IpDrops::Rocev2),
         }
     }
 }
