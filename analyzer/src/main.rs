@@ -28,6 +28,7 @@ use roce_core::passes::pairing::{Pairing, PairingPass};
 use roce_core::passes::pfc::PfcPass;
 use roce_core::passes::{Stats, StatsReport};
 use roce_core::recorded as blocks;
+use roce_core::text::escape_control as escape;
 use roce_core::units;
 
 /// Decode and analyse RoCEv2 captures: BTH and extension headers, ECN, CNPs, PFC/PAUSE, per-QP statistics.
@@ -180,7 +181,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("roce-analyzer: error: {e:#}");
+            eprintln!("roce-analyzer: error: {}", escape(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }
@@ -220,19 +221,6 @@ fn open(input: &Input) -> Result<Capture> {
     })?;
     capture.set_window(input.from, input.to);
     Ok(capture)
-}
-
-/// A path for the terminal: control characters in it shown as escapes, never sent raw.
-fn escape(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
 }
 
 fn decoder(i: &Input) -> Decoder {
@@ -492,17 +480,17 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
         .count();
     println!(
         "{}: {} frames, {} flows with CE or CNPs, {} findings ({} warnings or problems)",
-        files.index.display(),
+        escape(&files.index.display().to_string()),
         analysis.stats.capture.frames,
         analysis.dcqcn.flows.len(),
         analysis.findings.len(),
         problems
     );
     for f in &analysis.findings {
-        println!("  [{:?}] {}", f.severity, f.title);
+        println!("  [{:?}] {}", f.severity, escape(&f.title));
     }
     for limit in analysis.dcqcn.limits() {
-        eprintln!("roce-analyzer: warning: {limit}");
+        eprintln!("roce-analyzer: warning: {}", escape(&limit));
     }
     Ok(finish(&capture))
 }
@@ -551,7 +539,7 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
     let mut report = pass.finish(&opts, &pauses)?;
     report.name_taps(|i| pipeline::tap_name(&capture, i));
     for limit in report.limits() {
-        eprintln!("roce-analyzer: warning: {limit}");
+        eprintln!("roce-analyzer: warning: {}", escape(&limit));
     }
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {

@@ -1,12 +1,13 @@
 //! The core both rocetrace applications stand on: [`decode`] turns a capture record into a [`decode::Frame`]
 //! (one decoder for the analyzer, the live tracer and the simulator's tests), the streaming [`passes`] fold
 //! frames into tables whose size depends on flows and time, never on the packet count, [`dcqcn`] is the
-//! reaction-point model, [`recorded`] reads what the tracer stored beside the packets, and [`units`] parses
-//! the speeds and durations the command lines take.
+//! reaction-point model, [`recorded`] reads what the tracer stored beside the packets, [`units`] parses
+//! the speeds and durations the command lines take, and [`text`] makes a capture's strings safe to print.
 pub mod dcqcn;
 pub mod decode;
 pub mod filter;
 pub mod frames;
 pub mod passes;
 pub mod recorded;
+pub mod text;
 pub mod units;

@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use crate::analysis::dcqcn::DcqcnReport;
 use roce_core::passes::StatsReport;
 use roce_core::recorded as blocks;
+use roce_core::text::escape_control as esc;
 
 /// `dcqcn`'s per-flow table: what the model saw and cut, and the knob fit.
 pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
@@ -13,7 +14,7 @@ pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
         out,
         "DCQCN  profile {}, knobs from {}, line {} Gb/s, bins {} µs, CNP delay {} ns",
         r.profile,
-        r.knob_source,
+        esc(&r.knob_source),
         r.line_gbps,
         r.bin_ns as f64 / 1000.0,
         r.cnp_delay_ns
@@ -88,12 +89,13 @@ pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
     Ok(())
 }
 
-/// Left-aligned first columns, right-aligned numbers, widths from the content.
+/// Left-aligned first columns, right-aligned numbers, widths from the content. Every cell is escaped here
+/// ([`esc`]): names in the cells come from the capture.
 fn table(out: &mut impl Write, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
+            *w = (*w).max(esc(c).chars().count());
         }
     }
     // One line buffer for the whole table: a capture with thousands of flows made an allocation per padded
@@ -102,16 +104,17 @@ fn table(out: &mut impl Write, header: &[&str], rows: &[Vec<String>]) -> io::Res
     let mut line = |out: &mut dyn Write, cells: &[String]| -> io::Result<()> {
         s.clear();
         for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            let c = esc(c);
             if i > 0 {
                 s.push_str("  ");
             }
             let pad = std::iter::repeat_n(' ', w.saturating_sub(c.chars().count()));
             if i < 3 {
-                s.push_str(c);
+                s.push_str(&c);
                 s.extend(pad);
             } else {
                 s.extend(pad);
-                s.push_str(c);
+                s.push_str(&c);
             }
         }
         writeln!(out, "{}", s.trim_end())
@@ -150,17 +153,17 @@ pub fn print_kernel_events(
     )?;
     let t = &k.tracepoints;
     if !t.attached.is_empty() {
-        writeln!(out, "  attached: {}", t.attached.join(", "))?;
+        writeln!(out, "  attached: {}", esc(&t.attached.join(", ")))?;
     }
     if !t.unavailable.is_empty() {
         writeln!(
             out,
             "  unavailable on the traced host: {}",
-            t.unavailable.join(", ")
+            esc(&t.unavailable.join(", "))
         )?;
     }
     for (name, n) in &k.events_per_tracepoint {
-        writeln!(out, "  {name}: {n}")?;
+        writeln!(out, "  {}: {n}", esc(name))?;
     }
     if !k.qp_processes.is_empty() {
         writeln!(out, "\nQPs and their processes ({})", k.qp_processes.len())?;
@@ -288,7 +291,7 @@ fn ns_to_s(ns: u64) -> String {
 /// `stats`'s capture summary and its flow, CNP, PFC, counter and kernel-drop tables.
 pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
     let c = &r.capture;
-    writeln!(out, "Capture  {} ({})", c.file, c.format)?;
+    writeln!(out, "Capture  {} ({})", esc(&c.file), esc(&c.format))?;
     let kinds: Vec<String> = c
         .frames_by_kind
         .iter()
@@ -316,7 +319,7 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
             out,
             "  interface {} {} {} snaplen {} ts {}{}",
             i.id,
-            i.name.as_deref().unwrap_or("-"),
+            esc(i.name.as_deref().unwrap_or("-")),
             i.link_type,
             i.snaplen,
             i.ts_resolution,
@@ -457,7 +460,7 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
         table(out, &["protocol", "reason", "", "count"], &rows)?;
     }
     if let Some(e) = &c.error {
-        writeln!(out, "\nIncomplete: {e}")?;
+        writeln!(out, "\nIncomplete: {}", esc(e))?;
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 mod cli;
 mod common;
+mod control_chars;
 mod dcqcn_analysis;
 mod decode_framings;
 mod empty_tables;
