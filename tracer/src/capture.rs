@@ -30,6 +30,8 @@ use crate::sys::{self, Cap};
 pub enum EngineKind {
     Pcap,
     Ebpf,
+    /// The NIC's sniffer through libibverbs (see [`engine::rdma`]).
+    Rdma,
 }
 
 impl EngineKind {
@@ -37,6 +39,7 @@ impl EngineKind {
         match self {
             EngineKind::Pcap => "pcap",
             EngineKind::Ebpf => "ebpf",
+            EngineKind::Rdma => "rdma",
         }
     }
 
@@ -45,6 +48,8 @@ impl EngineKind {
         match self {
             EngineKind::Pcap => &[Cap::NetRaw],
             EngineKind::Ebpf => &[Cap::Bpf, Cap::NetAdmin, Cap::Perfmon],
+            // The kernel asks for CAP_NET_RAW to create a raw-packet QP and a sniffer flow rule.
+            EngineKind::Rdma => &[Cap::NetRaw],
         }
     }
 }
@@ -122,6 +127,8 @@ pub enum CaptureError {
     Pcap(#[from] engine::pcap::PcapStartError),
     #[error(transparent)]
     Ebpf(#[from] engine::ebpf::EbpfStartError),
+    #[error(transparent)]
+    Rdma(#[from] engine::rdma::RdmaError),
     #[error("--kernel-events")]
     KernelEvents(#[from] crate::kevents::KernelEventsError),
     #[error("cannot create {path}")]
@@ -251,6 +258,11 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     let engine: Box<dyn Engine> = match opts.engine {
         EngineKind::Pcap => Box::new(engine::pcap::start(&config, &plumbing)?),
         EngineKind::Ebpf => Box::new(engine::ebpf::start(&config, &plumbing)?),
+        EngineKind::Rdma => Box::new(engine::rdma::start(
+            &config,
+            &plumbing,
+            opts.sysfs_root.as_deref(),
+        )?),
     };
     // Only the engines' threads hold senders now: the channel disconnects when they have all finished.
     drop(plumbing);

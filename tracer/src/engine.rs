@@ -8,6 +8,7 @@ use roce_capture::LinkType;
 
 pub mod ebpf;
 pub mod pcap;
+pub mod rdma;
 pub mod ring;
 
 /// One captured frame.

@@ -17,9 +17,42 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once per run: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum Cmd {
     /// Capture to a pcapng file until a signal, --duration, -c, or the end of `-- CMD`.
     Capture(CaptureArgs),
+    /// List the interfaces and RDMA devices, which engine can capture each and what it would see, and
+    /// whether this process may (docs/capture.md).
+    List(ListArgs),
+    /// Check the rdma engine on a device: capture while RoCE traffic runs, then check what was captured.
+    Selftest(SelftestArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ListArgs {
+    /// A recorded sysfs tree to read instead of /sys (tests).
+    #[arg(long)]
+    sysfs_root: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct SelftestArgs {
+    /// The RDMA device and port, DEVICE or DEVICE:PORT (mlx5_0, mlx5_0:1).
+    #[arg(short = 'i', long = "interface")]
+    interface: String,
+    /// How long to capture.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    duration: Duration,
+    /// Keep the capture here (by default it goes to a temporary file, deleted when the test passes).
+    #[arg(short = 'w', long = "write")]
+    output: Option<PathBuf>,
+    /// A recorded sysfs tree to read instead of /sys (tests).
+    #[arg(long)]
+    sysfs_root: Option<PathBuf>,
+    /// Traffic to run during the capture, e.g. -- ib_write_bw -d mlx5_0 -x 3 -D 5 PEER.
+    #[arg(last = true)]
+    command: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -28,6 +61,9 @@ enum Engine {
     Pcap,
     /// The eBPF TC probe: parses in the kernel, counts per QP and priority, copies only matching frames.
     Ebpf,
+    /// The RDMA NIC's sniffer through libibverbs (-i mlx5_0[:PORT]): sees the RoCE the NIC offloads, which
+    /// the other two cannot see on its netdev.
+    Rdma,
 }
 
 #[derive(Debug, clap::Args)]
@@ -200,6 +236,7 @@ fn run() -> Result<()> {
                 engine: match a.engine {
                     Engine::Pcap => EngineKind::Pcap,
                     Engine::Ebpf => EngineKind::Ebpf,
+                    Engine::Rdma => EngineKind::Rdma,
                 },
                 interfaces: a.interfaces,
                 output: a.output,
@@ -243,6 +280,89 @@ fn run() -> Result<()> {
                 out.dropped
             );
             Ok(())
+        }
+        Cmd::List(a) => {
+            let root = a.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys"));
+            print!(
+                "{}",
+                tracer::list::render(
+                    &root,
+                    tracer::sys::effective_caps(),
+                    &tracer::list::libibverbs_status()
+                )
+            );
+            Ok(())
+        }
+        Cmd::Selftest(a) => selftest(a),
+    }
+}
+
+fn selftest(a: SelftestArgs) -> Result<()> {
+    use tracer::selftest;
+    let spec = tracer::engine::rdma::PortSpec::parse(&a.interface)?;
+    let root = a
+        .sysfs_root
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("/sys"));
+    let keep = a.output.is_some();
+    let output = selftest::output_path(a.output);
+    eprintln!(
+        "roce-tracer selftest: capturing every frame of {spec} for {:.0} s with --engine rdma.",
+        a.duration.as_secs_f64()
+    );
+    if a.command.is_empty() {
+        eprintln!("{}", selftest::traffic_hint(&root, &spec.device, spec.port));
+    }
+    let opts = CaptureOptions {
+        engine: EngineKind::Rdma,
+        interfaces: vec![spec.to_string()],
+        output: output.clone(),
+        snaplen: 256,
+        filter: None,
+        all_frames: true,
+        ring_bytes: None,
+        rotation: tracer::output::Rotation::default(),
+        duration: Some(a.duration),
+        count: None,
+        ready_file: None,
+        counters: false,
+        interval: Duration::from_secs(1),
+        sysfs_root: a.sysfs_root,
+        link_bps: 100_000_000_000,
+        metrics: None,
+        quiet: true,
+        kernel_events: false,
+        tracepoints: Vec::new(),
+        command: a.command,
+        argv: std::env::args().collect(),
+    };
+    let start = tracer::sys::now_ns();
+    let out = capture::run(&opts).context("the selftest's capture failed")?;
+    let end = tracer::sys::now_ns();
+    let seen = selftest::inspect(&output, (start, end))
+        .with_context(|| format!("reading back {}", output.display()))?;
+    eprintln!(
+        "roce-tracer selftest: {} frames captured, {} lost",
+        out.frames, out.dropped
+    );
+    match selftest::verdict(&seen, &spec.to_string()) {
+        Ok(summary) => {
+            println!("PASS: {summary}");
+            if keep {
+                println!("the capture is in {}", output.display());
+            } else {
+                let _ = std::fs::remove_file(&output);
+            }
+            Ok(())
+        }
+        Err(problems) => {
+            for p in &problems {
+                println!("FAIL: {p}");
+            }
+            bail!(
+                "the selftest failed; the capture is kept in {} for a look (roce-analyzer, tshark)",
+                output.display()
+            )
         }
     }
 }

@@ -15,7 +15,8 @@ use crate::sh;
 /// brings promtool, which checks the tracer's metrics; ethtool turns GRO on for the veth whose statistics the
 /// tracer's ethtool test reads, and prints the names those statistics are checked against; mergecap (in
 /// wireshark-common) is the peer of the multi-file merge, and gzip, zstd and lz4 compress the captures the
-/// reader must take as they are.
+/// reader must take as they are; libibverbs-dev brings rdma-core's verbs.h, against which a test checks the
+/// tracer's hand-written libibverbs layouts, and the library the rdma engine's error paths are tested with.
 const APT_PACKAGES: &[&str] = &[
     "tshark",
     "wireshark-common",
@@ -31,6 +32,7 @@ const APT_PACKAGES: &[&str] = &[
     "chromium",
     "fonts-dejavu-core",
     "ethtool",
+    "libibverbs-dev",
 ];
 
 /// The LLVM that bpf-linker links to, matching the nightly toolchain's LLVM major version.

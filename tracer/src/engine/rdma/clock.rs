@@ -1,0 +1,168 @@
+//! From the NIC's clock to wall time.
+//!
+//! A completion carries the NIC's free-running counter (`ibv_wc_read_completion_ts`), not a time. The device
+//! says how fast it counts (`hca_core_clock`, kHz) and how many bits it keeps (`completion_timestamp_mask`),
+//! and `ibv_query_rt_values_ex` reads the counter now, which the engine pairs with the wall clock read at the
+//! same moment: an [`Anchor`]. A completion's time is then the anchor's wall time plus the distance from the
+//! anchor's count, taken modulo the mask so that a wrap of the counter between the two is no jump, and
+//! signed, since a completion polled just after a new anchor may have been stamped before it.
+//!
+//! The engine takes a new anchor every second, so the NIC oscillator's drift against the host clock (tens
+//! of ppm) never adds up to more than tens of microseconds; each re-anchoring can move later timestamps by
+//! that much, and by the few microseconds the query itself takes.
+
+/// How the NIC counts: its frequency and the width of its counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NicClock {
+    /// Ticks per millisecond (`hca_core_clock`).
+    pub khz: u64,
+    /// The counter's valid bits, `2^n - 1`.
+    pub mask: u64,
+}
+
+/// One reading of the NIC counter and of the wall clock, taken together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Anchor {
+    pub ticks: u64,
+    /// ns since the epoch.
+    pub wall_ns: u64,
+}
+
+/// Why the device's clock information cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClockError {
+    #[error("the device reports a core clock of 0 kHz")]
+    NoFrequency,
+    #[error("the device's timestamp mask {0:#x} is not a run of low bits")]
+    BadMask(u64),
+}
+
+impl NicClock {
+    pub fn new(khz: u64, mask: u64) -> Result<NicClock, ClockError> {
+        if khz == 0 {
+            return Err(ClockError::NoFrequency);
+        }
+        if mask == 0 || (mask != u64::MAX && !(mask + 1).is_power_of_two()) {
+            return Err(ClockError::BadMask(mask));
+        }
+        Ok(NicClock { khz, mask })
+    }
+
+    /// Ticks from `from` to `to` on a counter that wraps at the mask: the shorter way round, so negative
+    /// when `to` was stamped before `from`.
+    pub fn ticks_between(&self, from: u64, to: u64) -> i128 {
+        let d = to.wrapping_sub(from) & self.mask;
+        let half = self.mask / 2;
+        if d > half {
+            i128::from(d) - i128::from(self.mask) - 1
+        } else {
+            i128::from(d)
+        }
+    }
+
+    /// The wall time (ns since the epoch) of a completion stamped `ticks`, from the latest anchor.
+    pub fn wall_ns(&self, anchor: Anchor, ticks: u64) -> u64 {
+        let ns = self.ticks_between(anchor.ticks, ticks) * 1_000_000 / i128::from(self.khz);
+        let t = i128::from(anchor.wall_ns) + ns;
+        u64::try_from(t.max(0)).unwrap_or(u64::MAX)
+    }
+}
+
+/// Some NICs can run their clock in "real-time" mode (ConnectX-6 Dx and later with the firmware's
+/// real-time clock enabled), where a timestamp is seconds in the upper 32 bits and nanoseconds in the lower
+/// ones, already on the PTP time scale. Such a reading, taken now, decodes to within a minute of the wall
+/// clock; a free-running counter almost never does.
+pub fn looks_real_time(raw: u64, wall_ns: u64) -> bool {
+    real_time_ns(raw).is_some_and(|t| t.abs_diff(wall_ns) < 60_000_000_000)
+}
+
+/// A real-time-format stamp as ns since the epoch; `None` when the low half is not a nanosecond count.
+pub fn real_time_ns(raw: u64) -> Option<u64> {
+    let (secs, ns) = (raw >> 32, raw & 0xffff_ffff);
+    (ns < 1_000_000_000).then(|| secs * 1_000_000_000 + ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 156.25 MHz, the core clock of many ConnectX parts, with a 48-bit counter.
+    fn cx() -> NicClock {
+        NicClock::new(156_250, (1 << 48) - 1).unwrap()
+    }
+
+    #[test]
+    fn ticks_become_nanoseconds_at_the_device_rate() {
+        let c = cx();
+        let a = Anchor {
+            ticks: 1_000_000,
+            wall_ns: 1_700_000_000_000_000_000,
+        };
+        assert_eq!(c.wall_ns(a, 1_000_000), a.wall_ns);
+        // 156 250 ticks = 1 ms.
+        assert_eq!(c.wall_ns(a, 1_000_000 + 156_250), a.wall_ns + 1_000_000);
+        // One tick = 6.4 ns, truncated.
+        assert_eq!(c.wall_ns(a, 1_000_001), a.wall_ns + 6);
+        // Stamped 100 us before the anchor (polled after a re-anchoring).
+        assert_eq!(c.wall_ns(a, 1_000_000 - 15_625), a.wall_ns - 100_000);
+    }
+
+    #[test]
+    fn a_wrap_of_the_counter_is_no_jump() {
+        let c = cx();
+        let a = Anchor {
+            ticks: c.mask - 100,
+            wall_ns: 5_000_000_000,
+        };
+        // 200 ticks later the counter has wrapped to 99.
+        assert_eq!(c.ticks_between(a.ticks, 99), 200);
+        assert_eq!(c.wall_ns(a, 99), 5_000_000_000 + 200 * 64 / 10);
+        // And the other way: anchor just after the wrap, completion just before it.
+        let b = Anchor {
+            ticks: 10,
+            wall_ns: 5_000_000_000,
+        };
+        assert_eq!(c.ticks_between(b.ticks, c.mask - 9), -20);
+        assert_eq!(c.wall_ns(b, c.mask - 9), 5_000_000_000 - 128);
+    }
+
+    #[test]
+    fn a_full_64_bit_counter_works_too() {
+        let c = NicClock::new(1_000_000, u64::MAX).unwrap();
+        let a = Anchor {
+            ticks: u64::MAX - 1,
+            wall_ns: 1_000,
+        };
+        assert_eq!(c.wall_ns(a, 2), 1_004);
+    }
+
+    #[test]
+    fn unusable_clock_information_is_refused() {
+        assert_eq!(NicClock::new(0, 0xffff), Err(ClockError::NoFrequency));
+        assert_eq!(NicClock::new(1, 0), Err(ClockError::BadMask(0)));
+        assert_eq!(NicClock::new(1, 0x1234), Err(ClockError::BadMask(0x1234)));
+        // Before the epoch clamps to 0 rather than wrapping to the far future.
+        let c = NicClock::new(1_000_000, 0xffff).unwrap();
+        assert_eq!(
+            c.wall_ns(
+                Anchor {
+                    ticks: 100,
+                    wall_ns: 5
+                },
+                50
+            ),
+            0
+        );
+    }
+
+    #[test]
+    fn real_time_stamps_are_recognised() {
+        let wall = 1_764_000_000_123_456_789u64;
+        let raw = ((wall / 1_000_000_000) << 32) | (wall % 1_000_000_000);
+        assert!(looks_real_time(raw, wall + 2_000_000));
+        assert_eq!(real_time_ns(raw), Some(wall));
+        // A free-running counter a few hours after reset is not.
+        assert!(!looks_real_time(156_250_000 * 3600 * 5, wall));
+        assert_eq!(real_time_ns(0x0000_0001_ffff_ffff), None);
+    }
+}

@@ -1,0 +1,552 @@
+//! The RDMA engine: the NIC's own copy of a port's traffic, through libibverbs.
+//!
+//! On a host whose NIC offloads RoCE (ConnectX), RDMA traffic never crosses the kernel's network stack, so
+//! libpcap and the TC probe on the NIC's netdev do not see it. The NIC can hand a copy of everything its
+//! port sends and receives to a raw-packet QP through a *sniffer* flow rule: that is what ibdump and
+//! libpcap's `rdma` capture do, and what this engine does ([`device`]). Each completion carries the frame
+//! and the NIC clock's count when it passed; [`clock`] turns that into wall time.
+//!
+//! The receive path sits behind [`CompletionSource`], so the same loop ([`read_loop`]) runs on a device or
+//! on recorded completions ([`replay`]): the tests drive frames, a wrap of the NIC clock and exhausted
+//! receive buffers through the real writer that way. Frames pass the user's `--filter` (by default the pcap
+//! engine's RoCE/CNP/PFC selection, or everything with `--all-frames`) in userspace; losses are what the
+//! source reports, and land in each interface's statistics block.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use roce_capture::LinkType;
+
+use super::{Captured, Engine, EngineConfig, Event, IfaceStats, Plumbing};
+
+pub mod clock;
+pub mod device;
+pub mod ffi;
+pub mod replay;
+
+use clock::{Anchor, NicClock};
+
+/// Names a file of recorded completions to read instead of opening the device (see [`replay`]): how the
+/// tests run the whole capture path on a machine without an RDMA NIC.
+pub const REPLAY_ENV: &str = "ROCETRACE_RDMA_REPLAY";
+
+/// How a completion is stamped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stamp {
+    /// The NIC clock's count, converted with the latest [`Anchor`].
+    Nic(u64),
+    /// Already wall time (ns since the epoch): a NIC clock in real-time mode, or a CQ without timestamps
+    /// stamped by the host when polled.
+    Wall(u64),
+}
+
+/// What a source hands the read loop, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Item<'a> {
+    /// One received frame: its bytes (at most the snap length the source was asked for), its length on the
+    /// wire, and its stamp.
+    Frame {
+        data: &'a [u8],
+        len: u32,
+        stamp: Stamp,
+    },
+    /// A new pairing of the NIC clock with the wall clock, for the frames after it.
+    Anchor(Anchor),
+    /// Frames lost since the last report: receive buffers exhausted (the NIC's out-of-buffer counter),
+    /// completions in error.
+    Lost(u64),
+}
+
+/// A source of receive completions.
+pub trait CompletionSource: Send {
+    /// The NIC clock that [`Stamp::Nic`] counts in; `None` when the source stamps wall time itself.
+    fn clock(&self) -> Option<NicClock>;
+    /// Waits up to `wait` for completions and hands each to `each`, which returns false to stop taking
+    /// them. `Ok(false)` once the source has nothing more, ever (the end of a recording).
+    fn poll(
+        &mut self,
+        wait: Duration,
+        each: &mut dyn FnMut(Item<'_>) -> bool,
+    ) -> Result<bool, SourceError>;
+    /// For the interface description: what the source is and how it stamps.
+    fn describe(&self) -> String;
+}
+
+/// A source that stopped working mid-capture.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("{what} failed: {source}")]
+    Verb {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// `DEVICE[:PORT]` of `-i`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortSpec {
+    pub device: String,
+    pub port: u8,
+}
+
+impl PortSpec {
+    pub fn parse(s: &str) -> Result<PortSpec, RdmaError> {
+        let bad = || RdmaError::BadSpec(s.to_owned());
+        let (device, port) = match s.rsplit_once(':') {
+            Some((d, p)) => (d, p.parse::<u8>().map_err(|_| bad())?),
+            None => (s, 1),
+        };
+        if device.is_empty() || device.contains('/') || device.starts_with('.') || port == 0 {
+            return Err(bad());
+        }
+        Ok(PortSpec {
+            device: device.to_owned(),
+            port,
+        })
+    }
+}
+
+impl std::fmt::Display for PortSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.device, self.port)
+    }
+}
+
+const CAP_FIX: &str =
+    "run as root, or grant it with: sudo setcap cap_net_raw+ep $(command -v roce-tracer)";
+
+/// Why the RDMA engine could not start. Each says what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum RdmaError {
+    #[error(
+        "-i {0}: the rdma engine takes an RDMA device and port, DEVICE or DEVICE:PORT (e.g. mlx5_0 or mlx5_0:1)"
+    )]
+    BadSpec(String),
+    #[error(
+        "no RDMA device named {name}: {known}{hint}. `roce-tracer list` shows the RDMA devices and their netdevs"
+    )]
+    NoSuchDevice {
+        name: String,
+        known: String,
+        hint: String,
+    },
+    #[error("{device} has no port {port} (its ports: {ports})")]
+    NoSuchPort {
+        device: String,
+        port: u8,
+        ports: String,
+    },
+    #[error(
+        "{spec} is an {link_layer} port, not Ethernet: the rdma engine captures RoCE. For InfiniBand use \
+         ibdump (NVIDIA's firmware tools)"
+    )]
+    NotEthernet { spec: String, link_layer: String },
+    #[error(
+        "libibverbs is not available ({0}). Install rdma-core's library and providers: `sudo apt-get install \
+         libibverbs1 ibverbs-providers` (Debian, Ubuntu) or `sudo dnf install libibverbs` (Fedora, RHEL)"
+    )]
+    Library(#[from] ffi::LoadError),
+    #[error(
+        "the kernel has {name} but libibverbs does not list it ({listed}): install the user-space provider \
+         of its driver (Debian: ibverbs-providers; mlx5 needs libmlx5) and check that /dev/infiniband/uverbs* \
+         exist and this user may open them"
+    )]
+    NotInVerbs { name: String, listed: String },
+    #[error("{what} on {spec} is not permitted ({source}): it needs CAP_NET_RAW; {CAP_FIX}")]
+    NotPermitted {
+        what: &'static str,
+        spec: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the NIC refused the sniffer flow rule on {spec} ({source}). The sniffer needs a physical function \
+         (not a VF) of a NIC whose driver and firmware support it (mlx5: ConnectX-4 or later); check that \
+         the firmware is current (`mlxfwmanager --query`), that `devlink dev eswitch show` does not put the \
+         port in switchdev mode, and what `dmesg` says. Meanwhile capture a mirror port, or use ibdump"
+    )]
+    FlowRefused {
+        spec: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "pinning {mib} MiB of receive buffers on {spec} failed ({source}): raise the locked-memory limit \
+         (`ulimit -l unlimited`, LimitMEMLOCK=infinity for a service) or run as root"
+    )]
+    MemLock {
+        spec: String,
+        mib: usize,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} on {spec} failed")]
+    Verb {
+        what: &'static str,
+        spec: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The user's filter does not compile (the eBPF engine compiles it the same way, for the same use).
+    #[error(transparent)]
+    Filter(#[from] super::ebpf::EbpfStartError),
+    #[error("cannot read the recorded completions in {path}")]
+    Replay {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the capture thread")]
+    Thread(#[from] std::io::Error),
+}
+
+/// The error for a verb that failed with `errno`: refusals of permission and of the sniffer rule get their
+/// own advice, everything else says which verb failed.
+pub fn verb_error(what: &'static str, spec: &PortSpec, errno: i32) -> RdmaError {
+    let source = std::io::Error::from_raw_os_error(errno);
+    let spec = spec.to_string();
+    match (what, errno) {
+        (_, libc::EPERM | libc::EACCES) if what != "ibv_reg_mr" => {
+            RdmaError::NotPermitted { what, spec, source }
+        }
+        ("ibv_create_flow", _) => RdmaError::FlowRefused { spec, source },
+        _ => RdmaError::Verb { what, spec, source },
+    }
+}
+
+/// What the kernel's sysfs says about the devices (`class/infiniband`), checked before libibverbs is even
+/// loaded: a wrong name or an InfiniBand port gets its answer on any machine.
+pub fn check_port(sysfs_root: &Path, spec: &PortSpec) -> Result<(), RdmaError> {
+    let devices = crate::list::rdma_ports(sysfs_root);
+    let here: Vec<&crate::list::RdmaPort> =
+        devices.iter().filter(|p| p.device == spec.device).collect();
+    if here.is_empty() {
+        let mut names: Vec<&str> = devices.iter().map(|p| p.device.as_str()).collect();
+        names.dedup();
+        let known = if names.is_empty() {
+            "this machine has none (no class/infiniband in sysfs: no RDMA driver is loaded; on a ConnectX \
+             host `modprobe mlx5_ib`)"
+                .to_owned()
+        } else {
+            format!("the RDMA devices are {}", names.join(", "))
+        };
+        // A netdev name given where the device is wanted: name the device behind it.
+        let hint = devices
+            .iter()
+            .find(|p| p.netdev.as_deref() == Some(spec.device.as_str()))
+            .map(|p| {
+                format!(
+                    "; {} is the netdev of {}:{}, so try -i {}:{}",
+                    spec.device, p.device, p.port, p.device, p.port
+                )
+            })
+            .unwrap_or_default();
+        return Err(RdmaError::NoSuchDevice {
+            name: spec.device.clone(),
+            known,
+            hint,
+        });
+    }
+    let Some(port) = here.iter().find(|p| p.port == u32::from(spec.port)) else {
+        return Err(RdmaError::NoSuchPort {
+            device: spec.device.clone(),
+            port: spec.port,
+            ports: here
+                .iter()
+                .map(|p| p.port.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    };
+    match port.link_layer.as_deref() {
+        Some("Ethernet") => Ok(()),
+        other => Err(RdmaError::NotEthernet {
+            spec: spec.to_string(),
+            link_layer: other.unwrap_or("unknown").to_owned(),
+        }),
+    }
+}
+
+/// Opens a source for every `-i`, then starts one reader thread per source.
+pub fn start(
+    config: &EngineConfig,
+    plumbing: &Plumbing,
+    sysfs_root: Option<&Path>,
+) -> Result<RdmaEngine, RdmaError> {
+    let specs = config
+        .interfaces
+        .iter()
+        .map(|s| PortSpec::parse(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut sources: Vec<Box<dyn CompletionSource>> = Vec::new();
+    if let Some(path) = std::env::var_os(REPLAY_ENV) {
+        for _ in &specs {
+            sources.push(Box::new(replay::Replay::open(
+                Path::new(&path),
+                config.snaplen,
+            )?));
+        }
+    } else {
+        let root = sysfs_root.unwrap_or(Path::new("/sys"));
+        for spec in &specs {
+            check_port(root, spec)?;
+        }
+        let verbs = Arc::new(ffi::Verbs::load()?);
+        for spec in &specs {
+            sources.push(Box::new(device::Sniffer::open(
+                Arc::clone(&verbs),
+                spec,
+                config.snaplen,
+                root,
+            )?));
+        }
+    }
+    start_with(sources, config, plumbing)
+}
+
+/// Starts the engine on sources already open (the tests' way in).
+pub fn start_with(
+    sources: Vec<Box<dyn CompletionSource>>,
+    config: &EngineConfig,
+    plumbing: &Plumbing,
+) -> Result<RdmaEngine, RdmaError> {
+    let filter_text = match (&config.filter, config.all_frames) {
+        (Some(f), _) => Some(f.clone()),
+        (None, false) => Some(super::pcap::DEFAULT_FILTER.to_owned()),
+        (None, true) => None,
+    };
+    let descriptions: Vec<String> = sources
+        .iter()
+        .map(|s| {
+            let mut d = format!("roce-tracer engine=rdma {}", s.describe());
+            if let Some(f) = &config.filter {
+                d.push_str(" filter=");
+                d.push_str(f);
+            } else if config.all_frames {
+                d.push_str(" all-frames");
+            }
+            d
+        })
+        .collect();
+    let dropped: Arc<Vec<AtomicU64>> =
+        Arc::new(sources.iter().map(|_| AtomicU64::new(0)).collect());
+    let mut threads = Vec::new();
+    for (i, source) in sources.into_iter().enumerate() {
+        let filter = filter_text
+            .as_deref()
+            .map(super::ebpf::compile_filter)
+            .transpose()?;
+        let plumbing = plumbing.clone();
+        let dropped = Arc::clone(&dropped);
+        let name = config.interfaces.get(i).cloned().unwrap_or_default();
+        let iface = i as u32;
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("rdma-{name}"))
+                .spawn(move || read_loop(source, iface, filter, &plumbing, &dropped, &name))?,
+        );
+    }
+    Ok(RdmaEngine {
+        threads,
+        dropped,
+        descriptions,
+    })
+}
+
+#[derive(Debug)]
+pub struct RdmaEngine {
+    threads: Vec<JoinHandle<IfaceStats>>,
+    dropped: Arc<Vec<AtomicU64>>,
+    descriptions: Vec<String>,
+}
+
+/// How long a stopping capture keeps taking completions already in the queue.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+const WAIT: Duration = Duration::from_millis(100);
+
+/// What one reader thread keeps between completions.
+struct Reader<'a> {
+    iface: u32,
+    clock: Option<NicClock>,
+    anchor: Option<Anchor>,
+    filter: Option<pcap::BpfProgram>,
+    p: &'a Plumbing,
+    dropped: &'a [AtomicU64],
+    received: u64,
+    lost: u64,
+    writer_gone: bool,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, item: Item<'_>) -> bool {
+        match item {
+            Item::Anchor(a) => self.anchor = Some(a),
+            Item::Lost(n) => {
+                self.lost += n;
+                if let Some(d) = self.dropped.get(self.iface as usize) {
+                    d.store(self.lost, Ordering::Relaxed);
+                }
+            }
+            Item::Frame { data, len, stamp } => {
+                self.received += 1;
+                if self.filter.as_ref().is_some_and(|f| !f.filter(data)) {
+                    return true;
+                }
+                let ts_ns = match (stamp, self.clock, self.anchor) {
+                    (Stamp::Wall(ns), _, _) => ns,
+                    (Stamp::Nic(t), Some(c), Some(a)) => c.wall_ns(a, t),
+                    // Sources send an anchor before their first frame; the host clock is the fallback.
+                    (Stamp::Nic(_), _, _) => crate::sys::now_ns(),
+                };
+                let frame = Captured {
+                    iface: self.iface,
+                    ts_ns,
+                    len,
+                    data: data.to_vec(),
+                };
+                if self.p.tx.send(Event::Frame(frame)).is_err() {
+                    self.writer_gone = true;
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Reads one source until the stop flag, the end of the source, or a failure; returns the interface's
+/// counters: frames received (before the filter) and frames the source lost.
+fn read_loop(
+    mut source: Box<dyn CompletionSource>,
+    iface: u32,
+    filter: Option<pcap::BpfProgram>,
+    p: &Plumbing,
+    dropped: &[AtomicU64],
+    name: &str,
+) -> IfaceStats {
+    let mut r = Reader {
+        iface,
+        clock: source.clock(),
+        anchor: None,
+        filter,
+        p,
+        dropped,
+        received: 0,
+        lost: 0,
+        writer_gone: false,
+    };
+    let mut ended: Option<String> = None;
+    while !p.stop.load(Ordering::Relaxed) && !r.writer_gone {
+        match source.poll(WAIT, &mut |item| r.take(item)) {
+            Ok(true) => {}
+            Ok(false) => {
+                ended = Some(format!("{name}: the recorded completions are all read"));
+                break;
+            }
+            Err(e) => {
+                ended = Some(format!("{name}: {e}"));
+                break;
+            }
+        }
+    }
+    // Completions already queued arrived before the stop and count as received: write them too.
+    if ended.is_none() {
+        let deadline = Instant::now() + DRAIN_LIMIT;
+        while Instant::now() < deadline && !r.writer_gone {
+            let before = r.received;
+            match source.poll(Duration::ZERO, &mut |item| r.take(item)) {
+                Ok(true) if r.received > before => {}
+                _ => break,
+            }
+        }
+    }
+    if let Some(reason) = ended {
+        let _ = p.tx.send(Event::Ended { iface, reason });
+    }
+    IfaceStats {
+        received: Some(r.received),
+        dropped: Some(r.lost),
+    }
+}
+
+impl Engine for RdmaEngine {
+    fn link_types(&self) -> Vec<LinkType> {
+        vec![LinkType::ETHERNET; self.descriptions.len()]
+    }
+
+    fn describe(&self, iface: u32) -> String {
+        self.descriptions
+            .get(iface as usize)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn dropped_so_far(&self) -> Vec<u64> {
+        self.dropped
+            .iter()
+            .map(|d| d.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    fn finish(self: Box<Self>) -> (Vec<IfaceStats>, Option<Vec<u8>>) {
+        let stats = self
+            .threads
+            .into_iter()
+            .map(|t| t.join().unwrap_or_default())
+            .collect();
+        (stats, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_specs() {
+        assert_eq!(
+            PortSpec::parse("mlx5_0").unwrap(),
+            PortSpec {
+                device: "mlx5_0".into(),
+                port: 1
+            }
+        );
+        assert_eq!(PortSpec::parse("mlx5_1:2").unwrap().port, 2);
+        for bad in [
+            "",
+            ":1",
+            "mlx5_0:0",
+            "mlx5_0:x",
+            "mlx5_0:300",
+            "../x",
+            "a/b",
+        ] {
+            let e = PortSpec::parse(bad).unwrap_err();
+            assert!(e.to_string().contains("DEVICE:PORT"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn refusals_get_their_advice() {
+        let spec = PortSpec::parse("mlx5_0").unwrap();
+        let e = verb_error("ibv_create_qp", &spec, libc::EPERM).to_string();
+        assert!(e.contains("CAP_NET_RAW") && e.contains("setcap"), "{e}");
+        let e = verb_error("ibv_create_flow", &spec, libc::EACCES).to_string();
+        assert!(e.contains("CAP_NET_RAW"), "{e}");
+        for errno in [libc::EINVAL, libc::EOPNOTSUPP, libc::ENOTSUP] {
+            let e = verb_error("ibv_create_flow", &spec, errno).to_string();
+            assert!(
+                e.contains("refused the sniffer") && e.contains("mlxfwmanager"),
+                "{e}"
+            );
+        }
+        let e = verb_error("ibv_alloc_pd", &spec, libc::ENOMEM).to_string();
+        assert!(e.contains("ibv_alloc_pd on mlx5_0:1 failed"), "{e}");
+    }
+}

@@ -1,0 +1,502 @@
+//! `roce-tracer list`: what this host can capture, with which engine, and what each engine would see.
+//!
+//! Everything comes from sysfs (`class/net`, `class/infiniband`), read under a root that the tests point at
+//! a recorded tree. The point of the table is the one fact that surprises people: on a NIC that offloads
+//! RoCE, the netdev carries only the kernel's traffic, so `--engine pcap|ebpf` there see no RDMA at all, and
+//! only the NIC's sniffer (`--engine rdma`) or a mirror port sees it.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::qp_owners::{Gid, read_gid_table};
+use crate::sys::{Cap, missing_caps};
+
+/// One port of an RDMA device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RdmaPort {
+    pub device: String,
+    pub port: u32,
+    /// `Ethernet` or `InfiniBand`.
+    pub link_layer: Option<String>,
+    /// `ACTIVE`, `DOWN`...
+    pub state: Option<String>,
+    pub netdev: Option<String>,
+    /// Soft-RoCE (rxe) and the like: RDMA done by the kernel on top of an ordinary netdev, so the netdev's
+    /// capture sees its packets.
+    pub software: bool,
+    pub gids: Vec<Gid>,
+}
+
+/// One network interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Netdev {
+    pub name: String,
+    pub state: Option<String>,
+    pub mtu: Option<u32>,
+}
+
+fn read(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Every network interface under `root/class/net`.
+pub fn netdevs(root: &Path) -> Vec<Netdev> {
+    names_in(&root.join("class/net"))
+        .into_iter()
+        .filter(|n| n != "bonding_masters")
+        .map(|name| {
+            let dir = root.join("class/net").join(&name);
+            Netdev {
+                state: read(&dir.join("operstate")),
+                mtu: read(&dir.join("mtu")).and_then(|m| m.parse().ok()),
+                name,
+            }
+        })
+        .collect()
+}
+
+/// Which netdev a port belongs to: the one its GIDs name; else Soft-RoCE's `parent`; else the PCI
+/// function's netdev whose `dev_port` is this port (0-based), or its only one.
+fn netdev_of(root: &Path, device: &str, port: u32, gids: &[Gid]) -> Option<String> {
+    if let Some(n) = gids.iter().find_map(|g| g.ndev.clone()) {
+        return Some(n);
+    }
+    let dev_dir = root.join("class/infiniband").join(device);
+    if let Some(parent) = read(&dev_dir.join("parent")) {
+        return Some(parent);
+    }
+    let nets = names_in(&dev_dir.join("device/net"));
+    let by_port = nets.iter().find(|n| {
+        read(&root.join("class/net").join(n).join("dev_port"))
+            .and_then(|p| p.parse::<u32>().ok())
+            .is_some_and(|p| p + 1 == port)
+    });
+    by_port
+        .cloned()
+        .or_else(|| (nets.len() == 1).then(|| nets[0].clone()))
+}
+
+/// Every port of every RDMA device under `root/class/infiniband`.
+pub fn rdma_ports(root: &Path) -> Vec<RdmaPort> {
+    let mut out = Vec::new();
+    for device in names_in(&root.join("class/infiniband")) {
+        let dev_dir = root.join("class/infiniband").join(&device);
+        let software = dev_dir.join("parent").exists()
+            || read(&dev_dir.join("node_desc")).is_some_and(|d| d.contains("rxe"))
+            || device.starts_with("rxe")
+            || device.starts_with("siw");
+        let mut ports: Vec<u32> = names_in(&dev_dir.join("ports"))
+            .iter()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        ports.sort_unstable();
+        for port in ports {
+            let pdir = dev_dir.join("ports").join(port.to_string());
+            let gids = read_gid_table(root, &device, port).unwrap_or_default();
+            out.push(RdmaPort {
+                link_layer: read(&pdir.join("link_layer")),
+                // `4: ACTIVE` in sysfs.
+                state: read(&pdir.join("state"))
+                    .map(|s| s.split_once(": ").map_or(s.clone(), |(_, t)| t.to_owned())),
+                netdev: netdev_of(root, &device, port, &gids),
+                software,
+                gids,
+                device: device.clone(),
+                port,
+            });
+        }
+    }
+    out
+}
+
+/// What each engine would see on a netdev.
+fn netdev_view(n: &Netdev, ports: &[RdmaPort]) -> String {
+    let of: Vec<&RdmaPort> = ports
+        .iter()
+        .filter(|p| p.netdev.as_deref() == Some(n.name.as_str()))
+        .collect();
+    match of.first() {
+        None => "pcap, ebpf: all its traffic".into(),
+        Some(p) if p.software => format!(
+            "pcap, ebpf: all its traffic, Soft-RoCE ({}) included",
+            p.device
+        ),
+        Some(p) => format!(
+            "pcap, ebpf: kernel traffic only, not the NIC's RoCE; for RoCE: --engine rdma -i {}:{}",
+            p.device, p.port
+        ),
+    }
+}
+
+/// What `--engine rdma` would see on a port.
+fn port_view(p: &RdmaPort) -> String {
+    if p.software {
+        return format!(
+            "rdma: no (software RDMA has no sniffer; capture {} with pcap or ebpf)",
+            p.netdev.as_deref().unwrap_or("its netdev")
+        );
+    }
+    match p.link_layer.as_deref() {
+        Some("Ethernet") => format!(
+            "rdma (-i {}:{}): every frame of the port in both directions, RoCE included",
+            p.device, p.port
+        ),
+        other => format!(
+            "rdma: no ({} link layer; use ibdump)",
+            other.unwrap_or("unknown")
+        ),
+    }
+}
+
+fn gid_summary(gids: &[Gid]) -> String {
+    if gids.is_empty() {
+        return "-".into();
+    }
+    gids.iter()
+        .map(|g| {
+            let kind = match g.kind.as_deref() {
+                Some("RoCE v2") => "v2",
+                Some(k) if k.contains("v1") => "v1",
+                Some(k) => k,
+                None => "?",
+            };
+            format!("{}:{kind}:{}", g.index, g.addr)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether libibverbs loads here and which devices it lists, for the rdma engine's line.
+pub fn libibverbs_status() -> String {
+    use crate::engine::rdma::ffi::{Verbs, listing_failure};
+    match Verbs::load() {
+        Ok(v) => match v.device_names() {
+            Ok(names) if names.is_empty() => {
+                format!("{} loads and lists no device", Verbs::library_name())
+            }
+            Ok(names) => format!(
+                "{} loads and lists {}",
+                Verbs::library_name(),
+                names.join(", ")
+            ),
+            Err(errno) => format!(
+                "{} loads; {}",
+                Verbs::library_name(),
+                listing_failure(errno)
+            ),
+        },
+        Err(e) => format!("{e} (sudo apt-get install libibverbs1 ibverbs-providers)"),
+    }
+}
+
+/// Whether this process may run each engine, and the fix when not.
+fn permissions(effective_caps: u64, libibverbs: &str) -> Vec<String> {
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "roce-tracer".into());
+    let mut out = Vec::new();
+    for (engine, caps) in [
+        ("pcap", &[Cap::NetRaw][..]),
+        ("ebpf", &[Cap::Bpf, Cap::NetAdmin, Cap::Perfmon][..]),
+        ("rdma", &[Cap::NetRaw][..]),
+    ] {
+        let missing = missing_caps(effective_caps, caps);
+        let mut line = if missing.is_empty() {
+            format!("{engine}: may capture")
+        } else {
+            let names: Vec<&str> = missing.iter().map(|c| c.name()).collect();
+            let all: Vec<&str> = caps.iter().map(|c| c.name()).collect();
+            format!(
+                "{engine}: may not (missing {}); run as root or: sudo setcap {}+ep {exe}",
+                names.join(", "),
+                all.join(",")
+            )
+        };
+        if engine == "rdma" {
+            let _ = write!(line, "; libibverbs: {libibverbs}");
+        }
+        out.push(line);
+    }
+    out
+}
+
+/// Lays the lists out as columns.
+fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line = |cells: Vec<&str>| -> String {
+        let last = cells.len().saturating_sub(1);
+        let mut s = String::from(" ");
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            s.push(' ');
+            if i == last {
+                s.push_str(c);
+            } else {
+                let _ = write!(s, "{c:<w$}");
+            }
+        }
+        s.trim_end().to_owned()
+    };
+    out.push_str(&line(header.to_vec()));
+    out.push('\n');
+    for r in rows {
+        out.push_str(&line(r.iter().map(String::as_str).collect()));
+        out.push('\n');
+    }
+}
+
+/// The whole report: netdevs, RDMA ports, permissions.
+pub fn render(root: &Path, effective_caps: u64, libibverbs: &str) -> String {
+    let nets = netdevs(root);
+    let ports = rdma_ports(root);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Network interfaces ({}):",
+        root.join("class/net").display()
+    );
+    if nets.is_empty() {
+        out.push_str("  none\n");
+    } else {
+        let rows: Vec<Vec<String>> = nets
+            .iter()
+            .map(|n| {
+                let rdma = ports
+                    .iter()
+                    .find(|p| p.netdev.as_deref() == Some(n.name.as_str()))
+                    .map_or("-".into(), |p| format!("{}:{}", p.device, p.port));
+                vec![
+                    n.name.clone(),
+                    n.state.clone().unwrap_or_else(|| "?".into()),
+                    n.mtu.map_or("?".into(), |m| m.to_string()),
+                    rdma,
+                    netdev_view(n, &ports),
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            &["NAME", "STATE", "MTU", "RDMA", "CAPTURE"],
+            &rows,
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nRDMA devices ({}):",
+        root.join("class/infiniband").display()
+    );
+    if ports.is_empty() {
+        out.push_str(
+            "  none: no RDMA driver has registered a device here (on a ConnectX host: modprobe mlx5_ib; \
+             `rdma link` lists them)\n",
+        );
+    } else {
+        let rows: Vec<Vec<String>> = ports
+            .iter()
+            .map(|p| {
+                vec![
+                    format!("{}:{}", p.device, p.port),
+                    p.link_layer.clone().unwrap_or_else(|| "?".into()),
+                    p.state.clone().unwrap_or_else(|| "?".into()),
+                    p.netdev.clone().unwrap_or_else(|| "-".into()),
+                    gid_summary(&p.gids),
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            &[
+                "DEVICE:PORT",
+                "LINK",
+                "STATE",
+                "NETDEV",
+                "GIDS (index:type:address)",
+            ],
+            &rows,
+        );
+        for p in &ports {
+            let _ = writeln!(out, "  {}:{}  {}", p.device, p.port, port_view(p));
+        }
+    }
+    out.push_str("\nThis process:\n");
+    for l in permissions(effective_caps, libibverbs) {
+        let _ = writeln!(out, "  {l}");
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    fn put(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    /// A host with an ordinary NIC, a ConnectX whose port 1 has a RoCE v2 and a v1 GID, an InfiniBand HCA
+    /// and Soft-RoCE on a veth.
+    pub(crate) fn fake_host(root: &Path) {
+        for (n, state, mtu) in [
+            ("eth0", "up", "1500"),
+            ("ens1f0np0", "up", "9000"),
+            ("veth1", "up", "1500"),
+        ] {
+            put(root, &format!("class/net/{n}/operstate"), state);
+            put(root, &format!("class/net/{n}/mtu"), mtu);
+        }
+        put(root, "class/net/ens1f0np0/dev_port", "0");
+        let mlx = "class/infiniband/mlx5_0";
+        put(root, &format!("{mlx}/ports/1/link_layer"), "Ethernet\n");
+        put(root, &format!("{mlx}/ports/1/state"), "4: ACTIVE\n");
+        put(
+            root,
+            &format!("{mlx}/ports/1/gids/0"),
+            "fe80:0000:0000:0000:0a00:27ff:fe00:0001\n",
+        );
+        put(
+            root,
+            &format!("{mlx}/ports/1/gid_attrs/types/0"),
+            "IB/RoCE v1\n",
+        );
+        put(
+            root,
+            &format!("{mlx}/ports/1/gids/3"),
+            "0000:0000:0000:0000:0000:ffff:0a00:0001\n",
+        );
+        put(
+            root,
+            &format!("{mlx}/ports/1/gid_attrs/types/3"),
+            "RoCE v2\n",
+        );
+        put(
+            root,
+            &format!("{mlx}/ports/1/gid_attrs/ndevs/3"),
+            "ens1f0np0\n",
+        );
+        put(
+            root,
+            &format!("{mlx}/ports/1/gids/1"),
+            "0000:0000:0000:0000:0000:0000:0000:0000\n",
+        );
+        std::fs::create_dir_all(root.join(format!("{mlx}/device/net/ens1f0np0"))).unwrap();
+        put(
+            root,
+            "class/infiniband/ibp0/ports/1/link_layer",
+            "InfiniBand\n",
+        );
+        put(root, "class/infiniband/ibp0/ports/1/state", "1: DOWN\n");
+        put(root, "class/infiniband/rxe0/parent", "veth1\n");
+        put(
+            root,
+            "class/infiniband/rxe0/ports/1/link_layer",
+            "Ethernet\n",
+        );
+        put(root, "class/infiniband/rxe0/ports/1/state", "4: ACTIVE\n");
+    }
+
+    #[test]
+    fn a_recorded_host_lists_every_interface_and_what_sees_it() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_host(dir.path());
+        let ports = rdma_ports(dir.path());
+        assert_eq!(ports.len(), 3);
+        let mlx = &ports[1];
+        assert_eq!(mlx.device, "mlx5_0");
+        assert_eq!(mlx.netdev.as_deref(), Some("ens1f0np0"));
+        assert_eq!(mlx.state.as_deref(), Some("ACTIVE"));
+        assert!(!mlx.software);
+        assert_eq!(mlx.gids.len(), 2, "the all-zero slot is free");
+        assert!(ports[2].software);
+        assert_eq!(ports[2].netdev.as_deref(), Some("veth1"));
+
+        let root_caps = u64::MAX;
+        let text = render(
+            dir.path(),
+            root_caps,
+            "libibverbs.so.1 loads and lists no device",
+        );
+        println!("{text}");
+        let line = |start: &str| -> String {
+            text.lines()
+                .find(|l| l.trim_start().starts_with(start))
+                .unwrap_or_else(|| panic!("no line for {start} in\n{text}"))
+                .to_owned()
+        };
+        assert!(line("eth0").ends_with("pcap, ebpf: all its traffic"));
+        let ens = line("ens1f0np0");
+        assert!(ens.contains("mlx5_0:1"), "{ens}");
+        assert!(
+            ens.contains(
+                "kernel traffic only, not the NIC's RoCE; for RoCE: --engine rdma -i mlx5_0:1"
+            ),
+            "{ens}"
+        );
+        assert!(line("veth1").contains("Soft-RoCE (rxe0) included"));
+        let port = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("mlx5_0:1") && l.contains("Ethernet"))
+            .unwrap()
+            .to_owned();
+        assert!(
+            port.contains("ACTIVE") && port.contains("ens1f0np0"),
+            "{port}"
+        );
+        assert!(port.contains("0:v1:fe80::a00:27ff:fe00:1"), "{port}");
+        assert!(port.contains("3:v2:10.0.0.1"), "{port}");
+        assert!(line("mlx5_0:1  rdma").contains("every frame of the port in both directions"));
+        assert!(line("ibp0:1  rdma").contains("InfiniBand link layer; use ibdump"));
+        assert!(line("rxe0:1  rdma").contains("software RDMA has no sniffer; capture veth1"));
+        assert_eq!(line("pcap:"), "  pcap: may capture");
+        assert!(line("rdma:").contains("libibverbs: libibverbs.so.1 loads and lists no device"));
+
+        // Without privileges: the missing capabilities and the fix, per engine.
+        let text = render(
+            dir.path(),
+            0,
+            "cannot load libibverbs.so.1 (sudo apt-get install libibverbs1 ibverbs-providers)",
+        );
+        assert!(text.contains("ebpf: may not (missing cap_bpf, cap_net_admin, cap_perfmon); run as root or: sudo setcap cap_bpf,cap_net_admin,cap_perfmon+ep"), "{text}");
+        assert!(
+            text.contains("rdma: may not (missing cap_net_raw)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("apt-get install libibverbs1 ibverbs-providers"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn no_rdma_device_is_said_plainly() {
+        let dir = tempfile::tempdir().unwrap();
+        put(dir.path(), "class/net/lo/operstate", "unknown");
+        let text = render(dir.path(), u64::MAX, "-");
+        assert!(text.contains("RDMA devices"), "{text}");
+        assert!(
+            text.contains("  none: no RDMA driver has registered a device here"),
+            "{text}"
+        );
+        assert!(text.contains("lo "), "{text}");
+    }
+}

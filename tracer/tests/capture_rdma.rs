@@ -1,0 +1,512 @@
+//! The rdma engine without an RDMA NIC: recorded completions (frames, NIC clock stamps with a wrap of the
+//! counter and a re-anchoring, lost receive buffers) replayed through `roce-tracer capture --engine rdma`,
+//! so through the real capture loop and pcapng writer, then read back by the analyzer's decoder and by
+//! tshark. Also every error the engine can give on this machine, and `list` and `selftest` here.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::*;
+use roce_capture::CaptureReader;
+
+/// 156.25 MHz with a 48-bit counter, as many ConnectX parts report.
+const KHZ: u64 = 156_250;
+const MASK: u64 = (1 << 48) - 1;
+const LOST: u64 = 3;
+
+/// NIC ticks for a wall time, given an anchor.
+fn ticks_at(anchor_ticks: u64, anchor_wall: u64, wall: u64) -> u64 {
+    let d = i128::from(wall) - i128::from(anchor_wall);
+    let t = i128::from(anchor_ticks) + d * i128::from(KHZ) / 1_000_000;
+    (t.rem_euclid(i128::from(MASK) + 1)) as u64
+}
+
+/// The frames of a capture as (ts_ns, wire length, bytes).
+fn records(path: &Path) -> Vec<(u64, u32, Vec<u8>)> {
+    let mut r = CaptureReader::open(path).unwrap();
+    let mut out = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        out.push((rec.ts_ns, rec.len, rec.data.to_vec()));
+    }
+    out
+}
+
+fn hex(data: &[u8]) -> String {
+    data.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A recording of `frames` as the sniffer would deliver them: the counter wraps halfway, the clock is
+/// re-anchored after the first quarter, and `LOST` frames are reported lost in the middle. `shift_ns` moves
+/// every time (to put the frames at "now" for the selftest).
+fn record(frames: &[(u64, u32, Vec<u8>)], shift_ns: i128, out: &Path) {
+    let mut text = format!("{{\"clock\":{{\"khz\":{KHZ},\"mask\":{MASK}}}}}\n");
+    let at = |ts: u64| (i128::from(ts) + shift_ns) as u64;
+    let mid = at(frames[frames.len() / 2].0);
+    // The counter reaches its mask exactly at the middle frame's time.
+    let (a_ticks, a_wall) = (MASK, mid);
+    let first = at(frames[0].0);
+    text.push_str(&format!(
+        "{{\"anchor\":{{\"ticks\":{},\"wall_ns\":{first}}}}}\n",
+        ticks_at(a_ticks, a_wall, first)
+    ));
+    for (i, (ts, len, data)) in frames.iter().enumerate() {
+        if i == frames.len() / 4 {
+            let wall = at(*ts);
+            text.push_str(&format!(
+                "{{\"anchor\":{{\"ticks\":{},\"wall_ns\":{wall}}}}}\n",
+                ticks_at(a_ticks, a_wall, wall)
+            ));
+        }
+        if i == frames.len() / 2 {
+            text.push_str(&format!("{{\"lost\":{LOST}}}\n"));
+        }
+        text.push_str(&format!(
+            "{{\"frame\":\"{}\",\"len\":{len},\"ticks\":{}}}\n",
+            hex(data),
+            ticks_at(a_ticks, a_wall, at(*ts))
+        ));
+    }
+    std::fs::write(out, text).unwrap();
+}
+
+fn tracer(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut c = Command::new(TRACER);
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn corpus_frames() -> Vec<(u64, u32, Vec<u8>)> {
+    let f = records(&corpus());
+    assert!(f.len() > 100, "{}", f.len());
+    f
+}
+
+#[test]
+fn recorded_completions_reach_the_file_with_their_times_and_losses() {
+    let dir = tempfile::tempdir().unwrap();
+    let want = corpus_frames();
+    let rec = dir.path().join("rec.jsonl");
+    record(&want, 0, &rec);
+    let out = dir.path().join("cap.pcapng");
+    let o = tracer(
+        &[
+            "capture",
+            "--engine",
+            "rdma",
+            "-i",
+            "mlx5_0",
+            "-w",
+            out.to_str().unwrap(),
+            "-s",
+            "65535",
+            "--all-frames",
+            "-q",
+        ],
+        &[("ROCETRACE_RDMA_REPLAY", &rec)],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("{} frames written", want.len())) && err.contains("3 dropped"),
+        "{err}"
+    );
+
+    let got = records(&out);
+    assert_eq!(got.len(), want.len());
+    // One tick is 6.4 ns: each time comes back within a tick, across the wrap and the re-anchoring.
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!((g.1, &g.2), (w.1, &w.2), "frame {}", i + 1);
+        assert!(g.0.abs_diff(w.0) < 7, "frame {}: {} vs {}", i + 1, g.0, w.0);
+    }
+    let (views_got, reader) = frames(&out);
+    let (views_want, _) = frames(&corpus());
+    assert_eq!(
+        views_got, views_want,
+        "the analyzer decodes the same frames"
+    );
+    let ifc = &reader.interfaces()[0];
+    assert_eq!(ifc.name.as_deref(), Some("mlx5_0"));
+    let st = reader.if_stats().first().copied().unwrap_or_default();
+    assert_eq!(st.received, Some(want.len() as u64), "{st:?}");
+    assert_eq!(
+        st.dropped_iface.unwrap_or(0) + st.dropped_os.unwrap_or(0),
+        LOST,
+        "{st:?}"
+    );
+
+    if !have("tshark") {
+        cannot_run_here("the tshark check of the rdma engine's timestamps: no tshark");
+        return;
+    }
+    let t = Command::new("tshark")
+        .args([
+            "-r",
+            out.to_str().unwrap(),
+            "-T",
+            "fields",
+            "-e",
+            "frame.time_epoch",
+        ])
+        .output()
+        .unwrap();
+    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+    let epochs: Vec<u64> = String::from_utf8_lossy(&t.stdout)
+        .lines()
+        .map(|l| {
+            let (s, frac) = l.trim().split_once('.').unwrap();
+            let frac = format!("{frac:0<9}");
+            s.parse::<u64>().unwrap() * 1_000_000_000 + frac[..9].parse::<u64>().unwrap()
+        })
+        .collect();
+    assert_eq!(epochs.len(), want.len());
+    for (i, (e, w)) in epochs.iter().zip(&want).enumerate() {
+        assert!(
+            e.abs_diff(w.0) < 7,
+            "tshark frame {}: {e} vs {}",
+            i + 1,
+            w.0
+        );
+    }
+}
+
+#[test]
+fn the_default_selection_and_a_filter_apply_to_the_sniffer_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let want = corpus_frames();
+    let rec = dir.path().join("rec.jsonl");
+    record(&want, 0, &rec);
+    let run = |extra: &[&str]| -> Vec<(u64, u32, Vec<u8>)> {
+        let out = dir.path().join("f.pcapng");
+        let mut args = vec!["capture", "--engine", "rdma", "-i", "mlx5_0:1", "-q", "-w"];
+        args.push(out.to_str().unwrap());
+        args.extend_from_slice(extra);
+        let o = tracer(&args, &[("ROCETRACE_RDMA_REPLAY", &rec)]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        records(&out)
+    };
+    // The default keeps RoCE, CNP, PFC and PAUSE: what the analyzer's decoder calls anything but `other`.
+    let (kinds, _) = frames(&corpus());
+    assert_eq!(run(&[]).len(), kinds.len());
+    // Header-only by default.
+    assert!(run(&[]).iter().all(|f| f.2.len() <= 256));
+    // MAC Control frames (PFC, PAUSE) are never tagged.
+    let pauses = run(&["--filter", "ether proto 0x8808"]);
+    let want_pauses = kinds
+        .iter()
+        .filter(|k| {
+            matches!(
+                k.kind,
+                roce_core::decode::Kind::Pfc | roce_core::decode::Kind::Pause
+            ) && k.vlan.is_none()
+        })
+        .count();
+    assert!(want_pauses > 0);
+    assert_eq!(pauses.len(), want_pauses);
+
+    let out = dir.path().join("bad.pcapng");
+    let o = tracer(
+        &[
+            "capture",
+            "--engine",
+            "rdma",
+            "-i",
+            "mlx5_0",
+            "-w",
+            out.to_str().unwrap(),
+            "--filter",
+            "udp dst port",
+        ],
+        &[("ROCETRACE_RDMA_REPLAY", &rec)],
+    );
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("does not compile"), "{}", stderr(&o));
+}
+
+#[test]
+fn the_count_and_a_signal_stop_the_rdma_engine_like_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let want = corpus_frames();
+    let rec = dir.path().join("rec.jsonl");
+    record(&want, 0, &rec);
+    let out = dir.path().join("c.pcapng");
+    let o = tracer(
+        &[
+            "capture",
+            "--engine",
+            "rdma",
+            "-i",
+            "mlx5_0",
+            "-q",
+            "--all-frames",
+            "-c",
+            "7",
+            "-w",
+            out.to_str().unwrap(),
+        ],
+        &[("ROCETRACE_RDMA_REPLAY", &rec)],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(records(&out).len(), 7);
+
+    // Ten frames, then nothing for a minute: SIGINT ends the capture with a valid file.
+    let mut text: Vec<String> = std::fs::read_to_string(&rec)
+        .unwrap()
+        .lines()
+        .take(12)
+        .map(str::to_owned)
+        .collect();
+    text.push("{\"pause_ms\":60000}".into());
+    let paused = dir.path().join("paused.jsonl");
+    std::fs::write(&paused, text.join("\n") + "\n").unwrap();
+    let out = dir.path().join("s.pcapng");
+    let ready = dir.path().join("ready");
+    let child = Command::new(TRACER)
+        .args([
+            "capture",
+            "--engine",
+            "rdma",
+            "-i",
+            "mlx5_0",
+            "-q",
+            "--all-frames",
+            "-w",
+        ])
+        .arg(&out)
+        .arg("--ready-file")
+        .arg(&ready)
+        .env("ROCETRACE_RDMA_REPLAY", &paused)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !ready.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    signal(&child, "INT");
+    let o = wait(child, 10);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("(signal)"), "{}", stderr(&o));
+    assert_eq!(records(&out).len(), 10);
+}
+
+fn put(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// A sysfs tree with a RoCE port (mlx5_0:1 on ens1f0np0) and an InfiniBand one (mlx5_1:1).
+fn fake_sysfs(root: &Path) -> PathBuf {
+    put(root, "class/net/ens1f0np0/operstate", "up");
+    put(root, "class/net/ens1f0np0/mtu", "4200");
+    put(
+        root,
+        "class/infiniband/mlx5_0/ports/1/link_layer",
+        "Ethernet",
+    );
+    put(root, "class/infiniband/mlx5_0/ports/1/state", "4: ACTIVE");
+    put(
+        root,
+        "class/infiniband/mlx5_0/ports/1/gids/3",
+        "0000:0000:0000:0000:0000:ffff:0a00:0001",
+    );
+    put(
+        root,
+        "class/infiniband/mlx5_0/ports/1/gid_attrs/types/3",
+        "RoCE v2",
+    );
+    put(
+        root,
+        "class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/3",
+        "ens1f0np0",
+    );
+    put(
+        root,
+        "class/infiniband/mlx5_1/ports/1/link_layer",
+        "InfiniBand",
+    );
+    root.to_path_buf()
+}
+
+fn capture_error(args: &[&str], env: &[(&str, &Path)]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.pcapng");
+    let mut all = vec!["capture", "--engine", "rdma", "-w", out.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let o = tracer(&all, env);
+    assert!(!o.status.success(), "{args:?} should fail");
+    assert!(!out.exists(), "no file when the engine does not start");
+    stderr(&o)
+}
+
+#[test]
+fn every_start_error_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fake_sysfs(dir.path());
+    let r = root.to_str().unwrap();
+
+    // This machine: no RDMA device (on a machine with some, the name still does not exist).
+    let e = capture_error(&["-i", "mlx5_nope"], &[]);
+    assert!(e.contains("no RDMA device named mlx5_nope"), "{e}");
+    assert!(e.contains("roce-tracer list"), "{e}");
+    if !Path::new("/sys/class/infiniband").exists() {
+        assert!(e.contains("this machine has none"), "{e}");
+        assert!(e.contains("modprobe mlx5_ib"), "{e}");
+    }
+
+    let e = capture_error(&["-i", "mlx5_0:x"], &[]);
+    assert!(e.contains("DEVICE:PORT"), "{e}");
+    let e = capture_error(&["-i", "ens1f0np0", "--sysfs-root", r], &[]);
+    assert!(
+        e.contains("ens1f0np0 is the netdev of mlx5_0:1, so try -i mlx5_0:1"),
+        "{e}"
+    );
+    let e = capture_error(&["-i", "mlx5_0:2", "--sysfs-root", r], &[]);
+    assert!(e.contains("mlx5_0 has no port 2 (its ports: 1)"), "{e}");
+    let e = capture_error(&["-i", "mlx5_1", "--sysfs-root", r], &[]);
+    assert!(
+        e.contains("mlx5_1:1 is an InfiniBand port, not Ethernet"),
+        "{e}"
+    );
+    assert!(e.contains("ibdump"), "{e}");
+
+    // A RoCE port the kernel shows, on a host without libibverbs.
+    let missing = Path::new("libibverbs.so.999-not-installed");
+    let e = capture_error(
+        &["-i", "mlx5_0", "--sysfs-root", r],
+        &[("ROCETRACE_LIBIBVERBS", missing)],
+    );
+    assert!(e.contains("libibverbs is not available"), "{e}");
+    assert!(e.contains("libibverbs.so.999-not-installed"), "{e}");
+    assert!(
+        e.contains("apt-get install libibverbs1 ibverbs-providers"),
+        "{e}"
+    );
+
+    // With libibverbs: the kernel's device is not one libibverbs can open.
+    let has_verbs = [
+        "/usr/lib/x86_64-linux-gnu/libibverbs.so.1",
+        "/usr/lib64/libibverbs.so.1",
+        "/usr/lib/libibverbs.so.1",
+    ]
+    .iter()
+    .any(|p| Path::new(p).exists());
+    if !has_verbs {
+        cannot_run_here(
+            "the rdma engine's check against libibverbs' device list: libibverbs.so.1 is not installed",
+        );
+        return;
+    }
+    let e = capture_error(&["-i", "mlx5_0", "--sysfs-root", r], &[]);
+    assert!(
+        e.contains("the kernel has mlx5_0 but libibverbs does not list it"),
+        "{e}"
+    );
+    assert!(e.contains("ibverbs-providers"), "{e}");
+}
+
+#[test]
+fn list_runs_here_and_reads_a_recorded_tree() {
+    let o = tracer(&["list"], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("Network interfaces (/sys/class/net):"),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.trim_start().starts_with("lo ")),
+        "{text}"
+    );
+    assert!(
+        text.contains("RDMA devices (/sys/class/infiniband):"),
+        "{text}"
+    );
+    if !Path::new("/sys/class/infiniband").exists() {
+        assert!(text.contains("  none: no RDMA driver"), "{text}");
+    }
+    assert!(
+        text.contains("rdma: ") && text.contains("libibverbs: "),
+        "{text}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = fake_sysfs(dir.path());
+    let o = tracer(&["list", "--sysfs-root", root.to_str().unwrap()], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("--engine rdma -i mlx5_0:1"), "{text}");
+    assert!(text.contains("3:v2:10.0.0.1"), "{text}");
+    assert!(text.contains("InfiniBand link layer; use ibdump"), "{text}");
+}
+
+#[test]
+fn selftest_fails_plainly_here_and_judges_a_recording() {
+    let e = tracer(&["selftest", "-i", "mlx5_nope", "--duration", "1s"], &[]);
+    assert!(!e.status.success());
+    let err = stderr(&e);
+    assert!(err.contains("no RDMA device named mlx5_nope"), "{err}");
+    assert!(
+        err.contains("ib_write_bw"),
+        "the traffic hint comes first: {err}"
+    );
+
+    // A recording stamped now passes; the same recording stamped in 2023 fails on its timestamps.
+    let dir = tempfile::tempdir().unwrap();
+    let want = corpus_frames();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i128;
+    let first = i128::from(want[0].0);
+    let rec = dir.path().join("now.jsonl");
+    record(&want, now - first, &rec);
+    let kept = dir.path().join("kept.pcapng");
+    let o = tracer(
+        &[
+            "selftest",
+            "-i",
+            "mlx5_0",
+            "--duration",
+            "3s",
+            "-w",
+            kept.to_str().unwrap(),
+        ],
+        &[("ROCETRACE_RDMA_REPLAY", &rec)],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    assert!(
+        out.contains("PASS: ") && out.contains(" RoCE and "),
+        "{out}"
+    );
+    assert!(kept.exists());
+
+    let old = dir.path().join("old.jsonl");
+    record(&want, 0, &old);
+    let o = tracer(
+        &["selftest", "-i", "mlx5_0", "--duration", "3s"],
+        &[("ROCETRACE_RDMA_REPLAY", &old)],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success(), "{out}");
+    assert!(
+        out.contains("FAIL: ") && out.contains("outside the capture's run"),
+        "{out}"
+    );
+    assert!(
+        stderr(&o).contains("the capture is kept in"),
+        "{}",
+        stderr(&o)
+    );
+}
