@@ -9,9 +9,11 @@ use std::process::ExitCode;
 
 use analyzer::analysis::dcqcn::{DcqcnPass, Options};
 use analyzer::analysis::findings::Severity;
+use analyzer::analysis::hops::{self as hops_analysis, HopsOptions};
 use analyzer::analysis::model_log::{self, ModelLog};
 use analyzer::analysis::{self as pipeline, PipelineOptions};
 use analyzer::output::frames as print;
+use analyzer::output::hops::print_hops;
 use analyzer::output::report::export::write_kernel_tables;
 use analyzer::output::report::{Progress, ReportInput, write_report_with};
 use analyzer::output::tables::{self, TableFormat};
@@ -49,6 +51,56 @@ enum Command {
     Dcqcn(DcqcnArgs),
     /// Everything, explained: findings, charts and tables in DIR/index.html (self-contained).
     Report(ReportArgs),
+    /// The same packets at several taps: per-hop delay, each switch queue's depth and its ECN marking curve.
+    Hops(HopsArgs),
+}
+
+#[derive(Debug, Args)]
+struct HopsArgs {
+    #[command(flatten)]
+    input: Input,
+    /// Drain rate of every queue, and the rate that takes each frame's serialization out of its delay;
+    /// by default the drain rate is measured at each downstream tap from back-to-back frames.
+    #[arg(long, value_parser = units::parse_speed)]
+    link_speed: Option<u64>,
+    /// Copies of one packet are matched within this time of the first: more than the largest delay between
+    /// taps plus the largest clock offset between files.
+    #[arg(long, default_value = "10ms", value_parser = units::parse_positive_ns)]
+    match_window: u64,
+    /// Each hop's least delay is taken per window this long (some packet in each should find the queue
+    /// empty); the drift between two files' clocks is followed from window to window.
+    #[arg(long, default_value = "10ms", value_parser = units::parse_positive_ns)]
+    clock_window: u64,
+    /// Largest drift between two clocks to believe, in ppm; a steeper rise of the least delay is a queue.
+    #[arg(long, default_value_t = 100.0)]
+    max_drift_ppm: f64,
+    /// The receivers' min_time_between_cnps, for the NP check.
+    #[arg(long, default_value = "4us", value_parser = units::parse_positive_ns)]
+    np_min_gap: u64,
+    /// Width of the queue-depth bins of the marking curve, in bytes.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(64..))]
+    bin_bytes: u64,
+    /// The switch's configured marking curve, KMIN,KMAX in bytes and PMAX (e.g. 40000,160000,0.5): a
+    /// finding when the fitted curve disagrees.
+    #[arg(long, value_name = "KMIN,KMAX,PMAX", value_parser = parse_switch_ecn)]
+    switch_ecn: Option<(f64, f64, f64)>,
+    /// One JSON document with the keys taps, hops, queues, np, findings (see docs/hops.md).
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_switch_ecn(s: &str) -> Result<(f64, f64, f64), String> {
+    let v: Vec<f64> = s
+        .split(',')
+        .map(|x| x.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{e}: expected KMIN,KMAX,PMAX, e.g. 40000,160000,0.5"))?;
+    match v[..] {
+        [kmin, kmax, pmax] if kmin >= 0.0 && kmax > kmin && (0.0..=1.0).contains(&pmax) => {
+            Ok((kmin, kmax, pmax))
+        }
+        _ => Err("expected KMIN,KMAX,PMAX with 0 <= KMIN < KMAX (bytes) and 0 <= PMAX <= 1".into()),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -176,6 +228,7 @@ fn main() -> ExitCode {
         Command::Stats(a) => stats(a),
         Command::Dcqcn(a) => dcqcn(a),
         Command::Report(a) => report(a),
+        Command::Hops(a) => hops(a),
     };
     match result {
         Ok(code) => code,
@@ -265,6 +318,36 @@ fn finish(capture: &Capture) -> ExitCode {
         code = ExitCode::from(2);
     }
     code
+}
+
+fn hops(a: HopsArgs) -> Result<ExitCode> {
+    let mut capture = open(&a.input)?;
+    let opts = HopsOptions {
+        match_window_ns: a.match_window,
+        clock_window_ns: a.clock_window,
+        max_drift_ppm: a.max_drift_ppm,
+        link_bps: a.link_speed,
+        np_min_gap_ns: a.np_min_gap,
+        bin_bytes: a.bin_bytes,
+        switch_ecn: a.switch_ecn,
+    };
+    let report = hops_analysis::run(&mut capture, decoder(&a.input), opts);
+    let mut out = BufWriter::new(io::stdout().lock());
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        print_hops(&mut out, &report)?;
+        if report.taps.len() < 2 {
+            writeln!(
+                out,
+                "\n(one tap only: give the captures of both sides of a switch, or a capture with several \
+                 interfaces, to see hops)"
+            )?;
+        }
+    }
+    out.flush()?;
+    Ok(finish(&capture))
 }
 
 fn decode(a: DecodeArgs) -> Result<ExitCode> {

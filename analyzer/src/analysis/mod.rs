@@ -3,6 +3,7 @@
 
 pub mod dcqcn;
 pub mod findings;
+pub mod hops;
 pub mod model_log;
 pub mod pauses;
 

@@ -9,6 +9,7 @@ mod decode_framings;
 mod empty_tables;
 mod findings;
 mod flow_table;
+mod hops;
 mod inputs;
 mod pairing;
 mod report;

@@ -1,0 +1,1159 @@
+//! Taps joined into hops, hops into queues: the congestion point seen from both sides of a switch.
+//!
+//! Every (file, interface) is a tap. A packet seen at several taps is matched by what switches leave alone
+//! ([`matching`]); its copies are put in path order; each pair of consecutive taps is a hop, whose delay beyond
+//! the least (the clocks' offset plus the fixed transit, followed over time by [`clock`]) is the time the
+//! packet queued. Per queue (downstream tap × priority × next hop), that delay times the port's drain rate is
+//! the bytes queued ahead of the packet, and whether it arrived ECN-capable and left CE-marked traces the
+//! switch's marking curve ([`red`]). See docs/hops.md.
+//!
+//! Streaming, in three stages, each holding a bounded window: copies are grouped for `match_window` after a
+//! packet's first copy; the first `segment` of groups is held until the direction of every pair of taps is
+//! known; after that each hop's samples wait one segment more, until the clock line over the windows around
+//! them is known, and then go into histograms and series whose size depends on the values and the capture's
+//! span, not on the packets.
+
+pub mod clock;
+pub mod hist;
+pub mod matching;
+pub mod np;
+pub mod red;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use roce_capture::Capture;
+use roce_core::decode::{Decoder, ECN_CE, Frame, Kind};
+use roce_core::frames::Frames;
+use roce_core::passes::psn::{PsnEvent, PsnTracker};
+use roce_wire::pfc::MacControlRepr;
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+use clock::ClockTrack;
+use hist::{Hist, Percentiles};
+use matching::{Copy, Group, Matcher};
+use np::{NpCheck, NpReport};
+use red::{Bin, RedFit};
+
+/// Bytes a frame costs on the wire besides its captured length: preamble and start delimiter (8), FCS (4),
+/// the inter-frame gap (12).
+pub const WIRE_OVERHEAD: u32 = 24;
+/// Series keep at most this many bins; past it, the bin width doubles and neighbours merge.
+const MAX_SERIES_BINS: usize = 2048;
+
+/// How `hops` runs.
+#[derive(Debug, Clone)]
+pub struct HopsOptions {
+    /// Copies of one packet are grouped within this time of its first copy: it must exceed the largest
+    /// delay between taps plus the largest clock offset between files.
+    pub match_window_ns: u64,
+    /// Each hop's least delay is taken per window this long; a window needs one packet that found the queue
+    /// empty.
+    pub clock_window_ns: u64,
+    /// Drift between two files' clocks beyond this is taken for a standing queue instead.
+    pub max_drift_ppm: f64,
+    /// The drain rate of every queue, and the rate that takes each frame's serialization out of its delay;
+    /// `None`: the drain rate is measured from back-to-back departures, and frames are not corrected by size.
+    pub link_bps: Option<u64>,
+    /// The NP's least time between two CNPs to one QP, for the NP check.
+    pub np_min_gap_ns: u64,
+    /// Depth bins of the marking fit.
+    pub bin_bytes: u64,
+    /// The switch's configured curve (Kmin bytes, Kmax bytes, Pmax), to compare the fit with.
+    pub switch_ecn: Option<(f64, f64, f64)>,
+}
+
+impl Default for HopsOptions {
+    fn default() -> Self {
+        HopsOptions {
+            match_window_ns: 10_000_000,
+            clock_window_ns: 10_000_000,
+            max_drift_ppm: 100.0,
+            link_bps: None,
+            np_min_gap_ns: 4_000,
+            bin_bytes: 4096,
+            switch_ecn: None,
+        }
+    }
+}
+
+impl HopsOptions {
+    /// Samples wait this long for the clock windows after them.
+    fn segment_ns(&self) -> u64 {
+        self.clock_window_ns.saturating_mul(10).max(1)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Output
+
+/// One tap, as every table names it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TapReport {
+    /// `FILE:IFACE`: what hops and queues call it.
+    pub tap: String,
+    pub file: String,
+    pub interface: u32,
+    /// The interface's recorded name.
+    pub name: Option<String>,
+    /// RoCE packets (CNPs included) it saw.
+    pub packets: u64,
+    /// PSNs its flows skipped (packets it never saw).
+    pub psn_gaps: u64,
+    /// Drops its interface statistics recorded (`isb_ifdrop` + `isb_osdrop`), when any were written.
+    pub isb_dropped: Option<u64>,
+}
+
+/// One hop: a pair of taps some packets crossed one after the other.
+#[derive(Debug, Clone, Serialize)]
+pub struct HopReport {
+    pub from: String,
+    pub to: String,
+    pub matched: u64,
+    /// Packets of this hop's flows seen at only one of its taps (`only_from` + `only_to`).
+    pub unmatched: u64,
+    /// Seen upstream, never downstream: lost between the taps, or not captured downstream.
+    pub only_from: u64,
+    /// Seen downstream, never upstream: a switch does not make packets, so the upstream capture missed them.
+    pub only_to: u64,
+    /// Matched packets left out of the delays because one tap saw the packet more often than the other
+    /// (a retransmission whose first copy was lost between them).
+    pub retransmitted: u64,
+    /// What the unmatched packets point to.
+    pub loss: Option<String>,
+    /// The least delay seen: the clocks' offset plus the base transit.
+    pub clock_offset_ns: i64,
+    /// The drift followed between the two clocks (0 for taps of one file).
+    pub drift_ppm: f64,
+    /// Whether the two taps share a clock (taps of one file).
+    pub shared_clock: bool,
+    /// Whether the order of the two taps was only assumed (one-way traffic between taps with two clocks).
+    pub order_assumed: bool,
+    pub queue_delay_ns: Percentiles,
+    #[serde(skip)]
+    pub series: Series,
+}
+
+/// The marking a queue did, and the curve fitted to it.
+#[derive(Debug, Clone, Serialize)]
+pub struct MarkingReport {
+    /// Packets that arrived ECT(0) or ECT(1).
+    pub ect_in: u64,
+    /// Of those, the ones that left CE.
+    pub marked: u64,
+    pub kmin_bytes: Option<f64>,
+    pub kmax_bytes: Option<f64>,
+    pub pmax: Option<f64>,
+    pub fit_rmse: Option<f64>,
+    /// ECN-capable packets that found the queue between the fitted Kmin and Kmax: a fit with few of them
+    /// says little about the curve's slope.
+    pub between: u64,
+    pub bin_bytes: u64,
+    pub bins: Vec<Bin>,
+}
+
+/// One egress queue, as its downstream tap sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueReport {
+    pub tap: String,
+    pub priority: u8,
+    /// The upstream taps whose packets went through it.
+    pub from: Vec<String>,
+    /// The destination MACs its packets left with: the packets of two upstream taps share a queue when they
+    /// share one, so that one tap's two directions stay apart.
+    pub dst_macs: Vec<String>,
+    pub packets: u64,
+    /// The rate it drained at, from `--link-speed` or measured.
+    pub drain_gbps: Option<f64>,
+    /// Whether `drain_gbps` was measured from back-to-back departures.
+    pub drain_measured: bool,
+    pub queue_delay_ns: Percentiles,
+    /// Bytes ahead of a packet when it entered the queue (delay × drain rate).
+    pub queue_bytes: Option<Percentiles>,
+    pub marking: MarkingReport,
+    /// Median depth when the upstream tap saw PFC pause this priority, when it did.
+    pub pfc_depth_bytes: Option<f64>,
+    #[serde(skip)]
+    pub series: Series,
+    #[serde(skip)]
+    pub marks: Vec<(u64, f64)>,
+}
+
+/// Everything `hops` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct HopsReport {
+    pub taps: Vec<TapReport>,
+    pub hops: Vec<HopReport>,
+    pub queues: Vec<QueueReport>,
+    pub np: Vec<NpReport>,
+    pub findings: Vec<String>,
+    pub match_window_ns: u64,
+    /// Most packets waiting for their copies at once: the memory the match window cost.
+    pub peak_in_flight: usize,
+    /// Copies at more taps than one group records.
+    pub copies_left_out: u64,
+    /// The capture's first timestamp (series are relative to it).
+    #[serde(skip)]
+    pub start_ns: u64,
+}
+
+/// One time bin of a hop's or queue's series.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SeriesBin {
+    pub packets: u32,
+    pub sum_ns: f64,
+    pub max_ns: u64,
+    pub ect_in: u32,
+    pub marked: u32,
+}
+
+/// Queueing delay over time, in bins that widen to stay under [`MAX_SERIES_BINS`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub start_ns: u64,
+    pub bin_ns: u64,
+    pub bins: Vec<SeriesBin>,
+}
+
+impl Series {
+    fn new(start_ns: u64) -> Self {
+        Series {
+            start_ns,
+            bin_ns: 1_000,
+            bins: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, t: u64, q: u64, ect: bool, marked: bool) {
+        let rel = t.saturating_sub(self.start_ns);
+        let mut i = (rel / self.bin_ns) as usize;
+        while i >= MAX_SERIES_BINS {
+            self.widen();
+            i = (rel / self.bin_ns) as usize;
+        }
+        if i >= self.bins.len() {
+            self.bins.resize(i + 1, SeriesBin::default());
+        }
+        let b = &mut self.bins[i];
+        b.packets += 1;
+        b.sum_ns += q as f64;
+        b.max_ns = b.max_ns.max(q);
+        b.ect_in += ect as u32;
+        b.marked += marked as u32;
+    }
+
+    fn merge(&mut self, mut o: Series) {
+        while self.bin_ns < o.bin_ns {
+            self.widen();
+        }
+        while o.bin_ns < self.bin_ns {
+            o.widen();
+        }
+        if o.bins.len() > self.bins.len() {
+            self.bins.resize(o.bins.len(), SeriesBin::default());
+        }
+        for (a, b) in self.bins.iter_mut().zip(o.bins) {
+            a.packets += b.packets;
+            a.sum_ns += b.sum_ns;
+            a.max_ns = a.max_ns.max(b.max_ns);
+            a.ect_in += b.ect_in;
+            a.marked += b.marked;
+        }
+    }
+
+    fn widen(&mut self) {
+        let merged = self
+            .bins
+            .chunks(2)
+            .map(|c| {
+                c.iter().fold(SeriesBin::default(), |a, b| SeriesBin {
+                    packets: a.packets + b.packets,
+                    sum_ns: a.sum_ns + b.sum_ns,
+                    max_ns: a.max_ns.max(b.max_ns),
+                    ect_in: a.ect_in + b.ect_in,
+                    marked: a.marked + b.marked,
+                })
+            })
+            .collect();
+        self.bins = merged;
+        self.bin_ns *= 2;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The pass
+
+/// One packet's crossing of one hop, waiting for its clock line.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    t: u64,
+    /// Delay less the frame's serialization (when the link speed is known).
+    d: i64,
+    queue: u32,
+    ect: bool,
+    marked: bool,
+}
+
+#[derive(Debug)]
+struct HopAcc {
+    from: u32,
+    to: u32,
+    shared: bool,
+    assumed: bool,
+    matched: u64,
+    only_from: u64,
+    only_to: u64,
+    retransmitted: u64,
+    raw_min: i64,
+    clock: ClockTrack,
+    pending: std::collections::VecDeque<Sample>,
+    delay: Hist,
+    series: Series,
+    drift: f64,
+}
+
+#[derive(Debug)]
+struct QueueAcc {
+    tap: u32,
+    prio: u8,
+    /// Destination MACs its packets left with, and how many of each.
+    macs: BTreeMap<[u8; 6], u64>,
+    from: BTreeSet<u32>,
+    delay: Hist,
+    /// Per delay bucket: (ECN-capable arrivals, of them marked).
+    ecn: Vec<(u64, u64)>,
+    series: Series,
+    /// Times of CE marks (upstream clock), for the report's chart; bounded.
+    marks: Vec<(u64, u64)>,
+}
+
+/// Back-to-back departures at one tap towards one next hop.
+#[derive(Debug, Default)]
+struct RateAcc {
+    last: Option<u64>,
+    /// Count and sum of the rates per quarter Gb/s.
+    hist: Vec<(u32, f64)>,
+}
+
+const RATE_STEP_GBPS: f64 = 0.25;
+const RATE_MAX_GBPS: f64 = 1600.0;
+/// Gaps slower than this are idle time, not a port's rate.
+const RATE_MIN_GBPS: f64 = 1.0;
+const MAX_MARKS: usize = 20_000;
+
+/// Per pair of taps (lower index first) and IP direction: the range of `t_hi − t_lo`.
+#[derive(Debug, Clone, Copy)]
+struct ClassStat {
+    lo: i64,
+    hi: i64,
+}
+
+/// A flow direction's taps, in path order, as its most complete packet showed them.
+#[derive(Debug, Default)]
+struct PathInfo {
+    mask: u64,
+    order: Vec<u32>,
+}
+
+type PairKey = (u32, u32, u128, u128);
+/// An IP direction (source, destination) and its delays between a pair of taps.
+type Direction = (u128, u128, ClassStat);
+
+#[derive(Debug)]
+struct Core {
+    opts: HopsOptions,
+    start_ns: Option<u64>,
+    tap_file: Vec<usize>,
+    learning: Option<Vec<Group>>,
+    learn_until: Option<u64>,
+    classes: FxHashMap<PairKey, ClassStat>,
+    /// Pairs of taps with two clocks: whether the lower-indexed tap comes first, per IP direction.
+    decided: FxHashMap<PairKey, (bool, bool)>,
+    /// Per pair of taps with two clocks: a delay between the two directions' ranges, for directions first
+    /// seen after the learning.
+    threshold: FxHashMap<(u32, u32), f64>,
+    paths: FxHashMap<(u128, u128), PathInfo>,
+    hops: BTreeMap<(u32, u32), HopAcc>,
+    queues: Vec<QueueAcc>,
+    /// (downstream tap, priority, upstream tap) → queue; merged at the end into one queue per direction.
+    queue_index: FxHashMap<(u32, u8, u32), u32>,
+    next_flush: Option<u64>,
+}
+
+/// The streaming pass: hand it every frame of the capture, in order.
+#[derive(Debug)]
+pub struct HopsPass {
+    matcher: Matcher,
+    core: Core,
+    rates: FxHashMap<(u32, [u8; 6]), RateAcc>,
+    psn: FxHashMap<(u32, u128, u32), PsnTracker>,
+    packets: Vec<u64>,
+    psn_gaps: Vec<u64>,
+    np: NpCheck,
+    /// (tap, priority, time) of each PFC pause with a nonzero time.
+    pauses: Vec<(u32, u8, u64)>,
+}
+
+impl HopsPass {
+    pub fn new(opts: HopsOptions) -> Self {
+        HopsPass {
+            matcher: Matcher::new(opts.match_window_ns),
+            core: Core {
+                opts,
+                start_ns: None,
+                tap_file: Vec::new(),
+                learning: Some(Vec::new()),
+                learn_until: None,
+                classes: FxHashMap::default(),
+                decided: FxHashMap::default(),
+                threshold: FxHashMap::default(),
+                paths: FxHashMap::default(),
+                hops: BTreeMap::new(),
+                queues: Vec::new(),
+                queue_index: FxHashMap::default(),
+                next_flush: None,
+            },
+            rates: FxHashMap::default(),
+            psn: FxHashMap::default(),
+            packets: Vec::new(),
+            psn_gaps: Vec::new(),
+            np: NpCheck::default(),
+            pauses: Vec::new(),
+        }
+    }
+
+    /// Taps known so far (the caller tells the pass each new tap's file: taps of one file share a clock).
+    pub fn taps_known(&self) -> usize {
+        self.core.tap_file.len()
+    }
+
+    pub fn set_tap_files(&mut self, files: impl Iterator<Item = usize>) {
+        self.core.tap_file = files.collect();
+    }
+
+    /// One frame. Its tap's file must be known ([`HopsPass::set_tap_files`]) before its copies close.
+    #[inline]
+    pub fn frame(&mut self, f: &Frame<'_>) {
+        let tap = f.iface as usize;
+        if tap >= self.packets.len() {
+            self.packets.resize(tap + 1, 0);
+            self.psn_gaps.resize(tap + 1, 0);
+        }
+        let start = *self.core.start_ns.get_or_insert(f.ts_ns);
+        let segment = self.core.opts.segment_ns();
+        if let Some(mac) = f.dst_mac
+            && matches!(f.kind, Kind::Roce | Kind::Cnp | Kind::Other)
+        {
+            self.rates
+                .entry((f.iface, mac))
+                .or_default()
+                .departure(f.ts_ns, f.len);
+        }
+        if let Some(MacControlRepr::Pfc(p)) = f.mac_control {
+            for prio in 0..8u8 {
+                if p.enabled(prio) && p.quanta[prio as usize] > 0 && self.pauses.len() < 1_000_000 {
+                    self.pauses.push((f.iface, prio, f.ts_ns));
+                }
+            }
+        }
+        self.np.frame(f, self.core.opts.np_min_gap_ns);
+        let Some((key, copy)) = matching::observe(f) else {
+            return;
+        };
+        self.packets[tap] += 1;
+        if f.kind == Kind::Roce
+            && let (Some(roce), Some(bth)) = (f.roce.as_ref(), f.bth())
+            && (bth.opcode.consumes_request_psn() || bth.opcode.is_read_response())
+        {
+            let read_len = bth
+                .opcode
+                .is_read_request()
+                .then(|| roce.packet.ext.reth.map_or(0, |r| r.dma_len));
+            let ev = self
+                .psn
+                .entry((f.iface, key.dst, bth.dest_qp))
+                .or_default()
+                .observe(bth.psn, read_len);
+            if let PsnEvent::Gap(n) = ev {
+                self.psn_gaps[tap] += n as u64;
+            }
+        }
+        let core = &mut self.core;
+        if core.learn_until.is_none() {
+            core.learn_until = Some(start.saturating_add(segment));
+        }
+        self.matcher.add(key, copy, |g| core.group(g));
+        let now = f.ts_ns.saturating_sub(core.opts.match_window_ns);
+        if core.learning.is_some() && core.learn_until.is_some_and(|t| now >= t) {
+            core.end_learning();
+        }
+        if core.learning.is_none() {
+            let next = *core
+                .next_flush
+                .get_or_insert(start.saturating_add(2 * segment));
+            if now >= next {
+                core.flush(now.saturating_sub(segment));
+                core.next_flush = Some(now.saturating_add(segment));
+            }
+        }
+    }
+
+    /// Closes every window and computes the report. `capture` names the taps and gives their drop counters.
+    pub fn finish(mut self, capture: &Capture) -> HopsReport {
+        let core = &mut self.core;
+        self.matcher.close_all(&mut |g| core.group(g));
+        if core.learning.is_some() {
+            core.end_learning();
+        }
+        core.flush(u64::MAX);
+        let name = |i: u32| crate::analysis::tap_name(capture, i);
+        let taps: Vec<TapReport> = capture
+            .taps()
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let file = capture
+                    .files()
+                    .nth(t.file)
+                    .map(|f| f.name.clone())
+                    .unwrap_or_default();
+                let dropped = match (t.stats.dropped_iface, t.stats.dropped_os) {
+                    (None, None) => None,
+                    (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+                };
+                TapReport {
+                    tap: t.name.clone(),
+                    file,
+                    interface: t.interface,
+                    name: t.description.name.clone(),
+                    packets: self.packets.get(i).copied().unwrap_or(0),
+                    psn_gaps: self.psn_gaps.get(i).copied().unwrap_or(0),
+                    isb_dropped: dropped,
+                }
+            })
+            .collect();
+        let opts = core.opts.clone();
+        let hops: Vec<HopReport> = std::mem::take(&mut core.hops)
+            .into_values()
+            .filter(|h| h.matched > 0)
+            .map(|h| {
+                let to_drops = taps.get(h.to as usize).and_then(|t| t.isb_dropped);
+                let from_gaps = taps.get(h.from as usize).map_or(0, |t| t.psn_gaps);
+                HopReport {
+                    from: name(h.from),
+                    to: name(h.to),
+                    matched: h.matched,
+                    unmatched: h.only_from + h.only_to,
+                    only_from: h.only_from,
+                    only_to: h.only_to,
+                    retransmitted: h.retransmitted,
+                    loss: loss_verdict(&h, to_drops, from_gaps, &name),
+                    clock_offset_ns: h.raw_min,
+                    drift_ppm: h.drift * 1e6,
+                    shared_clock: h.shared,
+                    order_assumed: h.assumed,
+                    queue_delay_ns: h.delay.percentiles(),
+                    series: h.series,
+                }
+            })
+            .collect();
+        let pauses = std::mem::take(&mut self.pauses);
+        let queues: Vec<QueueReport> = merge_directions(std::mem::take(&mut core.queues))
+            .into_iter()
+            .map(|q| {
+                let mac = q.macs.iter().max_by_key(|(_, n)| **n).map(|(m, _)| *m);
+                let measured = mac
+                    .and_then(|m| self.rates.get(&(q.tap, m)))
+                    .and_then(RateAcc::rate);
+                let (gbps, is_measured) = match opts.link_bps {
+                    Some(bps) => (Some(bps as f64 / 1e9), false),
+                    None => (measured, measured.is_some()),
+                };
+                queue_report(q, gbps, is_measured, &opts, &pauses, &name)
+            })
+            .collect();
+        let findings = findings(&hops, &queues, &opts);
+        let np = self.np.finish(name, opts.np_min_gap_ns);
+        HopsReport {
+            taps,
+            hops,
+            queues,
+            np,
+            findings,
+            match_window_ns: opts.match_window_ns,
+            peak_in_flight: self.matcher.peak_open,
+            copies_left_out: self.matcher.overflow,
+            start_ns: core.start_ns.unwrap_or(0),
+        }
+    }
+}
+
+impl RateAcc {
+    #[inline]
+    fn departure(&mut self, ts: u64, len: u32) {
+        if let Some(last) = self.last
+            && ts > last
+            && ts - last < 100_000
+        {
+            let gbps = (len + WIRE_OVERHEAD) as f64 * 8.0 / (ts - last) as f64;
+            if (RATE_MIN_GBPS..RATE_MAX_GBPS).contains(&gbps) {
+                let i = (gbps / RATE_STEP_GBPS) as usize;
+                if i >= self.hist.len() {
+                    self.hist.resize(i + 1, (0, 0.0));
+                }
+                self.hist[i].0 += 1;
+                self.hist[i].1 += gbps;
+            }
+        }
+        self.last = Some(ts);
+    }
+
+    /// The line rate: back-to-back frames leave at it, any other gap shows a slower one, so it is the most
+    /// common rate among the fastest fifth of the gaps (their mean in that quarter Gb/s). `None` unless ten
+    /// gaps and a twentieth of all agree on it: a port that was never busy does not show its rate.
+    fn rate(&self) -> Option<f64> {
+        let n: u64 = self.hist.iter().map(|&(c, _)| c as u64).sum();
+        let mut seen = 0;
+        let mut p80 = 0;
+        for (i, &(c, _)) in self.hist.iter().enumerate() {
+            seen += c as u64;
+            if seen * 5 >= n * 4 {
+                p80 = i;
+                break;
+            }
+        }
+        let &(c, sum) = self.hist.iter().skip(p80).max_by(|a, b| a.0.cmp(&b.0))?;
+        (c >= 10 && c as u64 * 20 >= n).then(|| sum / c as f64)
+    }
+}
+
+impl Core {
+    fn file_of(&self, tap: u32) -> usize {
+        self.tap_file
+            .get(tap as usize)
+            .copied()
+            .unwrap_or(tap as usize)
+    }
+
+    fn group(&mut self, g: Group) {
+        match &mut self.learning {
+            Some(buf) => buf.push(g),
+            None => self.process(&g),
+        }
+    }
+
+    /// Decides, for every pair of taps with two clocks, which tap each IP direction reaches first; then
+    /// handles the held groups.
+    fn end_learning(&mut self) {
+        let buf = self.learning.take().unwrap_or_default();
+        for g in &buf {
+            self.learn(g);
+        }
+        let mut pairs: FxHashMap<(u32, u32), Vec<Direction>> = FxHashMap::default();
+        for (&(a, b, s, d), &c) in &self.classes {
+            pairs.entry((a, b)).or_default().push((s, d, c));
+        }
+        for ((a, b), classes) in pairs {
+            // A direction and its reverse: the one with the larger delays goes from `a` to `b`.
+            let mut forward_lo = i64::MAX;
+            let mut reverse_hi = i64::MIN;
+            for &(s, d, c) in &classes {
+                if let Some(r) = self.classes.get(&(a, b, d, s))
+                    && (c.lo, c.hi) != (r.lo, r.hi)
+                {
+                    let first = c.lo > r.lo;
+                    self.decided.insert((a, b, s, d), (first, false));
+                    if first {
+                        forward_lo = forward_lo.min(c.lo);
+                    } else {
+                        reverse_hi = reverse_hi.max(c.hi);
+                    }
+                }
+            }
+            if forward_lo != i64::MAX && reverse_hi != i64::MIN {
+                self.threshold
+                    .insert((a, b), (forward_lo as f64 + reverse_hi as f64) / 2.0);
+            }
+            for &(s, d, c) in &classes {
+                self.decided
+                    .entry((a, b, s, d))
+                    .or_insert_with(|| self_decide(self.threshold.get(&(a, b)), c));
+            }
+        }
+        for g in &buf {
+            self.process(g);
+        }
+    }
+
+    fn learn(&mut self, g: &Group) {
+        let copies = g.copies();
+        let path = self.paths.entry((g.key.src, g.key.dst)).or_default();
+        for c in copies {
+            if c.tap < 64 {
+                path.mask |= 1 << c.tap;
+            }
+        }
+        for (i, x) in copies.iter().enumerate() {
+            for y in &copies[i + 1..] {
+                let (lo, hi) = if x.tap < y.tap { (x, y) } else { (y, x) };
+                if self.tap_file.get(lo.tap as usize) == self.tap_file.get(hi.tap as usize) {
+                    continue;
+                }
+                let d = hi.ts as i64 - lo.ts as i64;
+                self.classes
+                    .entry((lo.tap, hi.tap, g.key.src, g.key.dst))
+                    .and_modify(|c| {
+                        c.lo = c.lo.min(d);
+                        c.hi = c.hi.max(d);
+                    })
+                    .or_insert(ClassStat { lo: d, hi: d });
+            }
+        }
+    }
+
+    /// Whether copy `x` came before copy `y` of the packet from `src` to `dst`.
+    fn before(&mut self, x: &Copy, y: &Copy, src: u128, dst: u128) -> bool {
+        if self.file_of(x.tap) == self.file_of(y.tap) {
+            return (x.ts, x.tap) < (y.ts, y.tap);
+        }
+        let (lo, hi, lo_is_x) = if x.tap < y.tap {
+            (x, y, true)
+        } else {
+            (y, x, false)
+        };
+        let d = hi.ts as i64 - lo.ts as i64;
+        let threshold = self.threshold.get(&(lo.tap, hi.tap)).copied();
+        let (lo_first, _) = *self
+            .decided
+            .entry((lo.tap, hi.tap, src, dst))
+            .or_insert_with(|| self_decide(threshold.as_ref(), ClassStat { lo: d, hi: d }));
+        lo_first == lo_is_x
+    }
+
+    fn process(&mut self, g: &Group) {
+        let (src, dst) = (g.key.src, g.key.dst);
+        let mut order: Vec<Copy> = g.copies().to_vec();
+        // Insertion sort: a handful of copies, and `before` is a comparison, not a key.
+        for i in 1..order.len() {
+            let mut j = i;
+            while j > 0 && self.before(&order[j], &order[j - 1], src, dst) {
+                order.swap(j, j - 1);
+                j -= 1;
+            }
+        }
+        let mask: u64 = order
+            .iter()
+            .filter(|c| c.tap < 64)
+            .fold(0, |m, c| m | 1 << c.tap);
+        let path = self.paths.entry((src, dst)).or_default();
+        path.mask |= mask;
+        if mask == path.mask && order.len() >= path.order.len() {
+            path.order = order.iter().map(|c| c.tap).collect();
+        }
+        let missing = path.mask & !mask;
+        if missing != 0 && path.order.len() >= 2 {
+            let porder = path.order.clone();
+            for (i, &t) in porder.iter().enumerate() {
+                if t >= 64 || missing & (1 << t) == 0 {
+                    continue;
+                }
+                if let Some(&p) = i.checked_sub(1).and_then(|j| porder.get(j))
+                    && mask & (1 << p) != 0
+                {
+                    self.hop(p, t).only_from += 1;
+                }
+                if let Some(&n) = porder.get(i + 1)
+                    && n < 64
+                    && mask & (1 << n) != 0
+                {
+                    self.hop(t, n).only_to += 1;
+                }
+            }
+        }
+        for w in order.windows(2) {
+            let (u, d) = (w[0], w[1]);
+            let link = self.opts.link_bps;
+            let prio = if d.pcp != 0xff { d.pcp } else { u.pcp };
+            let prio = if prio == 0xff { 0 } else { prio };
+            let queue = self.queue(d.tap, prio, d.dst_mac, u.tap);
+            let h = self.hop(u.tap, d.tap);
+            h.matched += 1;
+            if u.seen != d.seen {
+                h.retransmitted += 1;
+                continue;
+            }
+            let raw = d.ts as i64 - u.ts as i64;
+            h.raw_min = h.raw_min.min(raw);
+            let ser = link.map_or(0, |bps| {
+                ((d.len + WIRE_OVERHEAD) as u128 * 8 * 1_000_000_000 / bps as u128) as i64
+            });
+            let s = Sample {
+                t: u.ts,
+                d: raw - ser,
+                queue,
+                ect: matches!(u.ecn, 1 | 2),
+                marked: matches!(u.ecn, 1 | 2) && d.ecn == ECN_CE,
+            };
+            h.clock.add(s.t, s.d);
+            h.pending.push_back(s);
+        }
+    }
+
+    fn hop(&mut self, from: u32, to: u32) -> &mut HopAcc {
+        let shared = self.file_of(from) == self.file_of(to);
+        let (lo, hi) = (from.min(to), from.max(to));
+        let assumed = !shared && !self.threshold.contains_key(&(lo, hi));
+        let window = self.opts.clock_window_ns;
+        let start = self.start_ns.unwrap_or(0);
+        self.hops.entry((from, to)).or_insert_with(|| HopAcc {
+            from,
+            to,
+            shared,
+            assumed,
+            matched: 0,
+            only_from: 0,
+            only_to: 0,
+            retransmitted: 0,
+            raw_min: i64::MAX,
+            clock: ClockTrack::new(window),
+            pending: Default::default(),
+            delay: Hist::default(),
+            series: Series::new(start),
+            drift: 0.0,
+        })
+    }
+
+    fn queue(&mut self, tap: u32, prio: u8, mac: [u8; 6], from: u32) -> u32 {
+        let n = self.queues.len() as u32;
+        let i = *self.queue_index.entry((tap, prio, from)).or_insert(n);
+        if i == n {
+            self.queues.push(QueueAcc {
+                tap,
+                prio,
+                macs: BTreeMap::new(),
+                from: BTreeSet::new(),
+                delay: Hist::default(),
+                ecn: Vec::new(),
+                series: Series::new(self.start_ns.unwrap_or(0)),
+                marks: Vec::new(),
+            });
+        }
+        let q = &mut self.queues[i as usize];
+        q.from.insert(from);
+        *q.macs.entry(mac).or_insert(0) += 1;
+        i
+    }
+
+    /// Every hop's samples from before `t` get their queueing delay, from the clock line over the windows
+    /// kept around them.
+    fn flush(&mut self, t: u64) {
+        let max_drift = self.opts.max_drift_ppm;
+        let keep = self.opts.segment_ns().saturating_mul(2);
+        for h in self.hops.values_mut() {
+            if h.pending.front().is_none_or(|s| s.t >= t) {
+                continue;
+            }
+            let Some(line) = h.clock.line(h.shared, max_drift) else {
+                continue;
+            };
+            h.drift = line.b;
+            while let Some(s) = h.pending.front().copied() {
+                if s.t >= t {
+                    break;
+                }
+                h.pending.pop_front();
+                let q = (s.d as f64 - line.at(s.t)).max(0.0).round() as u64;
+                h.delay.add(q);
+                h.series.add(s.t, q, s.ect, s.marked);
+                let queue = &mut self.queues[s.queue as usize];
+                queue.delay.add(q);
+                queue.series.add(s.t, q, s.ect, s.marked);
+                if s.ect {
+                    let b = hist::bucket(q);
+                    if b >= queue.ecn.len() {
+                        queue.ecn.resize(b + 1, (0, 0));
+                    }
+                    queue.ecn[b].0 += 1;
+                    queue.ecn[b].1 += s.marked as u64;
+                    if s.marked && queue.marks.len() < MAX_MARKS {
+                        queue.marks.push((s.t, q));
+                    }
+                }
+            }
+            if t != u64::MAX {
+                h.clock.prune_before(t.saturating_sub(keep));
+            }
+        }
+    }
+}
+
+/// One queue per downstream tap, priority and direction: the queues of upstream taps whose packets left the
+/// downstream tap towards a common destination MAC are one.
+fn merge_directions(queues: Vec<QueueAcc>) -> Vec<QueueAcc> {
+    let mut out: Vec<QueueAcc> = Vec::new();
+    for q in queues {
+        let mut target: Option<usize> = None;
+        let mut i = 0;
+        while i < out.len() {
+            let o = &out[i];
+            let joins = o.tap == q.tap
+                && o.prio == q.prio
+                && (o.macs.keys().any(|m| q.macs.contains_key(m))
+                    || target.is_some_and(|t| out[t].macs.keys().any(|m| o.macs.contains_key(m))));
+            if !joins {
+                i += 1;
+                continue;
+            }
+            match target {
+                None => {
+                    target = Some(i);
+                    i += 1;
+                }
+                Some(t) => {
+                    let o = out.remove(i);
+                    let t = if t > i { t - 1 } else { t };
+                    out[t].absorb(o);
+                    target = Some(t);
+                }
+            }
+        }
+        match target {
+            Some(t) => out[t].absorb(q),
+            None => out.push(q),
+        }
+    }
+    out
+}
+
+impl QueueAcc {
+    fn absorb(&mut self, o: QueueAcc) {
+        for (m, n) in o.macs {
+            *self.macs.entry(m).or_insert(0) += n;
+        }
+        self.from.extend(o.from);
+        self.delay.merge(&o.delay);
+        if o.ecn.len() > self.ecn.len() {
+            self.ecn.resize(o.ecn.len(), (0, 0));
+        }
+        for (a, b) in self.ecn.iter_mut().zip(&o.ecn) {
+            a.0 += b.0;
+            a.1 += b.1;
+        }
+        self.series.merge(o.series);
+        self.marks.extend(o.marks);
+        self.marks.sort_unstable();
+        self.marks.truncate(MAX_MARKS);
+    }
+}
+
+/// A direction first seen after the learning: on the side of the pair's threshold its delay falls, or, with
+/// no threshold (traffic one way only), by its sign (assumed).
+fn self_decide(threshold: Option<&f64>, c: ClassStat) -> (bool, bool) {
+    match threshold {
+        Some(&t) => (c.lo as f64 > t, false),
+        None => (c.lo + c.hi >= 0, true),
+    }
+}
+
+fn loss_verdict(
+    h: &HopAcc,
+    to_drops: Option<u64>,
+    from_gaps: u64,
+    name: &impl Fn(u32) -> String,
+) -> Option<String> {
+    let mut parts = Vec::new();
+    if h.only_to > 0 {
+        parts.push(format!(
+            "{} packets seen only at {}: not captured at {} (a switch does not make packets{})",
+            h.only_to,
+            name(h.to),
+            name(h.from),
+            if from_gaps > 0 {
+                format!("; {from_gaps} PSNs missing there too")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if h.only_from > 0 {
+        let why = match to_drops {
+            Some(d) if d >= h.only_from => format!(
+                "capture loss at {} likely: its interface statistics count {d} drops",
+                name(h.to)
+            ),
+            Some(d) if d > 0 => format!(
+                "lost between the taps, mostly: {} records only {d} capture drops",
+                name(h.to)
+            ),
+            _ if h.retransmitted > 0 => {
+                "lost between the taps: the sender retransmitted, and no capture drops were recorded"
+                    .to_string()
+            }
+            _ => format!(
+                "lost between the taps, or not captured at {} (it records no drops)",
+                name(h.to)
+            ),
+        };
+        parts.push(format!(
+            "{} packets seen only at {}: {why}",
+            h.only_from,
+            name(h.from)
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+fn mac_string(m: &[u8; 6]) -> String {
+    roce_core::decode::mac_to_string(m)
+}
+
+fn queue_report(
+    q: QueueAcc,
+    gbps: Option<f64>,
+    measured: bool,
+    opts: &HopsOptions,
+    pauses: &[(u32, u8, u64)],
+    name: &impl Fn(u32) -> String,
+) -> QueueReport {
+    // ns × Gb/s = bits; / 8 = bytes.
+    let k = gbps.map(|g| g / 8.0);
+    let mut ect_in = 0;
+    let mut marked = 0;
+    let mut bins: Vec<Bin> = Vec::new();
+    let mut sum_depth: Vec<f64> = Vec::new();
+    if let Some(k) = k {
+        for (b, &(n, m)) in q.ecn.iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            let depth = hist::value(b) * k;
+            let i = (depth / opts.bin_bytes as f64) as usize;
+            if i >= bins.len() {
+                bins.resize(i + 1, Bin::default());
+                sum_depth.resize(i + 1, 0.0);
+            }
+            bins[i].ect_in += n;
+            bins[i].marked += m;
+            sum_depth[i] += depth * n as f64;
+        }
+        for (i, b) in bins.iter_mut().enumerate() {
+            b.depth_bytes = i as u64 * opts.bin_bytes;
+            b.mean_depth = if b.ect_in > 0 {
+                sum_depth[i] / b.ect_in as f64
+            } else {
+                b.depth_bytes as f64
+            };
+        }
+    }
+    for &(n, m) in &q.ecn {
+        ect_in += n;
+        marked += m;
+    }
+    let fit: Option<RedFit> = red::fit(&bins, opts.bin_bytes as f64 / 4.0);
+    let between = fit.map_or(0, |f| {
+        bins.iter()
+            .filter(|b| b.mean_depth >= f.kmin_bytes && b.mean_depth < f.kmax_bytes)
+            .map(|b| b.ect_in)
+            .sum()
+    });
+    // The upstream tap sees the switch's pauses for this priority when this queue's own ingress fills.
+    let pfc_depth_bytes = k.and_then(|k| {
+        let mut depths: Vec<f64> = pauses
+            .iter()
+            .filter(|(tap, prio, _)| *prio == q.prio && q.from.contains(tap))
+            .filter_map(|&(_, _, t)| {
+                let i = (t.saturating_sub(q.series.start_ns) / q.series.bin_ns) as usize;
+                let b = q.series.bins.get(i)?;
+                (b.packets > 0).then_some(b.max_ns as f64 * k)
+            })
+            .collect();
+        depths.sort_by(f64::total_cmp);
+        depths.get(depths.len() / 2).copied()
+    });
+    let delay = q.delay.percentiles();
+    QueueReport {
+        tap: name(q.tap),
+        priority: q.prio,
+        from: q.from.iter().map(|&t| name(t)).collect(),
+        dst_macs: q.macs.keys().map(mac_string).collect(),
+        packets: q.delay.count(),
+        drain_gbps: gbps,
+        drain_measured: measured,
+        queue_delay_ns: delay,
+        // A queue that never delayed a packet held nothing, whatever its rate.
+        queue_bytes: k
+            .map(|k| delay.scaled(k))
+            .or((delay.max == 0.0).then_some(Percentiles::default())),
+        marking: MarkingReport {
+            ect_in,
+            marked,
+            kmin_bytes: fit.map(|f| f.kmin_bytes),
+            kmax_bytes: fit.map(|f| f.kmax_bytes),
+            pmax: fit.map(|f| f.pmax),
+            fit_rmse: fit.map(|f| f.fit_rmse),
+            between,
+            bin_bytes: opts.bin_bytes,
+            bins,
+        },
+        pfc_depth_bytes,
+        marks: q
+            .marks
+            .iter()
+            .map(|&(t, d)| (t, k.map_or(d as f64, |k| d as f64 * k)))
+            .collect(),
+        series: q.series,
+    }
+}
+
+/// What the hops and queues say that needs saying: a fitted curve unlike the configured one, marking that
+/// starts only where PFC already pauses, packets lost between taps.
+fn findings(hops: &[HopReport], queues: &[QueueReport], opts: &HopsOptions) -> Vec<String> {
+    let mut out = Vec::new();
+    for q in queues {
+        let m = &q.marking;
+        let (Some(kmin), Some(kmax), Some(pmax)) = (m.kmin_bytes, m.kmax_bytes, m.pmax) else {
+            continue;
+        };
+        let label = format!("queue {} priority {}", q.tap, q.priority);
+        if let Some((ckmin, ckmax, cpmax)) = opts.switch_ecn {
+            let off = |a: f64, b: f64| (a - b).abs() > 0.15 * b.max(1.0);
+            if off(kmin, ckmin) || off(kmax, ckmax) || (pmax - cpmax).abs() > 0.05 {
+                out.push(format!(
+                    "{label}: the marking fitted from the capture (Kmin {:.0} B, Kmax {:.0} B, Pmax {:.2}) \
+                     disagrees with the switch's configuration given (Kmin {ckmin:.0} B, Kmax {ckmax:.0} B, \
+                     Pmax {cpmax:.2}); {} ECN-capable packets found the queue between the fitted Kmin and Kmax",
+                    kmin, kmax, pmax, m.between
+                ));
+            }
+        }
+        if let Some(pfc) = q.pfc_depth_bytes
+            && kmin > pfc
+        {
+            out.push(format!(
+                "{label}: marking starts at {kmin:.0} B, above the depth at which PFC paused the \
+                 priority ({pfc:.0} B): PFC stops the senders before ECN slows them (marking too late)"
+            ));
+        }
+    }
+    for h in hops {
+        if let Some(l) = &h.loss {
+            out.push(format!("hop {} → {}: {l}", h.from, h.to));
+        }
+    }
+    out
+}
+
+/// Runs the pass over a whole capture.
+pub fn run(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -> HopsReport {
+    let mut pass = HopsPass::new(opts);
+    let mut frames = Frames::new(capture, decoder);
+    while let Some(f) = frames.next_frame() {
+        pass.frame(&f);
+        // A tap's file is needed only when its copies close, after its first frame: learn new taps here.
+        let taps = frames.capture().taps();
+        if taps.len() != pass.taps_known() {
+            pass.set_tap_files(taps.iter().map(|t| t.file));
+        }
+    }
+    pass.finish(capture)
+}

@@ -1,0 +1,401 @@
+//! `hops` against the simulator's truth: the two hop samples (marking_curve: one switch, the egress tap on a
+//! clock 1.234567 ms ahead; queue_moves: four taps over two switches, one file drifting 25 ppm), a capture
+//! with packets deliberately removed between the taps, and the JSON's keys.
+//!
+//! Tolerances, and why. Queue depths within 5 % of the truth, or within two full frames (2 × 4,220 B) for
+//! values near zero or where the depth distribution is sparse: the truth counts the bytes queued ahead of a
+//! packet without the frame being sent at that instant, while delay × drain rate counts what was left of that
+//! frame too (up to one frame per packet); in queue_moves' first queue the median falls where under one packet
+//! per KB of depth lies, so that per-packet difference moves the median by up to about 7 KB. Kmin and Kmax
+//! within 15 %, Pmax within 0.05, on marking_curve, whose queue sweeps the whole curve 1,490 times between
+//! Kmin and Kmax; queue_moves' queues put about a hundred packets between Kmin and Kmax at Pmax 0.1, too few to
+//! pin a curve (tested: marks happen, and the fit error is reported).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::common::{analyzer, run, workspace};
+use analyzer::analysis::hops::{self, HopsOptions, HopsReport};
+use roce_capture::{Capture, CaptureReader, inputs};
+use roce_core::decode::Decoder;
+use serde_json::Value;
+
+/// One MTU frame on the wire: 4,096 B of payload, the headers, and the 24 B of preamble, FCS and gap.
+const FRAME: f64 = 4_220.0;
+
+fn files(name: &str) -> (Vec<PathBuf>, Value) {
+    let dir = workspace().join("samples/captures");
+    let truth: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join(format!("{name}.truth.json"))).unwrap(),
+    )
+    .unwrap();
+    let list = truth["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| dir.join(f["name"].as_str().unwrap()))
+        .collect();
+    (list, truth)
+}
+
+fn analyse(paths: &[PathBuf], opts: HopsOptions) -> HopsReport {
+    let mut capture = Capture::open(inputs::resolve(paths).unwrap()).unwrap();
+    hops::run(&mut capture, Decoder::default(), opts)
+}
+
+/// The simulator's tap name from ours (`FILE:IFACE`, the interface named after the tap).
+fn short(tap: &str) -> &str {
+    tap.rsplit(':').next().unwrap()
+}
+
+fn close(what: &str, got: f64, want: f64, rel: f64, floor: f64) {
+    let tol = (want.abs() * rel).max(floor);
+    assert!(
+        (got - want).abs() <= tol,
+        "{what}: got {got:.0}, truth {want:.0} (tolerance {tol:.0})"
+    );
+}
+
+/// Every packet the truth says crossed a pair of taps is matched there, in the right order.
+fn every_packet_matched(r: &HopsReport, truth: &Value) {
+    let mut want: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for h in truth["hops"].as_array().unwrap() {
+        *want
+            .entry((
+                h["from"].as_str().unwrap().to_string(),
+                h["to"].as_str().unwrap().to_string(),
+            ))
+            .or_default() += h["packets"].as_u64().unwrap();
+    }
+    let got: BTreeMap<(String, String), u64> = r
+        .hops
+        .iter()
+        .map(|h| {
+            (
+                (short(&h.from).to_string(), short(&h.to).to_string()),
+                h.matched,
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+    for h in &r.hops {
+        assert_eq!(h.unmatched, 0, "{} → {}", h.from, h.to);
+        assert_eq!(h.retransmitted, 0);
+    }
+}
+
+/// Our queue for a truth `tap_queues` entry: same downstream tap and priority, same upstream taps.
+fn queue_for<'a>(r: &'a HopsReport, tq: &Value) -> &'a hops::QueueReport {
+    let from: Vec<&str> = tq["from"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    r.queues
+        .iter()
+        .find(|q| {
+            short(&q.tap) == tq["tap"].as_str().unwrap()
+                && q.priority as u64 == tq["prio"].as_u64().unwrap()
+                && q.from.iter().map(|f| short(f)).collect::<Vec<_>>() == from
+        })
+        .unwrap_or_else(|| panic!("no queue for {tq}"))
+}
+
+fn depths_agree(q: &hops::QueueReport, tq: &Value) {
+    let b = q.queue_bytes.expect("a drain rate");
+    let t = &tq["queue_bytes"];
+    let label = format!("{} prio {}", q.tap, q.priority);
+    close(
+        &format!("{label} p50"),
+        b.p50,
+        t["p50"].as_f64().unwrap(),
+        0.05,
+        2.0 * FRAME,
+    );
+    close(
+        &format!("{label} p99"),
+        b.p99,
+        t["p99"].as_f64().unwrap(),
+        0.05,
+        2.0 * FRAME,
+    );
+    close(
+        &format!("{label} max"),
+        b.max,
+        t["max"].as_f64().unwrap(),
+        0.05,
+        2.0 * FRAME,
+    );
+    assert_eq!(q.packets, tq["packets"].as_u64().unwrap(), "{label}");
+    assert_eq!(
+        q.marking.ect_in,
+        tq["marking"]["ect_in"].as_u64().unwrap(),
+        "{label}"
+    );
+    assert_eq!(
+        q.marking.marked,
+        tq["marking"]["marked"].as_u64().unwrap(),
+        "{label}"
+    );
+    let drain = tq["drain_gbps"].as_f64().unwrap();
+    close(
+        &format!("{label} drain"),
+        q.drain_gbps.unwrap(),
+        drain,
+        0.01,
+        0.0,
+    );
+}
+
+#[test]
+fn marking_curve_against_truth() {
+    let (paths, truth) = files("marking_curve");
+    let r = analyse(&paths, HopsOptions::default());
+    every_packet_matched(&r, &truth);
+    for th in truth["hops"].as_array().unwrap() {
+        let h = r
+            .hops
+            .iter()
+            .find(|h| short(&h.from) == th["from"] && short(&h.to) == th["to"])
+            .unwrap();
+        assert_eq!(
+            h.clock_offset_ns,
+            th["clock_offset_ns"].as_i64().unwrap(),
+            "{} → {}",
+            h.from,
+            h.to
+        );
+        assert!(!h.shared_clock && !h.order_assumed);
+    }
+    for tq in truth["tap_queues"].as_array().unwrap() {
+        let q = queue_for(&r, tq);
+        if tq["queue_bytes"]["max"].as_u64().unwrap() > 0 {
+            depths_agree(q, tq);
+        }
+    }
+    let tq = &truth["tap_queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["tap"] == "egress")
+        .unwrap()["marking"];
+    let q = r.queues.iter().find(|q| short(&q.tap) == "egress").unwrap();
+    let m = &q.marking;
+    let (kmin, kmax) = (
+        tq["kmin_bytes"].as_f64().unwrap(),
+        tq["kmax_bytes"].as_f64().unwrap(),
+    );
+    close("Kmin", m.kmin_bytes.unwrap(), kmin, 0.15, 0.0);
+    close("Kmax", m.kmax_bytes.unwrap(), kmax, 0.15, 0.0);
+    let pmax = tq["pmax"].as_f64().unwrap();
+    assert!(
+        (m.pmax.unwrap() - pmax).abs() <= 0.05,
+        "Pmax {:?} vs {pmax}",
+        m.pmax
+    );
+    assert!(m.fit_rmse.unwrap() < 0.1, "{:?}", m.fit_rmse);
+    assert!(m.between > 1000, "{}", m.between);
+    // The switch's own values agree with the fit: no finding. Values far from it: one.
+    let agree = analyse(
+        &paths,
+        HopsOptions {
+            switch_ecn: Some((kmin, kmax, pmax)),
+            ..HopsOptions::default()
+        },
+    );
+    assert!(agree.findings.is_empty(), "{:?}", agree.findings);
+    let disagree = analyse(
+        &paths,
+        HopsOptions {
+            switch_ecn: Some((100_000.0, 400_000.0, 0.2)),
+            ..HopsOptions::default()
+        },
+    );
+    assert_eq!(disagree.findings.len(), 1, "{:?}", disagree.findings);
+    assert!(disagree.findings[0].contains("disagrees"));
+    // The PFC threshold (176 KB) is above Kmin: marking is not late.
+    let pfc = q.pfc_depth_bytes.expect("the ingress tap saw PFC");
+    assert!(pfc > m.kmin_bytes.unwrap(), "{pfc}");
+}
+
+#[test]
+fn queue_moves_against_truth() {
+    let (paths, truth) = files("queue_moves");
+    let r = analyse(&paths, HopsOptions::default());
+    every_packet_matched(&r, &truth);
+    for tq in truth["tap_queues"].as_array().unwrap() {
+        let q = queue_for(&r, tq);
+        if tq["queue_bytes"]["max"].as_u64().unwrap() > 0 {
+            depths_agree(q, tq);
+            assert!(q.marking.marked > 0 && q.marking.fit_rmse.is_some());
+        } else {
+            assert!(
+                q.queue_delay_ns.max < 100.0,
+                "{} {:?}",
+                q.tap,
+                q.queue_delay_ns
+            );
+        }
+    }
+    // The other file's clock: 52.5 µs ahead, so its hops' least delays carry the offset.
+    for h in &r.hops {
+        let other_file = h.from.contains(".rx.") != h.to.contains(".rx.");
+        assert_eq!(h.shared_clock, !other_file, "{} → {}", h.from, h.to);
+    }
+    // The receiver's tap sees CE marks and the CNPs they caused, never closer than the NP's 4 µs.
+    let np = r.np.iter().find(|n| short(&n.tap) == "sw2-r").unwrap();
+    assert_eq!(np.below_min_gap, 0);
+    assert!(np.answered > 0 && np.ce_to_cnp_ns.is_some());
+    assert!(np.min_spacing_ns.unwrap() >= 4_000);
+}
+
+/// Writes a copy of `src` without the data packets whose 0-based RoCE index is a multiple of `every`, with an
+/// interface statistics block counting `isb_drops` drops when given; returns how many were left out.
+fn without_packets(src: &Path, dst: &Path, every: u64, isb_drops: Option<u64>) -> u64 {
+    use roce_capture::write::{PcapngWriter, SectionInfo};
+    let mut reader = CaptureReader::open(src).unwrap();
+    let mut w = PcapngWriter::new(
+        std::io::BufWriter::new(std::fs::File::create(dst).unwrap()),
+        &SectionInfo::application("hops test"),
+    )
+    .unwrap();
+    let mut declared = 0;
+    let (mut roce, mut removed, mut last_ts) = (0u64, 0u64, 0u64);
+    let decoder = Decoder::default();
+    while let Some(rec) = reader.next_record().unwrap() {
+        let f = decoder.decode(0, &rec);
+        let data = f.kind == roce_core::decode::Kind::Roce
+            && f.roce
+                .as_ref()
+                .is_some_and(|r| r.packet.payload_len.unwrap_or(0) > 0);
+        let (iface, ts, bytes, len) = (rec.iface, rec.ts_ns, rec.data.to_vec(), rec.len);
+        while declared <= iface {
+            let i = &reader.interfaces()[declared as usize];
+            w.add_interface(i.link, i.snaplen, i.name.as_deref(), None)
+                .unwrap();
+            declared += 1;
+        }
+        if data {
+            roce += 1;
+            if roce % every == 0 {
+                removed += 1;
+                continue;
+            }
+        }
+        last_ts = ts;
+        w.write_packet(iface, ts, &bytes, len).unwrap();
+    }
+    if let Some(d) = isb_drops {
+        w.write_stats(0, last_ts, None, Some(d)).unwrap();
+    }
+    w.flush().unwrap();
+    removed
+}
+
+#[test]
+fn loss_between_taps_is_counted_and_explained() {
+    let (paths, _) = files("marking_curve");
+    let dir = tempfile::tempdir().unwrap();
+    let rx = dir.path().join("marking_curve.rx.pcapng");
+    let removed = without_packets(&paths[1], &rx, 50, None);
+    assert!(removed > 10);
+    let lossy = [paths[0].clone(), rx.clone()];
+    let r = analyse(&lossy, HopsOptions::default());
+    let h = r.hops.iter().find(|h| short(&h.from) == "ingress").unwrap();
+    assert_eq!(h.only_from, removed);
+    assert_eq!(h.unmatched, removed);
+    assert_eq!(h.matched, 2112 - removed);
+    let loss = h.loss.as_deref().unwrap();
+    assert!(loss.contains("lost between the taps"), "{loss}");
+    // The downstream capture's PSNs show the gaps too; the upstream ones do not.
+    let tap = |n: &str| r.taps.iter().find(|t| short(&t.tap) == n).unwrap();
+    assert_eq!(tap("ingress").psn_gaps, 0);
+    assert_eq!(tap("egress").psn_gaps, removed);
+    // The same loss with the downstream capture admitting to as many drops: capture loss.
+    let removed2 = without_packets(&paths[1], &rx, 50, Some(removed));
+    assert_eq!(removed2, removed);
+    let r = analyse(&lossy, HopsOptions::default());
+    let h = r.hops.iter().find(|h| short(&h.from) == "ingress").unwrap();
+    assert!(
+        h.loss.as_deref().unwrap().contains("capture loss"),
+        "{:?}",
+        h.loss
+    );
+    // And the queue is still measured from what was matched.
+    assert!(
+        r.queues
+            .iter()
+            .any(|q| q.queue_bytes.is_some_and(|b| b.max > 100_000.0))
+    );
+}
+
+#[test]
+fn json_keys() {
+    let (paths, _) = files("marking_curve");
+    let out = run(analyzer().arg("hops").arg("--json").args(&paths));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let has = |o: &Value, keys: &[&str]| {
+        for k in keys {
+            assert!(o.get(k).is_some(), "missing {k} in {o}");
+        }
+    };
+    has(&v, &["taps", "hops", "queues"]);
+    for t in v["taps"].as_array().unwrap() {
+        has(t, &["tap", "file", "interface", "name"]);
+    }
+    for h in v["hops"].as_array().unwrap() {
+        has(
+            h,
+            &[
+                "from",
+                "to",
+                "matched",
+                "unmatched",
+                "clock_offset_ns",
+                "queue_delay_ns",
+            ],
+        );
+        has(&h["queue_delay_ns"], &["p50", "p99", "max"]);
+    }
+    for q in v["queues"].as_array().unwrap() {
+        has(
+            q,
+            &[
+                "tap",
+                "priority",
+                "packets",
+                "drain_gbps",
+                "queue_bytes",
+                "marking",
+            ],
+        );
+        // Null only when no drain rate is known (a port never busy enough to show its rate).
+        if !q["drain_gbps"].is_null() {
+            has(&q["queue_bytes"], &["p50", "p99", "max"]);
+        }
+        has(
+            &q["marking"],
+            &[
+                "ect_in",
+                "marked",
+                "kmin_bytes",
+                "kmax_bytes",
+                "pmax",
+                "fit_rmse",
+            ],
+        );
+    }
+    // The text form names the hop and the fitted curve.
+    let out = run(analyzer().arg("hops").args(&paths));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("ingress → ") && text.contains("Kmin"),
+        "{text}"
+    );
+}
