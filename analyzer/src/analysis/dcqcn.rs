@@ -25,7 +25,7 @@ use roce_core::dcqcn::{
 };
 use roce_core::decode::{Frame, Kind};
 use roce_core::passes::flows::FlowKey;
-use roce_core::passes::pairing::{Method, Pair, Pairing, PairingPass};
+use roce_core::passes::pairing::{Candidate, Method, Pair, Pairing, PairingPass};
 use roce_core::passes::pfc::PauseInterval;
 use roce_core::passes::rates::{Bin, FlowSeries, RatesPass, gbps};
 
@@ -306,6 +306,52 @@ pub struct UnpairedCnps {
     pub cnps: u64,
     pub first_ns: u64,
     pub last_ns: u64,
+    /// Why it is unpaired: `no_evidence` (no data flow the other way was a candidate), or, when flows were,
+    /// `tie` (none clearly ahead), `weak` (the one candidate had too little evidence) or `contested` (another
+    /// stream claimed the flow on equal evidence). A wrong pairing would model cuts on a flow that was never
+    /// marked, so the analysis reports the candidates instead of guessing.
+    pub reason: &'static str,
+    /// The evidence compared last (`cm_mad`, `reverse_traffic`, `timing`, `activity`); null without candidates.
+    pub basis: Option<&'static str>,
+    /// The candidate data flows (from `dst` to `src`, to `receiver_qp`) with their evidence and scores, best
+    /// first.
+    pub candidates: Vec<Candidate>,
+}
+
+impl UnpairedCnps {
+    /// Why the stream is unpaired and its candidates' scores, in one line for the console, the report and the
+    /// findings.
+    pub fn describe(&self) -> String {
+        let pct = |s: Option<f64>| s.map_or("-".to_string(), |s| format!("{:.0} %", 100.0 * s));
+        let cands: Vec<String> = self
+            .candidates
+            .iter()
+            .map(|c| {
+                let e = &c.evidence;
+                format!(
+                    "QP 0x{:06x} (CM {}, DETH {}, responses fitted {}, CNPs after its CE {}, CNPs while it sent {})",
+                    c.receiver_qp,
+                    e.cm,
+                    e.deth,
+                    pct(c.reverse_share),
+                    pct(c.ce_share),
+                    pct(c.active_share)
+                )
+            })
+            .collect();
+        match self.basis {
+            None => "no data flow the other way to tie it to".into(),
+            Some(basis) => format!(
+                "{} (by {basis}); candidates: {}",
+                match self.reason {
+                    "weak" => "too little evidence",
+                    "contested" => "another stream claimed the same flow",
+                    _ => "no candidate clearly ahead",
+                },
+                cands.join(", ")
+            ),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -541,15 +587,21 @@ impl DcqcnPass {
         }
         let mut unpaired_cnps: Vec<UnpairedCnps> = cnp_streams
             .rest()
-            .map(|(k, iface, t)| UnpairedCnps {
-                src: k.src,
-                dst: k.dst,
-                dest_qp: k.dest_qp,
-                iface,
-                tap: String::new(),
-                cnps: t.len() as u64,
-                first_ns: t.iter().copied().min().unwrap_or(0),
-                last_ns: t.iter().copied().max().unwrap_or(0),
+            .map(|(k, iface, t)| {
+                let why = pairing.ambiguous(&k);
+                UnpairedCnps {
+                    src: k.src,
+                    dst: k.dst,
+                    dest_qp: k.dest_qp,
+                    iface,
+                    tap: String::new(),
+                    cnps: t.len() as u64,
+                    first_ns: t.iter().copied().min().unwrap_or(0),
+                    last_ns: t.iter().copied().max().unwrap_or(0),
+                    reason: why.map_or("no_evidence", |a| a.reason),
+                    basis: why.map(|a| a.basis),
+                    candidates: why.map(|a| a.candidates.clone()).unwrap_or_default(),
+                }
             })
             .collect();
         unpaired_cnps.sort_by_key(|u| (std::cmp::Reverse(u.cnps), u.src, u.dst, u.dest_qp));

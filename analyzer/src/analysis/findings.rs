@@ -78,6 +78,7 @@ pub fn diagnose(
     let mut out = Vec::new();
     ce_without_cnps(stats, dcqcn, &mut out);
     cnps_without_cuts(dcqcn, rules, &mut out);
+    ambiguous_pairing(dcqcn, &mut out);
     cut_mismatch(dcqcn, rules, &mut out);
     pfc_storms(pauses, &mut out);
     hol_blocking(pauses, &mut out);
@@ -131,6 +132,43 @@ fn ce_without_cnps(stats: &StatsReport, dcqcn: &DcqcnReport, out: &mut Vec<Findi
 /// the cuts.
 fn ignores_cnps(f: &crate::analysis::dcqcn::FlowDcqcn, rules: &Rules) -> bool {
     f.cnps >= rules.min_cnps_for_cut_check && f.above_model_fraction >= rules.above_model_share
+}
+
+/// A CNP stream that several data flows could have caused is left unpaired rather than guessed: say so, with
+/// the candidates, since its cuts are missing from every model.
+fn ambiguous_pairing(dcqcn: &DcqcnReport, out: &mut Vec<Finding>) {
+    let evidence: Vec<String> = dcqcn
+        .unpaired_cnps
+        .iter()
+        .filter(|u| !u.candidates.is_empty())
+        .map(|u| {
+            format!(
+                "{} → {} QP 0x{:06x}, {} CNPs: {}",
+                u.src,
+                u.dst,
+                u.dest_qp,
+                u.cnps,
+                u.describe()
+            )
+        })
+        .collect();
+    if !evidence.is_empty() {
+        out.push(Finding {
+            code: "ambiguous_pairing",
+            severity: Severity::Warning,
+            title: format!(
+                "{} CNP stream(s) could be tied to more than one data flow, and were tied to none",
+                evidence.len()
+            ),
+            detail: "The capture's evidence (CM handshakes, acknowledged PSNs, CE marks just before the CNPs, which \
+                     flows were sending) does not single out the flow these CNPs throttle, so no model is cut by \
+                     them. QPs that start at the same PSN and run side by side, or several CE-marked flows in one \
+                     queue, look alike; a capture that includes the connection setup (CM) or a tap at the \
+                     receiver (CE marks) settles it."
+                .into(),
+            evidence,
+        });
+    }
 }
 
 fn cnps_without_cuts(dcqcn: &DcqcnReport, rules: &Rules, out: &mut Vec<Finding>) {

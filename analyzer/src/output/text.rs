@@ -81,8 +81,12 @@ pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
         for u in &r.unpaired_cnps {
             writeln!(
                 out,
-                "  {} → {} QP 0x{:06x}: {} CNPs",
-                u.src, u.dst, u.dest_qp, u.cnps
+                "  {} → {} QP 0x{:06x}: {} CNPs; {}",
+                u.src,
+                u.dst,
+                u.dest_qp,
+                u.cnps,
+                u.describe()
             )?;
         }
     }

@@ -120,3 +120,277 @@ fn cnps_after_ce_pair_by_timing() {
         Some(0x200)
     );
 }
+
+// ---- Pairing on evidence (issue 19, item 1): ties are reported, never broken by QP number. ----
+
+/// The pairing of `frames` (time, bytes), fed in time order at one tap.
+fn pair_frames(mut frames: Vec<(u64, Vec<u8>)>) -> Pairing {
+    frames.sort_by_key(|(t, _)| *t);
+    let dec = Decoder::default();
+    let mut pass = PairingPass::default();
+    for (n, (t, bytes)) in frames.iter().enumerate() {
+        let rec = Record {
+            iface: 0,
+            link: LinkType::ETHERNET,
+            ts_ns: *t,
+            caplen: bytes.len() as u32,
+            len: bytes.len() as u32,
+            data: bytes,
+            offset: 0,
+        };
+        pass.frame(&dec.decode(n as u64 + 1, &rec));
+    }
+    pass.finish()
+}
+
+fn write(qp: u32, psn: u32) -> BthRepr {
+    BthRepr::new(Opcode::RC_SEND_ONLY, qp, psn)
+}
+
+fn ack(src: u8, dst: u8, qp: u32, psn: u32) -> Vec<u8> {
+    let ext = ExtHeaders {
+        aeth: Some(roce_wire::ext::AethRepr {
+            syndrome: 0x1f,
+            msn: psn,
+        }),
+        ..ExtHeaders::default()
+    };
+    crate::common::v4_frame(
+        src,
+        dst,
+        2,
+        BthRepr::new(Opcode::RC_ACKNOWLEDGE, qp, psn),
+        ext,
+        &[],
+    )
+}
+
+fn cnp(src: u8, dst: u8, qp: u32) -> Vec<u8> {
+    frame(src, dst, 2, BthRepr::cnp(qp), &[0; 16])
+}
+
+/// The stream of CNPs (or responses) from 10.0.0.`src` to QP `qp` on 10.0.0.`dst`.
+fn stream(src: u8, dst: u8, qp: u32) -> FlowKey {
+    key(&format!("10.0.0.{src}"), &format!("10.0.0.{dst}"), qp)
+}
+
+/// Two RC QPs between the same hosts, both from PSN 0, in lockstep: every ACK's PSN fits both flows. Only the
+/// flow to QP 0x200 (sent from QP 0x10) is CE-marked, and its receiver answers with CNPs to 0x10. The
+/// unmarked flow to 0x100 (from 0x20) has the lower QP number, and a tie broken by QP number gave it all the
+/// CNPs: the marked flow must get them, or nobody.
+#[test]
+fn lockstep_qps_from_psn_0_never_pair_the_marked_flows_cnps_to_the_unmarked_one() {
+    let mut frames = Vec::new();
+    for i in 0..200u32 {
+        let t = 1_000_000 + u64::from(i) * 20_000;
+        frames.push((
+            t,
+            crate::common::v4_frame(1, 2, 2, write(0x100, i), ExtHeaders::default(), &[0; 64]),
+        ));
+        frames.push((
+            t + 100,
+            crate::common::v4_frame(1, 2, 3, write(0x200, i), ExtHeaders::default(), &[0; 64]),
+        ));
+        if i % 4 == 3 {
+            frames.push((t + 2_000, ack(2, 1, 0x20, i)));
+            frames.push((t + 2_100, ack(2, 1, 0x10, i)));
+        }
+        if i % 4 == 0 {
+            frames.push((t + 3_100, cnp(2, 1, 0x10)));
+        }
+    }
+    let p = pair_frames(frames);
+    let marked_cnps = stream(2, 1, 0x10);
+    let to = p.of_cnp(&marked_cnps).map(|x| x.receiver_qp);
+    assert_ne!(
+        to,
+        Some(0x100),
+        "the marked flow's CNPs went to the unmarked flow"
+    );
+    // Here the CE marks settle it: reverse traffic fits both, the CNPs follow only 0x200's marks.
+    assert_eq!(to, Some(0x200));
+    assert_eq!(p.of_cnp(&marked_cnps).unwrap().method, Method::Timing);
+    // The unmarked flow's sender is not known (its ACKs fit both flows): no guess.
+    let unmarked = p.of_flow(&key("10.0.0.1", "10.0.0.2", 0x100));
+    assert!(unmarked.is_none_or(|x| x.sender_qp == 0x20), "{unmarked:?}");
+    assert!(p.ambiguous(&stream(2, 1, 0x20)).is_some());
+}
+
+/// A long flow (0x100 from 0x10) seen at one packet in 1024 (a sampled capture) climbs past PSN 2^23 while it
+/// is acknowledged only now and then; a short flow (0x200 from 0x20) starts at a random PSN just below the
+/// long one's and is acknowledged packet by packet. The long flow's PSN window, taken as everything it ever
+/// covered, took in the short flow's ACKs as well, and the tie went to the lower QP: the short flow's CNPs were
+/// given to the long flow. A window of the PSNs still outstanding keeps them apart.
+#[test]
+fn a_flow_past_psn_2_23_does_not_take_another_flows_acks() {
+    let mut frames = Vec::new();
+    let mut t = 1_000_000u64;
+    let steps = 9_216u32; // 9,216 × 1,024 PSNs: past 2^23 (8,388,608).
+    for i in 0..steps {
+        let psn = (i * 1024) & 0xff_ffff;
+        frames.push((
+            t,
+            crate::common::v4_frame(1, 2, 2, write(0x100, psn), ExtHeaders::default(), &[0; 64]),
+        ));
+        if i % 256 == 255 {
+            frames.push((t + 2_000, ack(2, 1, 0x10, psn)));
+        }
+        t += 10_000;
+    }
+    // The short flow, near the end: PSNs 9,000,000.. while the long one is at 9.4 M.
+    let start = t - 2_000_000;
+    for i in 0..200u32 {
+        let ts = start + u64::from(i) * 5_000;
+        let psn = 9_000_000 + i;
+        frames.push((
+            ts,
+            crate::common::v4_frame(1, 2, 3, write(0x200, psn), ExtHeaders::default(), &[0; 64]),
+        ));
+        frames.push((ts + 2_000, ack(2, 1, 0x20, psn)));
+        if i % 10 == 0 {
+            frames.push((ts + 3_000, cnp(2, 1, 0x20)));
+        }
+    }
+    let p = pair_frames(frames);
+    let short = p.of_cnp(&stream(2, 1, 0x20)).map(|x| x.receiver_qp);
+    assert_ne!(
+        short,
+        Some(0x100),
+        "the short flow's CNPs went to the long flow"
+    );
+    assert_eq!(short, Some(0x200));
+    let long = p.of_flow(&key("10.0.0.1", "10.0.0.2", 0x100));
+    assert_eq!(
+        long.map(|x| (x.sender_qp, x.method)),
+        Some((0x10, Method::ReverseTraffic))
+    );
+}
+
+/// Two UC flows 1 → 2, both CE-marked at every packet: 0x100 from QP 0x20 and 0x200 from QP 0x10, each
+/// answered by a CNP 3 µs later; in time order.
+fn two_marked_flows() -> Vec<(u64, Vec<u8>)> {
+    let mut frames = Vec::new();
+    for i in 0..100u32 {
+        let t = 1_000_000 + u64::from(i) * 10_000;
+        frames.push((t, frame(1, 2, 3, send(0x100, i), &[0; 64])));
+        frames.push((t + 50, frame(1, 2, 3, send(0x200, i), &[0; 64])));
+        frames.push((t + 3_000, cnp(2, 1, 0x20)));
+        frames.push((t + 3_200, cnp(2, 1, 0x10)));
+    }
+    frames.sort_by_key(|(t, _)| *t);
+    frames
+}
+
+/// Two CE-marked UC flows in one queue, no reverse traffic: every CNP follows marks of both flows. Timing
+/// cannot tell them apart, and splitting them by QP order paired each stream with the other's flow (0x100 is
+/// sent from 0x20, 0x200 from 0x10). Both streams are ambiguous, with both candidates and their scores.
+#[test]
+fn two_marked_flows_in_one_queue_are_ambiguous_not_split_by_qp_order() {
+    let p = pair_frames(two_marked_flows());
+    for (cnp_qp, truth) in [(0x20, 0x100), (0x10, 0x200)] {
+        let s = stream(2, 1, cnp_qp);
+        let got = p.of_cnp(&s).map(|x| x.receiver_qp);
+        assert!(
+            got.is_none_or(|q| q == truth),
+            "stream to 0x{cnp_qp:x} paired with 0x{got:x?}"
+        );
+        let a = p.ambiguous(&s).expect("reported as ambiguous");
+        assert_eq!((a.reason, a.basis), ("tie", "timing"));
+        let mut qps: Vec<u32> = a.candidates.iter().map(|c| c.receiver_qp).collect();
+        qps.sort_unstable();
+        assert_eq!(qps, [0x100, 0x200]);
+        assert!(a.candidates.iter().all(|c| c.ce_share == Some(1.0)));
+    }
+}
+
+/// At 100 Gb/s a heavily marked flow puts far more than 32 CE packets between another flow's single mark and
+/// the CNP that answers it. A ring of the last 32 marks lost the single mark, and the CNP was given to the
+/// heavy flow; each flow's last mark is kept now, so the stream is at worst ambiguous.
+#[test]
+fn many_marks_of_one_flow_do_not_push_out_another_flows_mark() {
+    let mut frames = Vec::new();
+    for i in 0..50u32 {
+        let t = 1_000_000 + u64::from(i) * 50_000;
+        // The light flow (0x100, sender 0x10): one mark, answered 2 µs later.
+        frames.push((t, frame(1, 2, 3, send(0x100, i), &[0; 64])));
+        frames.push((t + 2_000, cnp(2, 1, 0x10)));
+        // The heavy flow (0x200, sender 0x20): 100 marked packets, 10 ns apart, between the two; its own
+        // CNPs come 20 µs later, after its marks stopped.
+        for k in 0..100u32 {
+            frames.push((
+                t + 500 + u64::from(k) * 10,
+                frame(1, 2, 3, send(0x200, i * 100 + k), &[0; 64]),
+            ));
+        }
+        frames.push((t + 22_000, cnp(2, 1, 0x20)));
+    }
+    let p = pair_frames(frames);
+    let light = p.of_cnp(&stream(2, 1, 0x10)).map(|x| x.receiver_qp);
+    assert_ne!(
+        light,
+        Some(0x200),
+        "the light flow's CNPs went to the heavy flow"
+    );
+}
+
+/// A tap at the sender sees no CE mark (the switch marks after it). Flow 0x100 (from 0x10) sends in the first
+/// millisecond, flow 0x200 (from 0x20) in the second, and each gets CNPs while it sends: the CNPs' timing
+/// against the flows' activity ties each stream to its flow. Without CE marks nothing was paired.
+#[test]
+fn a_tap_at_the_sender_pairs_cnps_by_the_flows_activity() {
+    let mut frames = Vec::new();
+    for i in 0..100u32 {
+        let t = 1_000_000 + u64::from(i) * 10_000;
+        frames.push((t, frame(1, 2, 2, send(0x100, i), &[0; 64])));
+        frames.push((t + 1_000_000, frame(1, 2, 2, send(0x200, i), &[0; 64])));
+        if i % 5 == 1 {
+            frames.push((t + 8_000, cnp(2, 1, 0x10)));
+            frames.push((t + 1_008_000, cnp(2, 1, 0x20)));
+        }
+    }
+    let p = pair_frames(frames);
+    for (cnp_qp, truth) in [(0x10, 0x100), (0x20, 0x200)] {
+        let pair = p.of_cnp(&stream(2, 1, cnp_qp)).expect("paired");
+        assert_eq!((pair.receiver_qp, pair.method), (truth, Method::Activity));
+    }
+}
+
+/// The whole analysis on the two marked flows above: neither flow's model gets the CNPs, the streams are listed
+/// as unpaired with their reason and candidates, and a finding says why.
+#[test]
+fn an_ambiguous_stream_is_reported_with_its_candidates_and_a_finding() {
+    use analyzer::analysis::{self as pipeline, PipelineOptions};
+    let frames = two_marked_flows();
+    let dir = std::env::temp_dir().join(format!("rocetrace-pairing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ambiguous.pcap");
+    let mut w =
+        roce_capture::write::PcapWriter::new(Vec::new(), LinkType::ETHERNET, 65535).unwrap();
+    for (t, f) in &frames {
+        w.write_packet(*t, f, f.len() as u32).unwrap();
+    }
+    std::fs::write(&path, w.into_inner().unwrap()).unwrap();
+    let mut capture = roce_capture::Capture::open_file(&path).unwrap();
+    let a = pipeline::run(&mut capture, &PipelineOptions::default(), |_| {}).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(
+        a.dcqcn
+            .flows
+            .iter()
+            .all(|f| f.cnps == 0 && f.pairing.is_none())
+    );
+    assert_eq!(a.dcqcn.unpaired_cnps.len(), 2);
+    for u in &a.dcqcn.unpaired_cnps {
+        assert_eq!((u.reason, u.basis), ("tie", Some("timing")));
+        assert_eq!(u.candidates.len(), 2);
+        assert!(u.describe().contains("QP 0x000100"), "{}", u.describe());
+    }
+    let f = a
+        .findings
+        .iter()
+        .find(|f| f.code == "ambiguous_pairing")
+        .expect("a finding");
+    assert_eq!(f.evidence.len(), 2);
+    let json = serde_json::to_value(&a.dcqcn).unwrap();
+    assert_eq!(json["unpaired_cnps"][0]["candidates"][0]["ce_share"], 1.0);
+}

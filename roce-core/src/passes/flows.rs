@@ -15,7 +15,7 @@ use super::psn::{PsnEvent, PsnTracker};
 use crate::decode::{ECN_CE, Frame, Icrc, Kind};
 
 /// Identifies a flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct FlowKey {
     pub src: IpAddr,
     pub dst: IpAddr,

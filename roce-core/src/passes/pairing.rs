@@ -2,22 +2,36 @@
 //! (addressed to the receiver's QP).
 //!
 //! A data flow S→R carries BTH.DestQP = q_R; the CNPs R→S carry DestQP = q_S. Nothing in a single packet links
-//! the two numbers, so the evidence is gathered over the capture, most reliable first (dcqcn.md):
+//! the two numbers, so evidence is gathered over the capture for every candidate pair, and a pair is made only
+//! when one candidate clearly wins: a CNP stream tied to the wrong flow makes the model cut a flow that was
+//! never marked, which is worse than no pairing at all. The kinds of evidence, most reliable first:
 //! 1. IB CM MADs: a REQ names the active side's QP, the REP that answers it (same communication ID) the passive
-//!    side's.
-//! 2. Reverse transport traffic: ACKs, NAKs, atomic ACKs and READ responses B→A acknowledge PSNs of A's requests
-//!    to B; a response to q_A whose PSN falls inside the PSNs A sent to q_B votes for (q_A, q_B).
-//! 3. UD: the DETH carries the sender's QP.
-//! 4. Timing: a CNP R→S to q_S shortly (0–20 µs) after a CE-marked packet S→R to q_R votes for (q_S, q_R).
+//!    side's. UD: the DETH carries the sender's QP. Either is proof.
+//! 2. Reverse transport traffic: ACKs, NAKs, atomic ACKs and READ responses B→A to q_A acknowledge PSNs of A's
+//!    requests to B. A response fits a request flow when its PSN is at most [`ACK_WINDOW`] PSNs behind the
+//!    flow's highest PSN (24-bit arithmetic, so a flow past 2^23 PSNs still fits; retransmissions do not move
+//!    the high-water mark). A real connection fits (nearly) every response; two flows whose PSNs run side by
+//!    side (QPs that all start at PSN 0) both fit, and this evidence then only narrows the candidates.
+//! 3. Timing: a CNP R→S to q_S within [`TIMING_WINDOW_NS`] after a CE-marked packet S→R to q_R counts for
+//!    (q_S, q_R); its share of the stream's CNPs is the score. Each flow keeps only its last CE time per tap, so
+//!    no evidence is dropped however fast the link.
+//! 4. Activity, when the capture shows no CE mark for any candidate (a tap at the sender, before the switch
+//!    that marks): a CNP counts for the flows that sent within [`ACTIVITY_WINDOW_NS`] before it. A flow that was
+//!    idle while the stream's CNPs kept coming cannot be the one they throttle.
 //!
-//! State is per flow and per candidate pair, never per packet.
+//! A CNP stream with candidates but no clear winner is reported as ambiguous, with every candidate's evidence.
+//! Each pair is also checked to be one-to-one: two streams that claim one flow on equal evidence lose it both.
+//!
+//! For the check of the notification point, the pass also notes, per tap, stream and candidate flow, which CE
+//! mark each CNP could be answering (the first CE of the flow after the stream's previous CNP).
+//!
+//! State is per flow, per stream and per candidate pair, never per packet.
 
-use std::collections::VecDeque;
 use std::net::IpAddr;
 
 use roce_wire::Transport;
 use roce_wire::mad::{CmMessage, QP1, parse_cm};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::flows::FlowKey;
@@ -31,7 +45,10 @@ pub enum Method {
     CmMad,
     ReverseTraffic,
     UdDeth,
+    /// CNPs after CE marks of the flow (and, when reverse traffic fitted several flows, this decided).
     Timing,
+    /// CNPs while only this flow was sending (no CE visible at the tap).
+    Activity,
 }
 
 impl Method {
@@ -42,54 +59,145 @@ impl Method {
             Method::ReverseTraffic => "reverse_traffic",
             Method::UdDeth => "ud_deth",
             Method::Timing => "timing",
+            Method::Activity => "activity",
         }
     }
 }
 
 /// Window after a CE mark in which a CNP counts as its answer.
 pub const TIMING_WINDOW_NS: u64 = 20_000;
-/// CE marks remembered per IP pair for the timing method.
-const RECENT_CE: usize = 32;
+/// How recently a flow must have sent for a CNP to count for it when no CE is visible: the CNP reaches a tap at
+/// the sender a round trip (plus the NP's delay) after the marked packet passed it.
+pub const ACTIVITY_WINDOW_NS: u64 = 100_000;
+/// How far behind a request flow's highest PSN an acknowledgement may be and still fit it: more PSNs than any
+/// sender keeps outstanding, far fewer than half the 24-bit space.
+pub const ACK_WINDOW: u32 = 1 << 16;
+/// A winner's score must be at least this many times the runner-up's.
+pub const CLEAR_MARGIN: f64 = 2.0;
+/// The least share of a stream's CNPs that must follow the winner's CE marks (or its sending).
+pub const MIN_TIMING_SHARE: f64 = 0.5;
+/// The least share of an activity winner: a flow idle at one CNP in ten is no proof.
+pub const MIN_ACTIVITY_SHARE: f64 = 0.9;
+/// The least share of the responses that a candidate connection must fit to count as consistent with them.
+pub const MIN_REVERSE_SHARE: f64 = 0.9;
+
 /// The largest PSN span a READ REQUEST can open (PMTU 256 bytes); its responses fall inside.
 fn read_span(len: u32) -> u32 {
     len.div_ceil(256).max(1)
 }
 
-/// The PSNs a flow's requests covered, as a 24-bit window [lo, hi].
+/// A request flow's PSNs: the high-water mark and the widest span one request opened.
 #[derive(Debug, Clone, Copy)]
-struct PsnWindow {
-    lo: u32,
-    hi: u32,
+struct RequestPsns {
+    top: u32,
+    slack: u32,
 }
 
-impl PsnWindow {
+impl RequestPsns {
     fn extend(&mut self, psn: u32, span: u32) {
-        let end = (psn + span - 1) & 0xff_ffff;
-        if psn_diff(psn, self.lo) < 0 {
-            self.lo = psn;
+        let end = psn.wrapping_add(span - 1) & 0xff_ffff;
+        if psn_diff(end, self.top) > 0 {
+            self.top = end;
         }
-        if psn_diff(end, self.hi) > 0 {
-            self.hi = end;
-        }
+        self.slack = self.slack.max(span);
     }
-    fn contains(&self, psn: u32) -> bool {
-        psn_diff(psn, self.lo) >= 0 && psn_diff(self.hi, psn) >= 0
+
+    fn fits(&self, psn: u32) -> bool {
+        let behind = psn_diff(self.top, psn);
+        behind >= 0 && behind as u32 <= ACK_WINDOW.saturating_add(self.slack)
     }
 }
 
-/// A connection seen from one side: (this host, peer host, the QP on the peer that this host addresses).
-type Side = FlowKey;
+/// What one flow S→R did at one tap, for the timing evidence.
+#[derive(Debug, Default)]
+struct TapFlow {
+    first_ce: Option<u64>,
+    last_ce: Option<u64>,
+    last_tx: Option<u64>,
+    /// Streams that had a CNP since this flow's last CE mark: the next mark is the first after their CNP.
+    waiting: Vec<FlowKey>,
+}
 
+/// A CNP stream at one tap.
+#[derive(Debug, Default)]
+struct TapStream {
+    cnps: u64,
+    last_cnp: Option<u64>,
+}
+
+/// A stream and a candidate flow at one tap, for the NP check.
+#[derive(Debug, Default)]
+struct Waiting {
+    /// On the flow's waiting list.
+    waiting: bool,
+    /// The flow's first CE after the stream's last CNP.
+    first_ce: Option<u64>,
+}
+
+/// Evidence that the stream to (S, q_S) from R answers the flow S→R to q_R.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Serialize)]
+pub struct Evidence {
+    /// CM handshakes that named both QPs.
+    pub cm: u64,
+    /// UD packets S→R to q_R whose DETH named q_S.
+    pub deth: u64,
+    /// Responses to q_S that fit the flow's PSNs, and responses to q_R that fit the requests to q_S.
+    pub reverse_fit: u64,
+    /// CNPs of the stream within [`TIMING_WINDOW_NS`] after a CE mark of the flow.
+    pub ce_hits: u64,
+    /// CNPs of the stream within [`ACTIVITY_WINDOW_NS`] after the flow sent.
+    pub active_hits: u64,
+}
+
+/// One candidate flow of a stream and its scores.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Candidate {
+    /// The flow's receiver QP (the flow goes from the stream's destination to its source).
+    pub receiver_qp: u32,
+    #[serde(flatten)]
+    pub evidence: Evidence,
+    /// Shares: responses fitted over the responses of both directions; CNPs after a CE mark, or while the
+    /// flow sent, over the stream's CNPs. Null without anything to share.
+    pub reverse_share: Option<f64>,
+    pub ce_share: Option<f64>,
+    pub active_share: Option<f64>,
+}
+
+/// A stream whose candidates tied, or that lost its flow to another stream: left unpaired, with its evidence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Ambiguous {
+    /// The stream (receiver → sender, to the sender's QP).
+    pub stream: FlowKey,
+    /// What decided nothing: `tie` (no candidate clearly ahead), `weak` (one candidate, too little evidence),
+    /// or `contested` (another stream claimed the same flow on equal evidence).
+    pub reason: &'static str,
+    /// Which evidence was compared last (`cm_mad`, `reverse_traffic`, `timing` or `activity`).
+    pub basis: &'static str,
+    /// Best first.
+    pub candidates: Vec<Candidate>,
+}
+
+/// The pass.
 #[derive(Debug, Default)]
 pub struct PairingPass {
     /// CM REQs waiting for their REP: (requester, responder, requester's comm ID) → requester's QP.
     cm_req: FxHashMap<(IpAddr, IpAddr, u32), u32>,
-    /// Request flows' PSN windows, and the flows per (src, dst) to search.
-    windows: FxHashMap<FlowKey, PsnWindow>,
-    by_ip_pair: FxHashMap<(IpAddr, IpAddr), Vec<u32>>,
-    /// Recent CE marks per (data sender, data receiver): (receiver QP, time).
-    recent_ce: FxHashMap<(IpAddr, IpAddr), VecDeque<(u32, u64)>>,
-    votes: FxHashMap<(Side, u32, Method), u64>,
+    /// Request flows' PSNs, and the request flows per (src, dst).
+    requests: FxHashMap<FlowKey, RequestPsns>,
+    requests_by_pair: FxHashMap<(IpAddr, IpAddr), Vec<u32>>,
+    /// Responses (ACK/NAK/READ response) per stream.
+    responses: FxHashMap<FlowKey, u64>,
+    /// Flows per (tap, sender, receiver) and their timing state.
+    tap_flows: FxHashMap<(u32, FlowKey), TapFlow>,
+    tap_flows_by_pair: FxHashMap<(u32, IpAddr, IpAddr), Vec<u32>>,
+    tap_streams: FxHashMap<(u32, FlowKey), TapStream>,
+    waiting: FxHashMap<(u32, FlowKey, FlowKey), Waiting>,
+    /// (tap, stream, flow) → (CNP time, the CE it may answer).
+    triggers: FxHashMap<(u32, FlowKey, FlowKey), Vec<(u64, u64)>>,
+    /// CNPs per stream, over all taps (the timing shares' denominator, counted as the hits are).
+    cnps: FxHashMap<FlowKey, u64>,
+    /// (stream, candidate receiver QP) → evidence.
+    evidence: FxHashMap<(FlowKey, u32), Evidence>,
 }
 
 /// The pairing of one data flow: its key (sender, receiver, receiver's QP) and the sender's QP.
@@ -100,15 +208,20 @@ pub struct Pair {
     pub receiver_qp: u32,
     pub sender_qp: u32,
     pub method: Method,
-    /// How many observations supported it (CM handshakes, matching responses, DETHs, CNPs after CE).
+    /// How many observations of the deciding kind supported it (CM handshakes, fitting responses, DETHs,
+    /// CNPs after CE, CNPs while sending).
     pub evidence: u64,
 }
 
-/// Every pairing found, looked up by either direction.
+/// Every pairing found, looked up by either direction, and the streams that could not be decided.
 #[derive(Debug, Clone, Default)]
 pub struct Pairing {
     /// (sender, receiver, receiver's QP) → pair
     pairs: FxHashMap<FlowKey, Pair>,
+    /// Stream (to the sender's QP) → the data flow's key.
+    by_stream: FxHashMap<FlowKey, FlowKey>,
+    ambiguous: FxHashMap<FlowKey, Ambiguous>,
+    triggers: FxHashMap<(u32, FlowKey, FlowKey), Vec<(u64, u64)>>,
 }
 
 impl Pairing {
@@ -117,12 +230,9 @@ impl Pairing {
         self.pairs.get(key)
     }
 
-    /// The data flow a CNP stream belongs to: the CNP goes R→S to q_S, so look for S→R flows paired with q_S.
+    /// The data flow a CNP stream belongs to: the CNP goes R→S to q_S, the flow S→R.
     pub fn of_cnp(&self, cnp: &FlowKey) -> Option<&Pair> {
-        self.pairs
-            .values()
-            .filter(|p| p.sender == cnp.dst && p.receiver == cnp.src && p.sender_qp == cnp.dest_qp)
-            .min_by_key(|p| (p.method, std::cmp::Reverse(p.evidence)))
+        self.by_stream.get(cnp).and_then(|k| self.pairs.get(k))
     }
 
     /// The QP that sends a flow (`src` → `dst`, to `dest_qp`): for a paired data flow its sender's QP; for
@@ -131,21 +241,60 @@ impl Pairing {
         if let Some(p) = self.of_flow(key) {
             return Some((p.sender_qp, p.method));
         }
-        self.pairs
-            .values()
-            .filter(|p| p.sender == key.dst && p.receiver == key.src && p.sender_qp == key.dest_qp)
-            .min_by_key(|p| (p.method, std::cmp::Reverse(p.evidence)))
-            .map(|p| (p.receiver_qp, p.method))
+        self.of_cnp(key).map(|p| (p.receiver_qp, p.method))
     }
 
     pub fn pairs(&self) -> impl Iterator<Item = &Pair> {
         self.pairs.values()
     }
+
+    /// Why the stream `cnp` (receiver → sender, to the sender's QP) was left unpaired although flows were
+    /// candidates; None when it was paired or had no candidate at all.
+    pub fn ambiguous(&self, cnp: &FlowKey) -> Option<&Ambiguous> {
+        self.ambiguous.get(cnp)
+    }
+
+    /// For the stream's CNPs seen at tap `iface`: (CNP time, the first CE mark of the paired `flow` after the
+    /// stream's previous CNP), for the CNPs that had such a mark at that tap.
+    pub fn ce_triggers(&self, iface: u32, stream: &FlowKey, flow: &FlowKey) -> &[(u64, u64)] {
+        self.triggers
+            .get(&(iface, *stream, *flow))
+            .map_or(&[], Vec::as_slice)
+    }
+}
+
+/// The flow a stream to (S, q_S) from R would answer: S → R to `receiver_qp`.
+fn flow_of(stream: &FlowKey, receiver_qp: u32) -> FlowKey {
+    FlowKey {
+        src: stream.dst,
+        dst: stream.src,
+        dest_qp: receiver_qp,
+    }
 }
 
 impl PairingPass {
-    fn vote(&mut self, side: Side, other_qp: u32, method: Method) {
-        *self.votes.entry((side, other_qp, method)).or_insert(0) += 1;
+    fn evidence(&mut self, stream: FlowKey, receiver_qp: u32) -> &mut Evidence {
+        self.evidence.entry((stream, receiver_qp)).or_default()
+    }
+
+    /// A connection between (a, qa) and (b, qb) counts for both of its streams.
+    fn connection(&mut self, a: IpAddr, qa: u32, b: IpAddr, qb: u32, vote: fn(&mut Evidence)) {
+        vote(self.evidence(
+            FlowKey {
+                src: b,
+                dst: a,
+                dest_qp: qa,
+            },
+            qb,
+        ));
+        vote(self.evidence(
+            FlowKey {
+                src: a,
+                dst: b,
+                dest_qp: qb,
+            },
+            qa,
+        ));
     }
 
     pub fn frame(&mut self, f: &Frame<'_>) {
@@ -153,23 +302,29 @@ impl PairingPass {
             return;
         };
         let Some(bth) = roce.packet.bth else { return };
-        let (src, dst) = (ip.src, ip.dst);
+        let key = FlowKey {
+            src: ip.src,
+            dst: ip.dst,
+            dest_qp: bth.dest_qp,
+        };
         if f.kind == Kind::Cnp {
-            self.cnp(src, dst, bth.dest_qp, f.ts_ns);
+            self.cnp(f.iface, key, f.ts_ns);
             return;
         }
         let op = bth.opcode;
-        let key = FlowKey {
-            src,
-            dst,
-            dest_qp: bth.dest_qp,
-        };
         if op.transport() == Transport::Ud {
             if let Some(deth) = roce.packet.ext.deth {
                 if bth.dest_qp == QP1 {
-                    self.cm(f, src, dst, roce.payload_offset);
+                    self.cm(f, ip.src, ip.dst, roce.payload_offset);
                 } else {
-                    self.vote(key, deth.src_qp, Method::UdDeth);
+                    // The stream back to the sender's QP answers this flow.
+                    let stream = FlowKey {
+                        src: ip.dst,
+                        dst: ip.src,
+                        dest_qp: deth.src_qp,
+                    };
+                    self.evidence(stream, bth.dest_qp).deth += 1;
+                    self.sent(f, key, ip.ecn == ECN_CE);
                 }
             }
             return;
@@ -180,69 +335,111 @@ impl PairingPass {
             } else {
                 1
             };
-            match self.windows.get_mut(&key) {
+            match self.requests.get_mut(&key) {
                 Some(w) => w.extend(bth.psn, span),
                 None => {
-                    self.windows.insert(
-                        key,
-                        PsnWindow {
-                            lo: bth.psn,
-                            hi: (bth.psn + span - 1) & 0xff_ffff,
-                        },
-                    );
-                    self.by_ip_pair
-                        .entry((src, dst))
+                    let mut w = RequestPsns {
+                        top: bth.psn,
+                        slack: span,
+                    };
+                    w.extend(bth.psn, span);
+                    self.requests.insert(key, w);
+                    self.requests_by_pair
+                        .entry((ip.src, ip.dst))
                         .or_default()
                         .push(bth.dest_qp);
                 }
             }
         } else if op.is_ack() || op.is_read_response() {
-            // This packet goes src→dst and answers requests that went dst→src.
+            // This packet goes src→dst to q_dst and answers requests that went dst→src.
+            *self.responses.entry(key).or_default() += 1;
             let candidates = self
-                .by_ip_pair
-                .get(&(dst, src))
+                .requests_by_pair
+                .get(&(ip.dst, ip.src))
                 .cloned()
                 .unwrap_or_default();
             for q in candidates {
                 let req = FlowKey {
-                    src: dst,
-                    dst: src,
+                    src: ip.dst,
+                    dst: ip.src,
                     dest_qp: q,
                 };
-                if self.windows.get(&req).is_some_and(|w| w.contains(bth.psn)) {
-                    // The requester (dst) addresses q on src; src addresses bth.dest_qp on dst.
-                    self.vote(req, bth.dest_qp, Method::ReverseTraffic);
+                if self.requests.get(&req).is_some_and(|w| w.fits(bth.psn)) {
+                    self.connection(ip.dst, bth.dest_qp, ip.src, q, |e| e.reverse_fit += 1);
                 }
             }
         }
-        if ip.ecn == ECN_CE {
-            let ring = self.recent_ce.entry((src, dst)).or_default();
-            if ring.len() == RECENT_CE {
-                ring.pop_front();
-            }
-            ring.push_back((bth.dest_qp, f.ts_ns));
+        // Every packet but a pure acknowledgement carries data that a switch may mark (READ responses too).
+        if !op.is_ack() {
+            self.sent(f, key, ip.ecn == ECN_CE);
         }
     }
 
-    fn cnp(&mut self, from: IpAddr, to: IpAddr, sender_qp: u32, t: u64) {
-        // The CNP goes receiver → sender; CE marks went sender → receiver.
-        let Some(ring) = self.recent_ce.get(&(to, from)) else {
-            return;
-        };
-        let mut hits: Vec<u32> = ring
-            .iter()
-            .filter(|(_, ce_t)| t >= *ce_t && t - ce_t <= TIMING_WINDOW_NS)
-            .map(|(q, _)| *q)
-            .collect();
-        hits.sort_unstable();
-        hits.dedup();
-        for q in hits {
-            let data = FlowKey {
-                src: to,
-                dst: from,
-                dest_qp: q,
+    /// A data packet of `key` at the frame's tap.
+    fn sent(&mut self, f: &Frame<'_>, key: FlowKey, ce: bool) {
+        let tap = (f.iface, key);
+        if !self.tap_flows.contains_key(&tap) {
+            self.tap_flows_by_pair
+                .entry((f.iface, key.src, key.dst))
+                .or_default()
+                .push(key.dest_qp);
+        }
+        let s = self.tap_flows.entry(tap).or_default();
+        s.last_tx = Some(f.ts_ns);
+        if ce {
+            s.first_ce.get_or_insert(f.ts_ns);
+            s.last_ce = Some(f.ts_ns);
+            for stream in std::mem::take(&mut s.waiting) {
+                let w = self.waiting.entry((f.iface, stream, key)).or_default();
+                w.waiting = false;
+                w.first_ce = Some(f.ts_ns);
+            }
+        }
+    }
+
+    /// A CNP R→S to q_S (`stream`) at `t`: every flow S→R at the same tap is a candidate.
+    fn cnp(&mut self, iface: u32, stream: FlowKey, t: u64) {
+        *self.cnps.entry(stream).or_default() += 1;
+        let st = self.tap_streams.entry((iface, stream)).or_default();
+        let prev = st.last_cnp;
+        st.cnps += 1;
+        st.last_cnp = Some(t);
+        let qps = self
+            .tap_flows_by_pair
+            .get(&(iface, stream.dst, stream.src))
+            .cloned()
+            .unwrap_or_default();
+        for q in qps {
+            let flow = flow_of(&stream, q);
+            let Some(tf) = self.tap_flows.get_mut(&(iface, flow)) else {
+                continue;
             };
-            self.vote(data, sender_qp, Method::Timing);
+            let ce_hit = tf
+                .last_ce
+                .is_some_and(|c| c <= t && t - c <= TIMING_WINDOW_NS);
+            let active = tf
+                .last_tx
+                .is_some_and(|s| s <= t && t - s <= ACTIVITY_WINDOW_NS);
+            if let Some(first_ce) = tf.first_ce {
+                let w = self.waiting.entry((iface, stream, flow)).or_default();
+                // Met for the first time: the flow's first CE, if it came after the stream's previous CNP.
+                let trigger = w.first_ce.take().or_else(|| {
+                    (!w.waiting && prev.is_none_or(|p| first_ce > p)).then_some(first_ce)
+                });
+                if let Some(c) = trigger.filter(|&c| c <= t) {
+                    self.triggers
+                        .entry((iface, stream, flow))
+                        .or_default()
+                        .push((t, c));
+                }
+                if !w.waiting {
+                    w.waiting = true;
+                    tf.waiting.push(stream);
+                }
+            }
+            let e = self.evidence(stream, q);
+            e.ce_hits += u64::from(ce_hit);
+            e.active_hits += u64::from(active);
         }
     }
 
@@ -265,75 +462,229 @@ impl PairingPass {
             })) => {
                 // The REP goes passive → active; the REQ it answers went active → passive.
                 if let Some(&active_qp) = self.cm_req.get(&(dst, src, remote_comm_id)) {
-                    let a_to_b = FlowKey {
-                        src: dst,
-                        dst: src,
-                        dest_qp: local_qpn,
-                    };
-                    self.vote(a_to_b, active_qp, Method::CmMad);
+                    self.connection(dst, active_qp, src, local_qpn, |e| e.cm += 1);
                 }
             }
             _ => {}
         }
     }
 
-    /// Resolves the votes: for every flow the best-supported sender QP by the most reliable method, each QP
-    /// used once per host pair and method (a greedy assignment, strongest evidence first).
+    /// Decides every stream that has candidates, then keeps only the pairs that are one-to-one.
     pub fn finish(self) -> Pairing {
-        let mut candidates: Vec<((Side, u32, Method), u64)> = self.votes.into_iter().collect();
-        candidates.sort_by(|a, b| {
-            (a.0.2, std::cmp::Reverse(a.1), a.0.0, a.0.1).cmp(&(
-                b.0.2,
-                std::cmp::Reverse(b.1),
-                b.0.0,
-                b.0.1,
-            ))
-        });
-        let mut pairs: FxHashMap<FlowKey, Pair> = FxHashMap::default();
-        let mut used: FxHashSet<(IpAddr, IpAddr, u32)> = FxHashSet::default();
-        for ((side, other_qp, method), evidence) in candidates {
-            // A connection pairs both directions: side = (A→B, q_B) with q_A, and (B→A, q_A) with q_B.
-            let reverse = FlowKey {
-                src: side.dst,
-                dst: side.src,
-                dest_qp: other_qp,
-            };
-            let (fwd_free, rev_free) = (
-                !pairs.contains_key(&side) && !used.contains(&(side.src, side.dst, other_qp)),
-                !pairs.contains_key(&reverse)
-                    && !used.contains(&(reverse.src, reverse.dst, side.dest_qp)),
-            );
-            if !fwd_free {
-                continue;
-            }
-            pairs.insert(
-                side,
-                Pair {
-                    sender: side.src,
-                    receiver: side.dst,
-                    receiver_qp: side.dest_qp,
-                    sender_qp: other_qp,
-                    method,
-                    evidence,
-                },
-            );
-            used.insert((side.src, side.dst, other_qp));
-            // UD and timing evidence is one-directional; a connection (CM, RC responses) pairs both ways.
-            if rev_free && matches!(method, Method::CmMad | Method::ReverseTraffic) {
-                pairs.insert(
-                    reverse,
-                    Pair {
-                        sender: reverse.src,
-                        receiver: reverse.dst,
-                        receiver_qp: reverse.dest_qp,
-                        sender_qp: side.dest_qp,
-                        method,
-                        evidence,
-                    },
-                );
-                used.insert((reverse.src, reverse.dst, side.dest_qp));
+        let mut by_stream: FxHashMap<FlowKey, Vec<(u32, Evidence)>> = FxHashMap::default();
+        for (&(stream, q), &e) in &self.evidence {
+            by_stream.entry(stream).or_default().push((q, e));
+        }
+        let mut decided: Vec<(FlowKey, Decision)> = by_stream
+            .into_iter()
+            .map(|(stream, mut cands)| {
+                cands.sort_unstable_by_key(|c| c.0);
+                let scored: Vec<Candidate> = cands
+                    .into_iter()
+                    .map(|(q, evidence)| self.score(&stream, q, evidence))
+                    .collect();
+                (stream, decide(stream, scored))
+            })
+            .collect();
+        decided.sort_unstable_by_key(|(s, _)| *s);
+        // One flow, one stream: a flow claimed twice goes to the stronger method, or to neither.
+        let mut claims: FxHashMap<FlowKey, Vec<usize>> = FxHashMap::default();
+        for (i, (stream, d)) in decided.iter().enumerate() {
+            if let Decision::Pair { receiver_qp, .. } = d {
+                claims
+                    .entry(flow_of(stream, *receiver_qp))
+                    .or_default()
+                    .push(i);
             }
         }
-        Pairing { pairs }
+        for idx in claims.into_values().filter(|v| v.len() > 1) {
+            let ranks: Vec<Method> = idx
+                .iter()
+                .map(|&i| match &decided[i].1 {
+                    Decision::Pair { method, .. } => *method,
+                    _ => Method::Activity,
+                })
+                .collect();
+            let best = ranks.iter().copied().min().unwrap_or(Method::Activity);
+            let winners = ranks.iter().filter(|&&r| r == best).count();
+            for (&i, &rank) in idx.iter().zip(&ranks) {
+                if winners > 1 || rank != best {
+                    let stream = decided[i].0;
+                    let d = std::mem::replace(&mut decided[i].1, Decision::None);
+                    if let Decision::Pair { candidates, .. } = d {
+                        decided[i].1 = Decision::Ambiguous(Ambiguous {
+                            stream,
+                            reason: "contested",
+                            basis: best.key(),
+                            candidates,
+                        });
+                    }
+                }
+            }
+        }
+        let mut pairing = Pairing::default();
+        for (stream, d) in decided {
+            match d {
+                Decision::Pair {
+                    receiver_qp,
+                    method,
+                    evidence,
+                    ..
+                } => {
+                    let flow = flow_of(&stream, receiver_qp);
+                    pairing.pairs.insert(
+                        flow,
+                        Pair {
+                            sender: flow.src,
+                            receiver: flow.dst,
+                            receiver_qp,
+                            sender_qp: stream.dest_qp,
+                            method,
+                            evidence,
+                        },
+                    );
+                    pairing.by_stream.insert(stream, flow);
+                }
+                Decision::Ambiguous(a) => {
+                    pairing.ambiguous.insert(stream, a);
+                }
+                Decision::None => {}
+            }
+        }
+        // Keep the CE marks each CNP may answer only for the pairs made.
+        pairing.triggers = self
+            .triggers
+            .into_iter()
+            .filter(|((_, stream, flow), _)| pairing.by_stream.get(stream) == Some(flow))
+            .collect();
+        pairing
+    }
+
+    fn score(&self, stream: &FlowKey, receiver_qp: u32, evidence: Evidence) -> Candidate {
+        let flow = flow_of(stream, receiver_qp);
+        // Responses both ways: to the stream's QP, and to the flow's receiver QP (coming back the stream's way).
+        let responses = self.responses.get(stream).copied().unwrap_or(0)
+            + self.responses.get(&flow).copied().unwrap_or(0);
+        let cnps = self.cnps.get(stream).copied().unwrap_or(0);
+        let share = |n: u64, of: u64| (of > 0).then(|| n as f64 / of as f64);
+        Candidate {
+            receiver_qp,
+            evidence,
+            reverse_share: share(evidence.reverse_fit, responses),
+            ce_share: share(evidence.ce_hits, cnps),
+            active_share: share(evidence.active_hits, cnps),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Decision {
+    Pair {
+        receiver_qp: u32,
+        method: Method,
+        evidence: u64,
+        /// Kept in case another stream contests the flow.
+        candidates: Vec<Candidate>,
+    },
+    Ambiguous(Ambiguous),
+    None,
+}
+
+/// The clear winner by `score` among `cands`, if there is one: at least `min`, and at least
+/// [`CLEAR_MARGIN`] times the runner-up. `Err` holds the candidates best first when none wins.
+fn clear_winner(
+    mut cands: Vec<Candidate>,
+    score: impl Fn(&Candidate) -> f64,
+    min: f64,
+) -> Result<Candidate, Vec<Candidate>> {
+    cands.sort_by(|a, b| {
+        score(b)
+            .total_cmp(&score(a))
+            .then(a.receiver_qp.cmp(&b.receiver_qp))
+    });
+    let best = cands.first().map_or(0.0, &score);
+    let second = cands.get(1).map_or(0.0, &score);
+    if best > 0.0 && best >= min && best >= CLEAR_MARGIN * second {
+        Ok(cands.swap_remove(0))
+    } else {
+        Err(cands)
+    }
+}
+
+/// The tiers of evidence, strongest first; a weaker tier only decides among the candidates a stronger one
+/// left standing.
+fn decide(stream: FlowKey, cands: Vec<Candidate>) -> Decision {
+    let all = cands.clone();
+    let pair = |c: Candidate, method: Method, evidence: u64| Decision::Pair {
+        receiver_qp: c.receiver_qp,
+        method,
+        evidence,
+        candidates: all.clone(),
+    };
+    let ambiguous = |reason: &'static str, basis: Method, candidates: Vec<Candidate>| {
+        Decision::Ambiguous(Ambiguous {
+            stream,
+            reason,
+            basis: basis.key(),
+            candidates,
+        })
+    };
+    // 1. Proof: CM handshakes or DETHs.
+    let proof = |c: &Candidate| (c.evidence.cm + c.evidence.deth) as f64;
+    if cands.iter().any(|c| proof(c) > 0.0) {
+        let proven: Vec<Candidate> = cands.iter().filter(|c| proof(c) > 0.0).cloned().collect();
+        return match clear_winner(proven, proof, 1.0) {
+            Ok(c) if c.evidence.cm >= c.evidence.deth => {
+                let n = c.evidence.cm;
+                pair(c, Method::CmMad, n)
+            }
+            Ok(c) => {
+                let n = c.evidence.deth;
+                pair(c, Method::UdDeth, n)
+            }
+            Err(v) => ambiguous("tie", Method::CmMad, v),
+        };
+    }
+    // 2. Reverse traffic: the connections the responses fit.
+    let fitting: Vec<Candidate> = cands
+        .iter()
+        .filter(|c| c.reverse_share.is_some_and(|s| s >= MIN_REVERSE_SHARE))
+        .cloned()
+        .collect();
+    let (pool, narrowed) = match fitting.len() {
+        1 => {
+            let c = fitting.into_iter().next().expect("one candidate");
+            let n = c.evidence.reverse_fit;
+            return pair(c, Method::ReverseTraffic, n);
+        }
+        0 => (cands, false),
+        _ => (fitting, true),
+    };
+    // 3. CE → CNP timing; 4. activity when the capture shows no CE of any candidate.
+    let ce = |c: &Candidate| c.ce_share.unwrap_or(0.0);
+    let active = |c: &Candidate| c.active_share.unwrap_or(0.0);
+    let (basis, result) = if pool.iter().any(|c| c.evidence.ce_hits > 0) {
+        (Method::Timing, clear_winner(pool, ce, MIN_TIMING_SHARE))
+    } else if pool.iter().any(|c| c.evidence.active_hits > 0) {
+        (
+            Method::Activity,
+            clear_winner(pool, active, MIN_ACTIVITY_SHARE),
+        )
+    } else if narrowed {
+        return ambiguous("tie", Method::ReverseTraffic, pool);
+    } else {
+        return Decision::None;
+    };
+    match result {
+        Ok(c) => {
+            let n = if basis == Method::Timing {
+                c.evidence.ce_hits
+            } else {
+                c.evidence.active_hits
+            };
+            pair(c, basis, n)
+        }
+        Err(v) if v.len() == 1 => ambiguous("weak", basis, v),
+        Err(v) => ambiguous("tie", basis, v),
     }
 }

@@ -29,6 +29,7 @@ fn method_name(m: Option<Method>) -> &'static str {
         Some(Method::ReverseTraffic) => "reverse traffic",
         Some(Method::UdDeth) => "UD DETH",
         Some(Method::Timing) => "timing",
+        Some(Method::Activity) => "activity",
         None => "",
     }
 }
