@@ -194,6 +194,10 @@ impl TableRow for UnpairedCnps {
             cnps: 0,
             first_ns: 0,
             last_ns: 0,
+            reason: "",
+            basis: Some(""),
+            // A list is one text column (JSON), whatever it holds.
+            candidates: Vec::new(),
         }
     }
 }
