@@ -304,8 +304,8 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     }
     let mut next_events = Instant::now() + opts.interval;
     let mut sampler = opts.counters.then(|| match &opts.sysfs_root {
-        Some(root) => Sampler::fixture(root, &opts.interfaces),
-        None => Sampler::live(&opts.interfaces),
+        Some(root) => Sampler::fixture(root, &counter_interfaces(opts)),
+        None => Sampler::live(&counter_interfaces(opts)),
     });
     if let Some(s) = sampler.as_mut() {
         for problem in s.ethtool_problems() {
@@ -514,6 +514,20 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         dropped,
         reason,
     })
+}
+
+/// The netdevs whose ethtool statistics `--counters` samples: the captured interfaces, or for the rdma
+/// engine, whose `-i` names RDMA ports, each port's netdev.
+fn counter_interfaces(opts: &CaptureOptions) -> Vec<String> {
+    match opts.engine {
+        EngineKind::Rdma => engine::rdma::netdevs_of(
+            opts.sysfs_root
+                .as_deref()
+                .unwrap_or(std::path::Path::new("/sys")),
+            &opts.interfaces,
+        ),
+        _ => opts.interfaces.clone(),
+    }
 }
 
 /// How long a command still running when the capture ends gets to exit after SIGTERM, before SIGKILL.

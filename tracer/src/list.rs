@@ -204,8 +204,40 @@ pub fn libibverbs_status() -> String {
     }
 }
 
-/// Whether this process may run each engine, and the fix when not.
-fn permissions(effective_caps: u64, libibverbs: &str) -> Vec<String> {
+/// What this process is allowed, for the last part of the report.
+#[derive(Debug, Clone)]
+pub struct Host {
+    /// The effective capability set.
+    pub caps: u64,
+    /// The locked-memory limit in bytes; `None` when unlimited.
+    pub memlock: Option<u64>,
+    /// [`libibverbs_status`].
+    pub libibverbs: String,
+}
+
+/// CAP_IPC_LOCK lifts the locked-memory limit.
+const CAP_IPC_LOCK: u32 = 14;
+
+impl Host {
+    /// This process.
+    pub fn this() -> Host {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: `lim` is valid to write.
+        let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) };
+        Host {
+            caps: crate::sys::effective_caps(),
+            memlock: (rc == 0 && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur),
+            libibverbs: libibverbs_status(),
+        }
+    }
+}
+
+/// Whether this process may run each engine, and the fix when not. `pinned` is what the rdma engine pins
+/// per port on this host's largest MTU.
+fn permissions(host: &Host, pinned: u64) -> Vec<String> {
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "roce-tracer".into());
@@ -215,7 +247,7 @@ fn permissions(effective_caps: u64, libibverbs: &str) -> Vec<String> {
         ("ebpf", &[Cap::Bpf, Cap::NetAdmin, Cap::Perfmon][..]),
         ("rdma", &[Cap::NetRaw][..]),
     ] {
-        let missing = missing_caps(effective_caps, caps);
+        let missing = missing_caps(host.caps, caps);
         let mut line = if missing.is_empty() {
             format!("{engine}: may capture")
         } else {
@@ -228,7 +260,17 @@ fn permissions(effective_caps: u64, libibverbs: &str) -> Vec<String> {
             )
         };
         if engine == "rdma" {
-            let _ = write!(line, "; libibverbs: {libibverbs}");
+            let lifted = host.caps & (1 << CAP_IPC_LOCK) != 0;
+            if let Some(limit) = host.memlock.filter(|&l| !lifted && l < pinned) {
+                let _ = write!(
+                    line,
+                    "; the locked-memory limit ({} KiB) is below the {} MiB a port's receive buffers pin: \
+                     ulimit -l unlimited (LimitMEMLOCK=infinity for a service) or run as root",
+                    limit >> 10,
+                    pinned >> 20
+                );
+            }
+            let _ = write!(line, "; libibverbs: {}", host.libibverbs);
         }
         out.push(line);
     }
@@ -265,7 +307,7 @@ fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
 }
 
 /// The whole report: netdevs, RDMA ports, permissions.
-pub fn render(root: &Path, effective_caps: u64, libibverbs: &str) -> String {
+pub fn render(root: &Path, host: &Host) -> String {
     let nets = netdevs(root);
     let ports = rdma_ports(root);
     let mut out = String::new();
@@ -338,7 +380,20 @@ pub fn render(root: &Path, effective_caps: u64, libibverbs: &str) -> String {
         }
     }
     out.push_str("\nThis process:\n");
-    for l in permissions(effective_caps, libibverbs) {
+    let pinned = ports
+        .iter()
+        .filter(|p| !p.software)
+        .map(|p| {
+            let mtu = p
+                .netdev
+                .as_ref()
+                .and_then(|n| nets.iter().find(|d| &d.name == n))
+                .and_then(|d| d.mtu);
+            crate::engine::rdma::device::pinned_bytes(mtu.map(|m| m as usize)) as u64
+        })
+        .max()
+        .unwrap_or_else(|| crate::engine::rdma::device::pinned_bytes(None) as u64);
+    for l in permissions(host, pinned) {
         let _ = writeln!(out, "  {l}");
     }
     out
@@ -431,11 +486,12 @@ pub(crate) mod tests {
         assert_eq!(ports[2].netdev.as_deref(), Some("veth1"));
 
         let root_caps = u64::MAX;
-        let text = render(
-            dir.path(),
-            root_caps,
-            "libibverbs.so.1 loads and lists no device",
-        );
+        let root_host = Host {
+            caps: root_caps,
+            memlock: None,
+            libibverbs: "libibverbs.so.1 loads and lists no device".into(),
+        };
+        let text = render(dir.path(), &root_host);
         println!("{text}");
         let line = |start: &str| -> String {
             text.lines()
@@ -471,10 +527,18 @@ pub(crate) mod tests {
         assert!(line("rdma:").contains("libibverbs: libibverbs.so.1 loads and lists no device"));
 
         // Without privileges: the missing capabilities and the fix, per engine.
-        let text = render(
-            dir.path(),
-            0,
-            "cannot load libibverbs.so.1 (sudo apt-get install libibverbs1 ibverbs-providers)",
+        let user = Host {
+            caps: 0,
+            memlock: Some(8 << 20),
+            libibverbs:
+                "cannot load libibverbs.so.1 (sudo apt-get install libibverbs1 ibverbs-providers)"
+                    .into(),
+        };
+        let text = render(dir.path(), &user);
+        // 4096 buffers of 9000 + 64 bytes rounded to 9088 on ens1f0np0's MTU: 35 MiB.
+        assert!(
+            text.contains("the locked-memory limit (8192 KiB) is below the 35 MiB a port's receive buffers pin"),
+            "{text}"
         );
         assert!(text.contains("ebpf: may not (missing cap_bpf, cap_net_admin, cap_perfmon); run as root or: sudo setcap cap_bpf,cap_net_admin,cap_perfmon+ep"), "{text}");
         assert!(
@@ -491,7 +555,18 @@ pub(crate) mod tests {
     fn no_rdma_device_is_said_plainly() {
         let dir = tempfile::tempdir().unwrap();
         put(dir.path(), "class/net/lo/operstate", "unknown");
-        let text = render(dir.path(), u64::MAX, "-");
+        let text = render(
+            dir.path(),
+            &Host {
+                caps: u64::MAX,
+                memlock: Some(64 << 10),
+                libibverbs: "-".into(),
+            },
+        );
+        assert!(
+            !text.contains("locked-memory"),
+            "root's CAP_IPC_LOCK lifts the limit: {text}"
+        );
         assert!(text.contains("RDMA devices"), "{text}");
         assert!(
             text.contains("  none: no RDMA driver has registered a device here"),

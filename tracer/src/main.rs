@@ -285,11 +285,7 @@ fn run() -> Result<()> {
             let root = a.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys"));
             print!(
                 "{}",
-                tracer::list::render(
-                    &root,
-                    tracer::sys::effective_caps(),
-                    &tracer::list::libibverbs_status()
-                )
+                tracer::list::render(&root, &tracer::list::Host::this())
             );
             Ok(())
         }

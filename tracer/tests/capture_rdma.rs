@@ -80,6 +80,14 @@ fn tracer(args: &[&str], env: &[(&str, &Path)]) -> Output {
     c.output().unwrap()
 }
 
+/// `roce-tracer capture --engine rdma -i mlx5_0 -q -w OUT EXTRA...` fed with the recording `rec`.
+fn replay_capture(rec: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["capture", "--engine", "rdma", "-i", "mlx5_0", "-q", "-w"];
+    args.push(out.to_str().unwrap());
+    args.extend_from_slice(extra);
+    tracer(&args, &[("ROCETRACE_RDMA_REPLAY", rec)])
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -97,22 +105,7 @@ fn recorded_completions_reach_the_file_with_their_times_and_losses() {
     let rec = dir.path().join("rec.jsonl");
     record(&want, 0, &rec);
     let out = dir.path().join("cap.pcapng");
-    let o = tracer(
-        &[
-            "capture",
-            "--engine",
-            "rdma",
-            "-i",
-            "mlx5_0",
-            "-w",
-            out.to_str().unwrap(),
-            "-s",
-            "65535",
-            "--all-frames",
-            "-q",
-        ],
-        &[("ROCETRACE_RDMA_REPLAY", &rec)],
-    );
+    let o = replay_capture(&rec, &out, &["-s", "65535", "--all-frames"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
@@ -213,20 +206,7 @@ fn the_default_selection_and_a_filter_apply_to_the_sniffer_too() {
     assert_eq!(pauses.len(), want_pauses);
 
     let out = dir.path().join("bad.pcapng");
-    let o = tracer(
-        &[
-            "capture",
-            "--engine",
-            "rdma",
-            "-i",
-            "mlx5_0",
-            "-w",
-            out.to_str().unwrap(),
-            "--filter",
-            "udp dst port",
-        ],
-        &[("ROCETRACE_RDMA_REPLAY", &rec)],
-    );
+    let o = replay_capture(&rec, &out, &["--filter", "udp dst port"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("does not compile"), "{}", stderr(&o));
 }
@@ -238,22 +218,7 @@ fn the_count_and_a_signal_stop_the_rdma_engine_like_the_others() {
     let rec = dir.path().join("rec.jsonl");
     record(&want, 0, &rec);
     let out = dir.path().join("c.pcapng");
-    let o = tracer(
-        &[
-            "capture",
-            "--engine",
-            "rdma",
-            "-i",
-            "mlx5_0",
-            "-q",
-            "--all-frames",
-            "-c",
-            "7",
-            "-w",
-            out.to_str().unwrap(),
-        ],
-        &[("ROCETRACE_RDMA_REPLAY", &rec)],
-    );
+    let o = replay_capture(&rec, &out, &["--all-frames", "-c", "7"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(records(&out).len(), 7);
 
@@ -508,5 +473,48 @@ fn selftest_fails_plainly_here_and_judges_a_recording() {
         stderr(&o).contains("the capture is kept in"),
         "{}",
         stderr(&o)
+    );
+}
+
+#[test]
+fn counters_sample_the_ports_netdev() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fake_sysfs(&dir.path().join("sys"));
+    put(
+        &root,
+        "class/infiniband/mlx5_0/ports/1/hw_counters/out_of_buffer",
+        "0",
+    );
+    put(
+        &root,
+        "ethtool-S/ens1f0np0",
+        "NIC statistics:\n     rx_prio3_pause: 7\n",
+    );
+    let rec = dir.path().join("rec.jsonl");
+    record(&corpus_frames(), 0, &rec);
+    // Long enough for a few samples.
+    let mut text = std::fs::read_to_string(&rec).unwrap();
+    text.push_str("{\"pause_ms\":400}\n");
+    std::fs::write(&rec, text).unwrap();
+    let out = dir.path().join("c.pcapng");
+    let o = replay_capture(
+        &rec,
+        &out,
+        &[
+            "--counters",
+            "--interval",
+            "100ms",
+            "--sysfs-root",
+            root.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("--counters:"), "{}", stderr(&o));
+    let blocks = custom_blocks(&out);
+    assert!(
+        blocks
+            .iter()
+            .any(|b| String::from_utf8_lossy(b).contains("rx_prio3_pause")),
+        "the port's netdev's ethtool statistics are sampled"
     );
 }

@@ -33,6 +33,16 @@ const ANCHOR_EVERY: Duration = Duration::from_secs(1);
 const FRAME_OVERHEAD: usize = 64;
 const DEFAULT_MTU: usize = 9000;
 
+/// One receive buffer for a netdev MTU: a whole frame, 64-byte aligned.
+fn buffer_size(mtu: usize) -> usize {
+    (mtu + FRAME_OVERHEAD).next_multiple_of(64)
+}
+
+/// The memory one port's sniffer pins (`ibv_reg_mr`), which the locked-memory limit must allow.
+pub fn pinned_bytes(mtu: Option<usize>) -> usize {
+    BUFFERS * buffer_size(mtu.unwrap_or(DEFAULT_MTU))
+}
+
 fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
@@ -100,8 +110,7 @@ impl Sniffer {
         if ctx.is_null() {
             return Err(verb_error("ibv_open_device", spec, errno()));
         }
-        let mtu = netdev_mtu(sysfs_root, spec).unwrap_or(DEFAULT_MTU);
-        let buf_size = (mtu + FRAME_OVERHEAD).next_multiple_of(64);
+        let buf_size = buffer_size(netdev_mtu(sysfs_root, spec).unwrap_or(DEFAULT_MTU));
         let mut s = Sniffer {
             verbs,
             spec: spec.clone(),

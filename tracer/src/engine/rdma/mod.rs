@@ -220,6 +220,26 @@ pub fn verb_error(what: &'static str, spec: &PortSpec, errno: i32) -> RdmaError 
     }
 }
 
+/// The netdev of each `-i DEVICE[:PORT]` (for `--counters`' ethtool statistics); a name that is not an RDMA
+/// port of this host, or a port without a netdev, stays as given.
+pub fn netdevs_of(sysfs_root: &Path, interfaces: &[String]) -> Vec<String> {
+    let ports = crate::list::rdma_ports(sysfs_root);
+    interfaces
+        .iter()
+        .map(|i| {
+            PortSpec::parse(i)
+                .ok()
+                .and_then(|s| {
+                    ports
+                        .iter()
+                        .find(|p| p.device == s.device && p.port == u32::from(s.port))
+                })
+                .and_then(|p| p.netdev.clone())
+                .unwrap_or_else(|| i.clone())
+        })
+        .collect()
+}
+
 /// What the kernel's sysfs says about the devices (`class/infiniband`), checked before libibverbs is even
 /// loaded: a wrong name or an InfiniBand port gets its answer on any machine.
 pub fn check_port(sysfs_root: &Path, spec: &PortSpec) -> Result<(), RdmaError> {
