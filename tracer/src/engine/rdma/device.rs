@@ -416,29 +416,39 @@ impl Sniffer {
         }
         let mut n = 0;
         let mut keep = true;
+        let mut flushed = false;
         while rc == 0 {
             n += 1;
             // SAFETY: between a successful start/next_poll and the next call, the CQ's current entry is
-            // readable through these fields and functions.
-            let (status, wr_id, byte_len, raw_ts) = unsafe {
+            // readable through these fields and functions. A completion in error has only its status and
+            // work request id to read.
+            let (status, wr_id) = unsafe { ((*cq).status, (*cq).wr_id) };
+            let ok = status == ffi::IBV_WC_SUCCESS;
+            // SAFETY: as above, for a successful completion.
+            let (byte_len, raw_ts) = unsafe {
                 (
-                    (*cq).status,
-                    (*cq).wr_id,
-                    (*cq).read_byte_len.map(|f| f(cq)),
-                    if self.clock.is_some() {
-                        (*cq).read_completion_ts.map(|f| f(cq))
-                    } else {
-                        None
-                    },
+                    (*cq).read_byte_len.filter(|_| ok).map(|f| f(cq)),
+                    (*cq)
+                        .read_completion_ts
+                        .filter(|_| ok && self.clock.is_some())
+                        .map(|f| f(cq)),
                 )
             };
             if wr_id < BUFFERS as u64 {
                 self.repost.push(wr_id);
             }
-            if status == ffi::IBV_WC_SUCCESS && keep {
+            if ok && keep {
                 let len = byte_len.unwrap_or(self.buf_size as u32);
                 let start_at = (wr_id as usize).saturating_mul(self.buf_size);
                 let take = (len as usize).min(self.snaplen).min(self.buf_size);
+                if !self.real_time
+                    && let Some(t) = raw_ts
+                    && clock::looks_real_time(t, crate::sys::now_ns())
+                {
+                    // The anchor's reading did not show it (a provider that reads the free-running
+                    // counter there), the completions do.
+                    self.real_time = true;
+                }
                 let stamp = match (raw_ts, self.clock) {
                     (Some(t), Some(_)) if self.real_time => {
                         Stamp::Wall(clock::real_time_ns(t).unwrap_or_else(crate::sys::now_ns))
@@ -449,7 +459,9 @@ impl Sniffer {
                 if let Some(data) = self.buffers.get(start_at..start_at + take) {
                     keep = each(Item::Frame { data, len, stamp });
                 }
-            } else if status != ffi::IBV_WC_WR_FLUSH_ERR {
+            } else if status == ffi::IBV_WC_WR_FLUSH_ERR {
+                flushed = true;
+            } else {
                 self.errors += 1;
             }
             if !keep {
@@ -470,16 +482,25 @@ impl Sniffer {
             let e = std::mem::take(&mut self.errors);
             each(Item::Lost(e));
         }
+        if flushed {
+            // Only a QP in the error state flushes its receives while the capture runs (the QP is
+            // destroyed after the last poll): nothing more will arrive.
+            return Err(SourceError::Other(format!(
+                "the sniffer's QP on {} entered the error state (its receives were flushed); `dmesg` may \
+                 say why",
+                self.spec
+            )));
+        }
         Ok(n)
     }
 
-    /// Asks for an event on the next completion, then sleeps on the channel for up to `wait`.
-    fn sleep(&mut self, wait: Duration) -> Result<(), SourceError> {
+    /// Asks for an event on the next completion; false when the provider cannot (the caller then naps
+    /// instead of waiting on the channel).
+    fn arm(&mut self) -> Result<bool, SourceError> {
         type ReqNotify = unsafe extern "C" fn(*mut ffi::IbvCq, c_int) -> c_int;
         // SAFETY: the context is open; the slot holds `req_notify_cq`.
         let Some(op) = (unsafe { ffi::ctx_op(self.ctx, ffi::OP_REQ_NOTIFY_CQ) }) else {
-            std::thread::sleep(wait.min(Duration::from_millis(1)));
-            return Ok(());
+            return Ok(false);
         };
         let f: ReqNotify = unsafe { std::mem::transmute(op) };
         // SAFETY: our CQ, bound to our channel.
@@ -490,6 +511,11 @@ impl Sniffer {
                 source: std::io::Error::from_raw_os_error(rc),
             });
         }
+        Ok(true)
+    }
+
+    /// Sleeps on the completion channel for up to `wait`, and takes the event that woke it.
+    fn wait_event(&mut self, wait: Duration) {
         // SAFETY: the channel is open.
         let fd = unsafe { (*self.channel).fd };
         let mut pfd = libc::pollfd {
@@ -514,7 +540,6 @@ impl Sniffer {
                 }
             }
         }
-        Ok(())
     }
 }
 
@@ -540,7 +565,12 @@ impl CompletionSource for Sniffer {
         if self.drain(each)? > 0 || wait.is_zero() {
             return Ok(true);
         }
-        self.sleep(wait)?;
+        if !self.arm()? {
+            std::thread::sleep(wait.min(Duration::from_millis(1)));
+        } else if self.drain(each)? == 0 {
+            // Nothing arrived between the last look and the arming, so the next completion wakes us.
+            self.wait_event(wait);
+        }
         self.drain(each)?;
         Ok(true)
     }
