@@ -48,6 +48,8 @@ impl EngineKind {
         match self {
             EngineKind::Pcap => &[Cap::NetRaw],
             EngineKind::Ebpf => &[Cap::Bpf, Cap::NetAdmin, Cap::Perfmon],
+            // Replaying recorded completions touches no device.
+            EngineKind::Rdma if engine::rdma::replaying() => &[],
             // The kernel asks for CAP_NET_RAW to create a raw-packet QP and a sniffer flow rule.
             EngineKind::Rdma => &[Cap::NetRaw],
         }

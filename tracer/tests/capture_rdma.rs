@@ -518,3 +518,47 @@ fn counters_sample_the_ports_netdev() {
         "the port's netdev's ethtool statistics are sampled"
     );
 }
+
+#[test]
+fn without_cap_net_raw_the_engine_says_how_to_grant_it_and_a_replay_needs_none() {
+    if !have("setpriv") || !is_root() {
+        cannot_run_here(
+            "the rdma engine's privilege check: needs root and setpriv to drop capabilities",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.pcapng");
+    let unprivileged = |env: Option<&Path>| {
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--bounding-set",
+            "-all",
+            "--",
+            TRACER,
+            "capture",
+            "--engine",
+            "rdma",
+            "-i",
+            "mlx5_0",
+            "-q",
+            "-w",
+        ])
+        .arg(&out);
+        if let Some(rec) = env {
+            c.env("ROCETRACE_RDMA_REPLAY", rec);
+        }
+        c.output().unwrap()
+    };
+    let o = unprivileged(None);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.contains("the rdma engine needs cap_net_raw") && e.contains("setcap cap_net_raw+ep"),
+        "{e}"
+    );
+    let rec = dir.path().join("rec.jsonl");
+    record(&corpus_frames(), 0, &rec);
+    let o = unprivileged(Some(&rec));
+    assert!(o.status.success(), "{}", stderr(&o));
+}

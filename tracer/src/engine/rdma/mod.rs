@@ -33,6 +33,11 @@ use clock::{Anchor, NicClock};
 /// tests run the whole capture path on a machine without an RDMA NIC.
 pub const REPLAY_ENV: &str = "ROCETRACE_RDMA_REPLAY";
 
+/// Whether [`REPLAY_ENV`] names a recording to read instead of a device.
+pub fn replaying() -> bool {
+    std::env::var_os(REPLAY_ENV).is_some_and(|v| !v.is_empty())
+}
+
 /// How a completion is stamped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stamp {
@@ -305,7 +310,7 @@ pub fn start(
         .map(|s| PortSpec::parse(s))
         .collect::<Result<Vec<_>, _>>()?;
     let mut sources: Vec<Box<dyn CompletionSource>> = Vec::new();
-    if let Some(path) = std::env::var_os(REPLAY_ENV) {
+    if let Some(path) = std::env::var_os(REPLAY_ENV).filter(|_| replaying()) {
         for _ in &specs {
             sources.push(Box::new(replay::Replay::open(
                 Path::new(&path),
