@@ -152,7 +152,7 @@ fn stats_tables_without_rows_keep_their_columns() {
             "counters",
             "name,first,last,delta,reset,samples,first_ns,last_ns",
         ),
-        ("kernel_drops", "protocol,reason,count"),
+        ("kernel_drops", "protocol,reason,count,ip"),
     ] {
         let (names, rows) = read_back(dir.path(), t);
         assert_eq!(rows, 0, "{t}");
