@@ -80,9 +80,13 @@ fn tracer(args: &[&str], env: &[(&str, &Path)]) -> Output {
     c.output().unwrap()
 }
 
+/// The start of every capture command here.
+const RDMA_CAPTURE: [&str; 6] = ["capture", "--engine", "rdma", "-i", "mlx5_0", "-q"];
+
 /// `roce-tracer capture --engine rdma -i mlx5_0 -q -w OUT EXTRA...` fed with the recording `rec`.
 fn replay_capture(rec: &Path, out: &Path, extra: &[&str]) -> Output {
-    let mut args = vec!["capture", "--engine", "rdma", "-i", "mlx5_0", "-q", "-w"];
+    let mut args = RDMA_CAPTURE.to_vec();
+    args.push("-w");
     args.push(out.to_str().unwrap());
     args.extend_from_slice(extra);
     tracer(&args, &[("ROCETRACE_RDMA_REPLAY", rec)])
@@ -235,16 +239,8 @@ fn the_count_and_a_signal_stop_the_rdma_engine_like_the_others() {
     let out = dir.path().join("s.pcapng");
     let ready = dir.path().join("ready");
     let child = Command::new(TRACER)
-        .args([
-            "capture",
-            "--engine",
-            "rdma",
-            "-i",
-            "mlx5_0",
-            "-q",
-            "--all-frames",
-            "-w",
-        ])
+        .args(RDMA_CAPTURE)
+        .args(["--all-frames", "-w"])
         .arg(&out)
         .arg("--ready-file")
         .arg(&ready)
@@ -531,20 +527,10 @@ fn without_cap_net_raw_the_engine_says_how_to_grant_it_and_a_replay_needs_none()
     let out = dir.path().join("p.pcapng");
     let unprivileged = |env: Option<&Path>| {
         let mut c = Command::new("setpriv");
-        c.args([
-            "--bounding-set",
-            "-all",
-            "--",
-            TRACER,
-            "capture",
-            "--engine",
-            "rdma",
-            "-i",
-            "mlx5_0",
-            "-q",
-            "-w",
-        ])
-        .arg(&out);
+        c.args(["--bounding-set", "-all", "--", TRACER])
+            .args(RDMA_CAPTURE)
+            .arg("-w")
+            .arg(&out);
         if let Some(rec) = env {
             c.env("ROCETRACE_RDMA_REPLAY", rec);
         }
