@@ -68,7 +68,8 @@ enum Engine {
 
 #[derive(Debug, clap::Args)]
 struct CaptureArgs {
-    /// Interface to capture on; repeat for several.
+    /// Interface to capture on (with --engine rdma an RDMA device and port: mlx5_0 or mlx5_0:1); repeat for
+    /// several.
     #[arg(short = 'i', long = "interface", required = true)]
     interfaces: Vec<String>,
     /// Output pcapng file.
