@@ -1,21 +1,14 @@
 //! Shared helpers of the end-to-end tests: where things are, and how to run the binary and tshark.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use roce_wire::build::Vlan;
 use roce_wire::{BthRepr, ExtHeaders, IpSpec, RoceFrame};
 use serde_json::Value;
 
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("analyzer sits inside the workspace")
-        .to_path_buf()
-}
-
-pub use testkit::shared_capture;
+pub use testkit::{shared_capture, workspace};
 
 pub fn analyzer() -> Command {
     Command::new(env!("CARGO_BIN_EXE_roce-analyzer"))
