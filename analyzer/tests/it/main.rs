@@ -6,6 +6,7 @@ mod common;
 mod control_chars;
 mod dcqcn_analysis;
 mod decode_framings;
+mod docs_tables;
 mod empty_tables;
 mod findings;
 mod flow_table;

@@ -114,7 +114,7 @@ fn fewer_cnps_captured_than_sent_is_a_finding() {
 /// would have written: processes connecting three of the flows' QPs, two decoys that must label nothing (a
 /// QP number of the capture on another host, a failed creation), a connection event, a MAD, drops in two of
 /// three intervals and CQ polls counted in the kernel. Returns the file and the first frame's time.
-fn traced_incast(dir: &Path) -> (PathBuf, u64) {
+pub(crate) fn traced_incast(dir: &Path) -> (PathBuf, u64) {
     let sample = crate::common::workspace().join("samples/captures/incast_dcqcn.pcapng");
     let mut reader = CaptureReader::open(&sample).unwrap();
     // The simulator's clock starts at 0; a tracer's is the wall clock.
