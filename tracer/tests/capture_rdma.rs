@@ -581,3 +581,187 @@ fn rotation_splits_the_sniffers_frames_and_each_file_has_its_losses() {
         "{st:?}"
     );
 }
+
+/// Builds the stand-in libibverbs of `tests/fakeverbs/fakeverbs.c` against the installed headers; `None`,
+/// with the line saying so, where the headers or a C compiler are missing.
+fn fake_verbs(dir: &Path) -> Option<PathBuf> {
+    if !Path::new("/usr/include/infiniband/verbs.h").exists() {
+        cannot_run_here(
+            "the rdma engine against a fake provider: no verbs.h (apt-get install libibverbs-dev)",
+        );
+        return None;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fakeverbs/fakeverbs.c");
+    let lib = dir.join("libfakeverbs.so");
+    let cc = Command::new("cc")
+        .args(["-Wall", "-Werror", "-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .output();
+    match cc {
+        Ok(o) if o.status.success() => Some(lib),
+        Ok(o) => panic!("fakeverbs.c: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => {
+            cannot_run_here(&format!(
+                "the rdma engine against a fake provider: no C compiler ({e})"
+            ));
+            None
+        }
+    }
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+#[test]
+fn the_sniffer_runs_through_a_fake_provider() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(lib) = fake_verbs(dir.path()) else {
+        return;
+    };
+    let root = fake_sysfs(&dir.path().join("sys"));
+    let oob = root.join("class/infiniband/mlx5_0/ports/1/hw_counters/out_of_buffer");
+    put(
+        &root,
+        "class/infiniband/mlx5_0/ports/1/hw_counters/out_of_buffer",
+        "0",
+    );
+    let log = dir.path().join("calls.log");
+    let out = dir.path().join("fake.pcapng");
+    let start = now_ns();
+    let o = Command::new(TRACER)
+        .args(RDMA_CAPTURE)
+        .args(["--all-frames", "--duration", "2500ms", "--sysfs-root"])
+        .arg(&root)
+        .arg("-w")
+        .arg(&out)
+        .env("ROCETRACE_LIBIBVERBS", &lib)
+        .env("FAKEVERBS_FRAMES", "50")
+        .env("FAKEVERBS_OOB_FILE", &oob)
+        .env("FAKEVERBS_LOG", &log)
+        .output()
+        .unwrap();
+    let end = now_ns();
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    let got = records(&out);
+    assert_eq!(got.len(), 50, "{}", stderr(&o));
+    let mut prev = 0;
+    for (i, (ts, len, data)) in got.iter().enumerate() {
+        assert_eq!((*len, data.len()), (74, 74), "frame {i}");
+        // The PSN's low 16 bits are the frame's number.
+        assert_eq!(u16::from_be_bytes([data[52], data[53]]) as usize, i);
+        // Stamped by the fake NIC clock, converted to wall time: within the run, and 1 us apart as the
+        // NIC stamped them (the host's clock at polling would not space them so).
+        assert!(
+            *ts >= start && *ts <= end,
+            "frame {i}: {ts} not in {start}..{end}"
+        );
+        if i > 0 {
+            assert_eq!(*ts - prev, 1000, "frame {i}");
+        }
+        prev = *ts;
+    }
+    let (views, reader) = frames(&out);
+    assert_eq!(views.len(), 50);
+    assert!(
+        views
+            .iter()
+            .all(|v| v.kind == roce_core::decode::Kind::Roce && v.dest_qp == Some(0x11))
+    );
+    let st = reader.if_stats().first().copied().unwrap_or_default();
+    assert_eq!(st.received, Some(50), "{st:?}");
+    assert_eq!(
+        st.dropped_iface.unwrap_or(0) + st.dropped_os.unwrap_or(0),
+        5,
+        "the out-of-buffer rise"
+    );
+    let raw = std::fs::read(&out).unwrap();
+    let has = |needle: &str| raw.windows(needle.len()).any(|w| w == needle.as_bytes());
+    assert!(
+        has(
+            "device=mlx5_0:1 sniffer buffers=4096x4288 clock=nic(1000000 kHz, mask 0xffffffffffff)"
+        ),
+        "the interface description says how frames were stamped"
+    );
+    // Everything made is undone, newest first.
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        calls.lines().collect::<Vec<_>>(),
+        [
+            "destroy_flow",
+            "destroy_qp",
+            "dereg_mr",
+            "destroy_cq",
+            "destroy_comp_channel",
+            "dealloc_pd",
+            "close_device"
+        ]
+    );
+
+    // The selftest a ConnectX user runs, on the fake provider.
+    let o = Command::new(TRACER)
+        .args([
+            "selftest",
+            "-i",
+            "mlx5_0",
+            "--duration",
+            "1500ms",
+            "--sysfs-root",
+        ])
+        .arg(&root)
+        .env("ROCETRACE_LIBIBVERBS", &lib)
+        .env("FAKEVERBS_FRAMES", "30")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}{}", stderr(&o));
+    assert!(
+        text.contains("PASS: 30 frames, 30 RoCE and 0 CNP"),
+        "{text}"
+    );
+
+    // Refusals, and the undoing of what was made before them.
+    for (var, errno, says) in [
+        (
+            "FAKEVERBS_FLOW_ERRNO",
+            "95",
+            "the NIC refused the sniffer flow rule on mlx5_0:1",
+        ),
+        (
+            "FAKEVERBS_FLOW_ERRNO",
+            "1",
+            "ibv_create_flow on mlx5_0:1 is not permitted",
+        ),
+        (
+            "FAKEVERBS_QP_ERRNO",
+            "1",
+            "ibv_create_qp (raw packet) on mlx5_0:1 is not permitted",
+        ),
+    ] {
+        let _ = std::fs::remove_file(&log);
+        let o = Command::new(TRACER)
+            .args(RDMA_CAPTURE)
+            .arg("--sysfs-root")
+            .arg(&root)
+            .arg("-w")
+            .arg(dir.path().join("refused.pcapng"))
+            .env("ROCETRACE_LIBIBVERBS", &lib)
+            .env(var, errno)
+            .env("FAKEVERBS_LOG", &log)
+            .output()
+            .unwrap();
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert!(e.contains(says), "{var}={errno}: {e}");
+        let calls = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            calls.ends_with("dealloc_pd\nclose_device\n"),
+            "{var}={errno}: {calls}"
+        );
+    }
+}

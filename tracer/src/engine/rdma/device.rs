@@ -209,8 +209,16 @@ impl Sniffer {
         self.repost = (0..BUFFERS as u64).collect();
         self.post_receives()
             .map_err(|rc| verb_error("ibv_post_recv", &spec, rc))?;
+        // The loss counter's starting point, as close to the rule's start as can be.
+        self.out_of_buffer_rise();
         self.create_flow()?;
-        self.anchor();
+        // A device whose clock cannot be read now and then cannot have its stamps converted: stamp in the
+        // host instead, and say so in the interface description.
+        if self.anchor().is_none() {
+            self.clock = None;
+        }
+        // The first poll takes the first anchor and hands it on before any frame.
+        self.last_anchor = None;
         Ok(())
     }
 
