@@ -78,13 +78,19 @@ pub fn recorded_ecn(blocks: &[CustomBlock]) -> Vec<RecordedEcn> {
 pub struct CounterDelta {
     /// The counter's path under the sysfs root, e.g. `class/infiniband/mlx5_0/ports/1/hw_counters/np_cnp_sent`.
     pub name: String,
+    /// The counter's value in the first sample.
     pub first: u64,
+    /// The counter's value in the last sample.
     pub last: u64,
     /// last − first; 0 when the counter went backwards (a reset), with `reset` set.
     pub delta: u64,
+    /// The counter went backwards between two samples (a driver reload or a reset).
     pub reset: bool,
+    /// Samples the tracer recorded for this counter.
     pub samples: u64,
+    /// When the first sample was taken (the packets' clock).
     pub first_ns: u64,
+    /// When the last sample was taken.
     pub last_ns: u64,
 }
 
@@ -176,20 +182,26 @@ pub struct KernelEvent {
     pub tracepoint: String,
     /// The process and thread the tracepoint fired in, and the thread's name.
     pub pid: u32,
+    /// The thread id (equal to `pid` for a process's main thread).
     pub tid: u32,
+    /// The thread's name when the event fired.
     pub comm: String,
+    /// The tracepoint's own fields, by the names its tracefs format gives them.
     pub fields: serde_json::Map<String, Value>,
 }
 
 impl KernelEvent {
+    /// A numeric field, if the event has it (a QP number, a return code).
     pub fn number(&self, field: &str) -> Option<u64> {
         self.fields.get(field)?.as_u64()
     }
 
+    /// A signed field (return codes are negative errnos).
     pub fn signed(&self, field: &str) -> Option<i64> {
         self.fields.get(field)?.as_i64()
     }
 
+    /// A text field (device and reason names).
     pub fn text(&self, field: &str) -> Option<&str> {
         self.fields.get(field)?.as_str()
     }
@@ -273,22 +285,28 @@ impl KernelEvent {
 /// The `skb:kfree_skb` drops of one interval.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DropInterval {
+    /// Where the interval starts (the packets' clock).
     pub from_ns: u64,
+    /// Where it ends.
     pub to_ns: u64,
     /// All protocols and reasons.
     pub count: u64,
+    /// The counts per protocol and reason.
     pub drops: Vec<KernelDrop>,
 }
 
 /// A counted tracepoint's total over the capture, per key (`rdma_core:cq_poll` per CQ).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EventCount {
+    /// `system:event`.
     pub tracepoint: String,
     /// `cq_id=5`.
     pub key: String,
+    /// Times it fired for this key.
     pub events: u64,
     /// The summed field (`rc`: completions polled) and its total.
     pub sum_field: Option<String>,
+    /// The summed field's total over the capture.
     pub sum: u64,
 }
 
@@ -296,6 +314,7 @@ pub struct EventCount {
 /// read as one).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct KernelEvents {
+    /// Which tracepoints were attached, and which could not be.
     pub tracepoints: TracepointStatus,
     /// `EVNT` blocks read.
     pub blocks: u64,
@@ -303,7 +322,9 @@ pub struct KernelEvents {
     pub events: Vec<KernelEvent>,
     /// In time order; one per interval the tracer reported, quiet ones included.
     pub drop_intervals: Vec<DropInterval>,
+    /// Per-key totals of the tracepoints the tracer counts rather than records one by one.
     pub counts: Vec<EventCount>,
+    /// Events the tracer's ring lost before they reached the file.
     pub lost: u64,
 }
 
@@ -437,17 +458,22 @@ pub const RDMA_RES_QP: &str = "rdma_res:qp";
 /// A QP and the process that owns it, from the kernel events.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QpProcess {
+    /// The QP number the process owns.
     pub qp_num: u32,
+    /// The owning process.
     pub pid: u32,
+    /// The process's name.
     pub comm: String,
     /// When the QP was first seen (created, or connected for a QP created before the capture).
     pub seen_ns: u64,
     /// Which tracepoint saw it first.
     pub tracepoint: String,
+    /// `RC`, `UD`, ... when the tracepoint said.
     pub qp_type: Option<String>,
     /// The host the QP is on, and its peer, from the connection's addresses when the kernel gave them. For
     /// a snapshot QP, `local` is one of its port's addresses, an IPv4 one first.
     pub local: Option<IpAddr>,
+    /// The connection's peer address, when known.
     pub remote: Option<IpAddr>,
     /// Every address the QP's host is known by: the connection's local address, or all of a snapshot
     /// port's addresses (a RoCE port has several: IPv4, link-local and global IPv6). A flow's end matches
@@ -456,6 +482,7 @@ pub struct QpProcess {
 }
 
 impl QpProcess {
+    /// `comm[pid]`, how the tables and the report name a process.
     pub fn process(&self) -> String {
         format!("{}[{}]", self.comm, self.pid)
     }
@@ -530,8 +557,11 @@ pub fn qp_processes(events: &KernelEvents) -> Vec<QpProcess> {
 /// The owner of a QP at one end of a flow.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QpOwner {
+    /// The QP number.
     pub qp_num: u32,
+    /// The owning process.
     pub pid: u32,
+    /// The process's name.
     pub comm: String,
     /// For the sender: how its QP was found (`cm_mad`, `reverse_traffic`, ... from the DCQCN pairing, or
     /// `reverse_flow`: the only flow the other way between the two hosts).
@@ -541,9 +571,13 @@ pub struct QpOwner {
 /// A data flow labelled with the processes at its ends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FlowProcess {
+    /// The tap the flow was seen at.
     pub iface: u32,
+    /// The data's sender.
     pub src: IpAddr,
+    /// The data's receiver.
     pub dst: IpAddr,
+    /// The receiver's QP (the BTH destination QP).
     pub dest_qp: u32,
     /// The process owning the destination QP, on the receiving host.
     pub receiver: Option<QpOwner>,
@@ -618,15 +652,21 @@ pub fn label_flows(
 /// What `stats` and the report say about the kernel events: everything but the events themselves.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct KernelSummary {
+    /// Which tracepoints were attached, and which could not be.
     pub tracepoints: TracepointStatus,
     /// `EVNT` blocks read.
     pub blocks: u64,
+    /// Events per tracepoint.
     pub events_per_tracepoint: BTreeMap<String, u64>,
+    /// Events the tracer's ring lost.
     pub lost: u64,
+    /// Every QP whose owner the events name.
     pub qp_processes: Vec<QpProcess>,
+    /// The flows labelled with the processes at their ends.
     pub flow_processes: Vec<FlowProcess>,
     /// Every interval the tracer reported, quiet ones included.
     pub drop_intervals: Vec<DropInterval>,
+    /// Per-key totals of the counted tracepoints.
     pub counts: Vec<EventCount>,
 }
 
@@ -654,16 +694,25 @@ impl KernelSummary {
 /// A kernel event as a table row: the fields as JSON text, since every tracepoint has its own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KernelEventRow {
+    /// The packets' clock.
     pub ts_ns: u64,
+    /// `system:event`.
     pub tracepoint: String,
+    /// The process the event fired in.
     pub pid: u32,
+    /// The thread.
     pub tid: u32,
+    /// The thread's name.
     pub comm: String,
+    /// The QP the event names, if any (`qp_num` or `lqpn`).
     pub qp_num: Option<u64>,
+    /// One line a person reads.
     pub summary: String,
+    /// Every field, as a JSON object.
     pub fields: String,
 }
 
+/// Flattens events into table rows.
 pub fn kernel_event_rows(events: &[KernelEvent]) -> Vec<KernelEventRow> {
     events
         .iter()
@@ -683,18 +732,29 @@ pub fn kernel_event_rows(events: &[KernelEvent]) -> Vec<KernelEventRow> {
 /// A labelled flow as a table row (no nested columns).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FlowProcessRow {
+    /// The tap the flow was seen at.
     pub iface: u32,
+    /// The data's sender.
     pub src: IpAddr,
+    /// The data's receiver.
     pub dst: IpAddr,
+    /// The receiver's QP.
     pub dest_qp: u32,
+    /// The sender's QP, when the pairing found it.
     pub sender_qp: Option<u32>,
+    /// The process owning the sender's QP.
     pub sender_pid: Option<u32>,
+    /// Its name.
     pub sender_comm: Option<String>,
+    /// How the sender's QP was found.
     pub sender_pairing: Option<String>,
+    /// The process owning the receiver's QP.
     pub receiver_pid: Option<u32>,
+    /// Its name.
     pub receiver_comm: Option<String>,
 }
 
+/// Flattens labelled flows into table rows.
 pub fn flow_process_rows(flows: &[FlowProcess]) -> Vec<FlowProcessRow> {
     flows
         .iter()
