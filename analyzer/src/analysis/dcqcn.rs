@@ -354,6 +354,32 @@ impl UnpairedCnps {
     }
 }
 
+/// The notification point's check of one CNP stream (receiver → sender, to the sender's QP) at the tap that
+/// saw most of it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NpStream {
+    /// The NP (the data's receiver), where the CNPs go (the data's sender) and to which QP.
+    pub receiver: IpAddr,
+    pub sender: IpAddr,
+    pub sender_qp: u32,
+    /// The data flow the stream was paired with; null when unpaired (then only the spacing is checked).
+    pub receiver_qp: Option<u32>,
+    pub iface: u32,
+    pub tap: String,
+    #[serde(flatten)]
+    pub check: crate::analysis::np::StreamCheck,
+}
+
+/// The notification point's check of one receiver port (every CNP one host sent, at one tap).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NpPort {
+    pub receiver: IpAddr,
+    pub iface: u32,
+    pub tap: String,
+    #[serde(flatten)]
+    pub check: crate::analysis::np::PortCheck,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DcqcnReport {
     /// `connectx`, `connectx-fixed` (the NIC's integer alpha) or `paper`.
@@ -378,6 +404,9 @@ pub struct DcqcnReport {
     pub cnp_delay_ns: i64,
     pub flows: Vec<FlowDcqcn>,
     pub unpaired_cnps: Vec<UnpairedCnps>,
+    /// The NP check per CNP stream (against `np.min_time_between_cnps`), and per receiver port.
+    pub np_streams: Vec<NpStream>,
+    pub np_ports: Vec<NpPort>,
     /// The flows above together, per bin of the rate grid in which any of them sent.
     pub aggregate: Vec<AggregateBin>,
 }
@@ -400,6 +429,12 @@ impl DcqcnReport {
         }
         for u in &mut self.unpaired_cnps {
             u.tap = name(u.iface);
+        }
+        for n in &mut self.np_streams {
+            n.tap = name(n.iface);
+        }
+        for n in &mut self.np_ports {
+            n.tap = name(n.iface);
         }
     }
 
@@ -535,6 +570,8 @@ impl DcqcnPass {
             width: (end.saturating_sub(start) / MODEL_COLUMNS).saturating_add(1),
         };
         let paused = Paused::new(pauses);
+        let min_gap_ns = u64::from(opts.np.min_time_between_cnps).saturating_mul(1_000);
+        let mut np = NpChecks::new(min_gap_ns);
         let mut flows = Vec::new();
         let mut aggregate = Aggregate::default();
         for s in chosen {
@@ -547,6 +584,10 @@ impl DcqcnPass {
             let (cnp_iface, cnp_times) = cnp_key
                 .and_then(|k| cnp_streams.take(&k, s.iface))
                 .map_or((None, Vec::new()), |(i, t)| (Some(i), t));
+            if let (Some(k), Some(iface)) = (cnp_key, cnp_iface) {
+                let answers = pairing.ce_triggers(iface, &k, &s.key, min_gap_ns);
+                np.stream(k, Some(s.key.dest_qp), iface, &cnp_times, &answers);
+            }
             let ce: u64 = s.bins.iter().map(|b| u64::from(b.ce)).sum();
             if !cnp_times.is_empty() || ce > 0 {
                 aggregate.add(&s.bins);
@@ -588,6 +629,7 @@ impl DcqcnPass {
         let mut unpaired_cnps: Vec<UnpairedCnps> = cnp_streams
             .rest()
             .map(|(k, iface, t)| {
+                np.stream(k, None, iface, &t, &[]);
                 let why = pairing.ambiguous(&k);
                 UnpairedCnps {
                     src: k.src,
@@ -605,6 +647,7 @@ impl DcqcnPass {
             })
             .collect();
         unpaired_cnps.sort_by_key(|u| (std::cmp::Reverse(u.cnps), u.src, u.dst, u.dest_qp));
+        let (np_streams, np_ports) = np.finish();
         let report = DcqcnReport {
             profile: opts.profile.label(&opts.knobs),
             knob_source: opts.knob_source.clone(),
@@ -621,6 +664,8 @@ impl DcqcnPass {
             flows,
             unpaired_cnps,
             aggregate: aggregate.finish(grid),
+            np_streams,
+            np_ports,
         };
         Ok((
             report,
@@ -636,6 +681,69 @@ impl DcqcnPass {
     /// pairing alone.
     pub fn into_pairing(self) -> Pairing {
         self.pairing.finish()
+    }
+}
+
+/// The NP checks as the streams are taken: each stream's, and its CNPs gathered per (tap, receiver) for the
+/// port checks.
+struct NpChecks {
+    min_gap_ns: u64,
+    streams: Vec<NpStream>,
+    ports: FxHashMap<(u32, IpAddr), Vec<(u64, u32)>>,
+}
+
+impl NpChecks {
+    fn new(min_gap_ns: u64) -> NpChecks {
+        NpChecks {
+            min_gap_ns,
+            streams: Vec::new(),
+            ports: FxHashMap::default(),
+        }
+    }
+
+    fn stream(
+        &mut self,
+        k: FlowKey,
+        receiver_qp: Option<u32>,
+        iface: u32,
+        times: &[u64],
+        answers: &[(u64, u64)],
+    ) {
+        let mut sorted = times.to_vec();
+        sorted.sort_unstable();
+        self.ports
+            .entry((iface, k.src))
+            .or_default()
+            .extend(sorted.iter().map(|&t| (t, k.dest_qp)));
+        self.streams.push(NpStream {
+            receiver: k.src,
+            sender: k.dst,
+            sender_qp: k.dest_qp,
+            receiver_qp,
+            iface,
+            tap: String::new(),
+            check: crate::analysis::np::check_stream(&sorted, answers, self.min_gap_ns),
+        });
+    }
+
+    fn finish(mut self) -> (Vec<NpStream>, Vec<NpPort>) {
+        self.streams
+            .sort_by_key(|n| (n.receiver, n.sender, n.sender_qp, n.iface));
+        let mut out: Vec<NpPort> = self
+            .ports
+            .into_iter()
+            .map(|((iface, receiver), mut cnps)| {
+                cnps.sort_unstable();
+                NpPort {
+                    receiver,
+                    iface,
+                    tap: String::new(),
+                    check: crate::analysis::np::check_port(&cnps, self.min_gap_ns),
+                }
+            })
+            .collect();
+        out.sort_by_key(|p| (p.receiver, p.iface));
+        (self.streams, out)
     }
 }
 

@@ -79,6 +79,7 @@ pub fn diagnose(
     ce_without_cnps(stats, dcqcn, &mut out);
     cnps_without_cuts(dcqcn, rules, &mut out);
     ambiguous_pairing(dcqcn, &mut out);
+    np_pacing(dcqcn, &mut out);
     cut_mismatch(dcqcn, rules, &mut out);
     pfc_storms(pauses, &mut out);
     hol_blocking(pauses, &mut out);
@@ -132,6 +133,81 @@ fn ce_without_cnps(stats: &StatsReport, dcqcn: &DcqcnReport, out: &mut Vec<Findi
 /// the cuts.
 fn ignores_cnps(f: &crate::analysis::dcqcn::FlowDcqcn, rules: &Rules) -> bool {
     f.cnps >= rules.min_cnps_for_cut_check && f.above_model_fraction >= rules.above_model_share
+}
+
+/// The notification point keeps its own pacing knob or it does not: a stream with CNPs closer than
+/// `min_time_between_cnps`, or marks left unanswered well past it, is an NP configured (or built) otherwise
+/// than the knobs say, and the model's CNP input is then what that NP made of the marks.
+fn np_pacing(dcqcn: &DcqcnReport, out: &mut Vec<Finding>) {
+    use crate::analysis::np::Pacing;
+    let gap = dcqcn.np.min_time_between_cnps;
+    let evidence: Vec<String> = dcqcn
+        .np_streams
+        .iter()
+        .filter_map(|n| {
+            let c = &n.check;
+            let us = |v: f64| v / 1000.0;
+            let what = match c.pacing {
+                Pacing::Faster => format!(
+                    "{} of {} gaps shorter than {gap} µs (least {:.1} µs, median {:.1} µs)",
+                    c.below_min_gap,
+                    c.cnps.saturating_sub(1),
+                    us(c.min_spacing_ns.unwrap_or(0) as f64),
+                    us(c.spacing_ns.map_or(0.0, |p| p.p50))
+                ),
+                Pacing::Slower => format!(
+                    "marks waited {:.1} µs (median) past the {gap} µs gap for their CNP",
+                    us(c.ce_to_cnp_ns.map_or(0.0, |p| p.p50))
+                ),
+                _ => return None,
+            };
+            Some(format!(
+                "{} → {} QP 0x{:06x} at {}: {what}",
+                n.receiver, n.sender, n.sender_qp, n.tap
+            ))
+        })
+        .collect();
+    if !evidence.is_empty() {
+        out.push(Finding {
+            code: "np_pacing",
+            severity: Severity::Warning,
+            title: format!(
+                "{} CNP stream(s) paced otherwise than min_time_between_cnps = {gap} µs",
+                evidence.len()
+            ),
+            detail: "A notification point sends at most one CNP per QP per min_time_between_cnps. CNPs closer \
+                     than that mean a different value on the receiver (or an NP that moderates otherwise); marks \
+                     answered much later than that mean a longer value, or per-port moderation. Check \
+                     /sys/class/net/IF/ecn/roce_np/min_time_between_cnps on the receivers (or record it with \
+                     roce-tracer)."
+                .into(),
+            evidence,
+        });
+    }
+    let ports: Vec<String> = dcqcn
+        .np_ports
+        .iter()
+        .filter(|p| p.check.per_port)
+        .map(|p| {
+            format!(
+                "{} at {}: {} CNPs to {} QPs, {} times two QPs' CNPs in a row within 2 × {gap} µs, never \
+                 closer than {gap} µs",
+                p.receiver, p.tap, p.check.cnps, p.check.qps, p.check.interleaved
+            )
+        })
+        .collect();
+    if !ports.is_empty() {
+        out.push(Finding {
+            code: "np_per_port_moderation",
+            severity: Severity::Info,
+            title: format!("{} receiver(s) pace CNPs per port, not per QP", ports.len()),
+            detail: "With several QPs marked at once, these receivers never sent two CNPs closer than the least \
+                     gap even to different QPs: the NIC moderates the port as a whole, so each QP gets fewer CNPs \
+                     (and smaller cuts) than per-QP moderation would give it."
+                .into(),
+            evidence: ports,
+        });
+    }
 }
 
 /// A CNP stream that several data flows could have caused is left unpaired rather than guessed: say so, with

@@ -5,6 +5,7 @@ pub mod dcqcn;
 pub mod findings;
 pub mod hops;
 pub mod model_log;
+pub mod np;
 pub mod pauses;
 
 use serde::Serialize;

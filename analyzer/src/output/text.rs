@@ -90,6 +90,61 @@ pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
             )?;
         }
     }
+    print_np(out, r)
+}
+
+/// The NP check: one row per CNP stream, then the ports that seem to moderate all their QPs together.
+fn print_np(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
+    if r.np_streams.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nNotification point (min_time_between_cnps {} µs)",
+        r.np.min_time_between_cnps
+    )?;
+    let us = |v: f64| format!("{:.1}", v / 1000.0);
+    let rows: Vec<Vec<String>> = r
+        .np_streams
+        .iter()
+        .map(|n| {
+            let c = &n.check;
+            vec![
+                n.receiver.to_string(),
+                n.sender.to_string(),
+                format!("0x{:06x}", n.sender_qp),
+                c.cnps.to_string(),
+                c.min_spacing_ns.map_or("-".into(), |v| us(v as f64)),
+                c.spacing_ns.map_or("-".into(), |p| us(p.p50)),
+                c.below_min_gap.to_string(),
+                c.ce_to_cnp_ns
+                    .map_or("-".into(), |p| format!("{} / {}", us(p.p50), us(p.p99))),
+                format!("{:?}", c.pacing).to_lowercase(),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        &[
+            "NP",
+            "to",
+            "snd_qp",
+            "CNPs",
+            "min gap µs",
+            "gap p50",
+            "< min",
+            "CE→CNP p50/p99 µs",
+            "pacing",
+        ],
+        &rows,
+    )?;
+    for p in r.np_ports.iter().filter(|p| p.check.per_port) {
+        writeln!(
+            out,
+            "  {} paces its CNPs per port: {} CNPs to {} QPs, never closer than the least gap",
+            p.receiver, p.check.cnps, p.check.qps
+        )?;
+    }
     Ok(())
 }
 

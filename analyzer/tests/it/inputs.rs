@@ -99,7 +99,14 @@ fn stdout_of(args: &[&str], files: &[PathBuf]) -> String {
 
 /// Removes what names the files and taps: the one thing that differs between one file and its pieces.
 fn without_names(mut v: Value) -> Value {
-    for table in ["flows", "cnps", "pfc", "unpaired_cnps"] {
+    for table in [
+        "flows",
+        "cnps",
+        "pfc",
+        "unpaired_cnps",
+        "np_streams",
+        "np_ports",
+    ] {
         if let Some(rows) = v[table].as_array_mut() {
             for r in rows {
                 let r = r.as_object_mut().unwrap();

@@ -12,6 +12,7 @@ mod findings;
 mod flow_table;
 mod hops;
 mod inputs;
+mod np_check;
 mod pairing;
 mod report;
 mod report_font;

@@ -125,14 +125,39 @@ struct TapStream {
     last_cnp: Option<u64>,
 }
 
-/// A stream and a candidate flow at one tap, for the NP check.
+/// The least gaps between two CNPs to one QP (`min_time_between_cnps`, µs) for which the first CE mark after
+/// the gap is noted exactly: 0 (a CNP per mark), NVIDIA's default 4, the paper's 50, and steps between. A
+/// notification point answers the first mark after its gap, and which one that is depends on the gap, which is
+/// only known once the knobs are (after the capture is read).
+pub const NP_GAPS_US: [u64; 8] = [0, 1, 2, 4, 8, 16, 32, 50];
+
+/// A stream and a candidate flow at one tap, for the NP check: since the stream's last CNP at `since`, the
+/// flow's first CE mark at or after `since` + each of [`NP_GAPS_US`].
 #[derive(Debug, Default)]
 struct Waiting {
-    /// On the flow's waiting list.
-    waiting: bool,
-    /// The flow's first CE after the stream's last CNP.
-    first_ce: Option<u64>,
+    /// On the flow's waiting list (some slot still open).
+    listed: bool,
+    /// Counting from a CNP of the stream.
+    started: bool,
+    since: u64,
+    marks: [Option<u64>; NP_GAPS_US.len()],
 }
+
+impl Waiting {
+    /// A mark at `c`: fills the slots whose gap has passed; whether any slot is still open.
+    fn mark(&mut self, c: u64) -> bool {
+        for (slot, g) in self.marks.iter_mut().zip(NP_GAPS_US) {
+            if slot.is_none() && c >= self.since.saturating_add(g * 1_000) {
+                *slot = Some(c);
+            }
+        }
+        self.marks.iter().any(Option::is_none)
+    }
+}
+
+/// For each CNP of a stream (its time), the first CE mark of the flow after each gap of [`NP_GAPS_US`] since the
+/// stream's previous CNP, as ns before the CNP (`u32::MAX`: none, or further back than 4 s).
+pub type NpMarks = (u64, [u32; NP_GAPS_US.len()]);
 
 /// Evidence that the stream to (S, q_S) from R answers the flow S→R to q_R.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Serialize)]
@@ -192,8 +217,8 @@ pub struct PairingPass {
     tap_flows_by_pair: FxHashMap<(u32, IpAddr, IpAddr), Vec<u32>>,
     tap_streams: FxHashMap<(u32, FlowKey), TapStream>,
     waiting: FxHashMap<(u32, FlowKey, FlowKey), Waiting>,
-    /// (tap, stream, flow) → (CNP time, the CE it may answer).
-    triggers: FxHashMap<(u32, FlowKey, FlowKey), Vec<(u64, u64)>>,
+    /// (tap, stream, flow) → per CNP, the marks it may answer.
+    triggers: FxHashMap<(u32, FlowKey, FlowKey), Vec<NpMarks>>,
     /// CNPs per stream, over all taps (the timing shares' denominator, counted as the hits are).
     cnps: FxHashMap<FlowKey, u64>,
     /// (stream, candidate receiver QP) → evidence.
@@ -221,7 +246,7 @@ pub struct Pairing {
     /// Stream (to the sender's QP) → the data flow's key.
     by_stream: FxHashMap<FlowKey, FlowKey>,
     ambiguous: FxHashMap<FlowKey, Ambiguous>,
-    triggers: FxHashMap<(u32, FlowKey, FlowKey), Vec<(u64, u64)>>,
+    triggers: FxHashMap<(u32, FlowKey, FlowKey), Vec<NpMarks>>,
 }
 
 impl Pairing {
@@ -254,12 +279,27 @@ impl Pairing {
         self.ambiguous.get(cnp)
     }
 
-    /// For the stream's CNPs seen at tap `iface`: (CNP time, the first CE mark of the paired `flow` after the
-    /// stream's previous CNP), for the CNPs that had such a mark at that tap.
-    pub fn ce_triggers(&self, iface: u32, stream: &FlowKey, flow: &FlowKey) -> &[(u64, u64)] {
+    /// For the stream's CNPs seen at tap `iface`: (CNP time, the CE mark of the paired `flow` it answers), for
+    /// the CNPs that had one at that tap, when the notification point waits `min_gap_ns` after each CNP: the
+    /// flow's first mark at or after that gap (with a gap not in [`NP_GAPS_US`], the largest below it).
+    pub fn ce_triggers(
+        &self,
+        iface: u32,
+        stream: &FlowKey,
+        flow: &FlowKey,
+        min_gap_ns: u64,
+    ) -> Vec<(u64, u64)> {
+        let slot = NP_GAPS_US
+            .iter()
+            .rposition(|&g| g * 1_000 <= min_gap_ns)
+            .unwrap_or(0);
         self.triggers
             .get(&(iface, *stream, *flow))
-            .map_or(&[], Vec::as_slice)
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .filter(|(_, m)| m[slot] != u32::MAX)
+            .map(|&(t, m)| (t, t - u64::from(m[slot])))
+            .collect()
     }
 }
 
@@ -389,11 +429,12 @@ impl PairingPass {
         if ce {
             s.first_ce.get_or_insert(f.ts_ns);
             s.last_ce = Some(f.ts_ns);
-            for stream in std::mem::take(&mut s.waiting) {
-                let w = self.waiting.entry((f.iface, stream, key)).or_default();
-                w.waiting = false;
-                w.first_ce = Some(f.ts_ns);
-            }
+            let waiting = &mut self.waiting;
+            s.waiting.retain(|stream| {
+                let w = waiting.entry((f.iface, *stream, key)).or_default();
+                w.listed = w.mark(f.ts_ns);
+                w.listed
+            });
         }
     }
 
@@ -422,18 +463,33 @@ impl PairingPass {
                 .is_some_and(|s| s <= t && t - s <= ACTIVITY_WINDOW_NS);
             if let Some(first_ce) = tf.first_ce {
                 let w = self.waiting.entry((iface, stream, flow)).or_default();
-                // Met for the first time: the flow's first CE, if it came after the stream's previous CNP.
-                let trigger = w.first_ce.take().or_else(|| {
-                    (!w.waiting && prev.is_none_or(|p| first_ce > p)).then_some(first_ce)
-                });
-                if let Some(c) = trigger.filter(|&c| c <= t) {
+                // Met for the first time: the flow's first mark, if it came after the stream's previous CNP
+                // (before its first CNP, the NP had no gap to wait).
+                let marks = if w.started {
+                    w.marks
+                } else {
+                    let m = Some(first_ce).filter(|&c| prev.is_none_or(|p| c > p));
+                    [m; NP_GAPS_US.len()]
+                };
+                if marks.iter().any(Option::is_some) {
+                    let before = marks.map(|m| {
+                        m.filter(|&c| c <= t)
+                            .and_then(|c| u32::try_from(t - c).ok())
+                            .unwrap_or(u32::MAX)
+                    });
                     self.triggers
                         .entry((iface, stream, flow))
                         .or_default()
-                        .push((t, c));
+                        .push((t, before));
                 }
-                if !w.waiting {
-                    w.waiting = true;
+                let listed = w.listed;
+                *w = Waiting {
+                    listed: true,
+                    started: true,
+                    since: t,
+                    marks: [None; NP_GAPS_US.len()],
+                };
+                if !listed {
                     tf.waiting.push(stream);
                 }
             }

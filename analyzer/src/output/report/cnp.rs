@@ -6,6 +6,7 @@ use super::axis::{TimeAxis, fmt_duration};
 use super::charts::{Chart, Line, LineChart, PALETTE};
 use super::{Report, ReportError};
 use crate::analysis::dcqcn::{DcqcnReport, FlowDcqcn};
+use crate::analysis::np::Pacing;
 
 pub(super) fn write(r: &mut Report<'_>) -> Result<(), ReportError> {
     r.page.section("cnp", "CNP rate");
@@ -26,6 +27,24 @@ pub(super) fn write(r: &mut Report<'_>) -> Result<(), ReportError> {
                 "{} CNP streams could not be tied to a data flow ({} CNPs); see unpaired_cnps.csv.",
                 d.unpaired_cnps.len(),
                 d.unpaired_cnps.iter().map(|u| u.cnps).sum::<u64>()
+            ),
+        );
+    }
+    let odd: Vec<String> = d
+        .np_streams
+        .iter()
+        .filter(|n| matches!(n.check.pacing, Pacing::Faster | Pacing::Slower))
+        .map(|n| format!("{} → {} QP 0x{:06x}", n.receiver, n.sender, n.sender_qp))
+        .collect();
+    if !odd.is_empty() {
+        r.page.para(
+            "note",
+            &format!(
+                "The notification point paces {} CNP stream(s) differently from min_time_between_cnps = {} µs \
+                 ({}); see np_streams.csv.",
+                odd.len(),
+                d.np.min_time_between_cnps,
+                odd.join(", ")
             ),
         );
     }

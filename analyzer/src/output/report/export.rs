@@ -219,6 +219,18 @@ pub(super) fn write_tables(
     ))?;
     both(tables::write_formats(
         dir,
+        "np_streams",
+        &d.np_streams,
+        &formats,
+    ))?;
+    both(tables::write_formats(
+        dir,
+        "np_ports",
+        &d.np_ports,
+        &formats,
+    ))?;
+    both(tables::write_formats(
+        dir,
         "pause_intervals",
         &input.pauses.intervals,
         &formats,

@@ -9,9 +9,11 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::TableRow;
-use crate::analysis::dcqcn::{Fit, FlowSummary, UnpairedCnps};
+use crate::analysis::dcqcn::{Fit, FlowSummary, NpPort, NpStream, UnpairedCnps};
 use crate::analysis::findings::{Finding, Severity};
+use crate::analysis::hops::hist::Percentiles;
 use crate::analysis::model_log::ModelEventRow;
+use crate::analysis::np::{Pacing, PortCheck, StreamCheck};
 use crate::analysis::pauses::Storm;
 use roce_core::dcqcn::{Cause, EventKind};
 use roce_core::passes::cnp::CnpRow;
@@ -198,6 +200,46 @@ impl TableRow for UnpairedCnps {
             basis: Some(""),
             // A list is one text column (JSON), whatever it holds.
             candidates: Vec::new(),
+        }
+    }
+}
+
+impl TableRow for NpStream {
+    fn example() -> Self {
+        NpStream {
+            receiver: IP,
+            sender: IP,
+            sender_qp: 0,
+            receiver_qp: Some(0),
+            iface: 0,
+            tap: String::new(),
+            check: StreamCheck {
+                cnps: 0,
+                min_gap_ns: 0,
+                min_spacing_ns: Some(0),
+                spacing_ns: Some(Percentiles::default()),
+                below_min_gap: 0,
+                answered: 0,
+                ce_to_cnp_ns: Some(Percentiles::default()),
+                pacing: Pacing::Unknown,
+            },
+        }
+    }
+}
+
+impl TableRow for NpPort {
+    fn example() -> Self {
+        NpPort {
+            receiver: IP,
+            iface: 0,
+            tap: String::new(),
+            check: PortCheck {
+                cnps: 0,
+                qps: 0,
+                interleaved: 0,
+                below_min_gap: 0,
+                per_port: false,
+            },
         }
     }
 }
