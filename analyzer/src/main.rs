@@ -15,7 +15,7 @@ use analyzer::analysis::{self as pipeline, PipelineOptions};
 use analyzer::output::frames as print;
 use analyzer::output::hops::print_hops;
 use analyzer::output::report::export::write_kernel_tables;
-use analyzer::output::report::{Progress, ReportInput, write_report_with};
+use analyzer::output::report::{Progress, ReportInput, headline, write_report_with};
 use analyzer::output::tables::{self, TableFormat};
 use analyzer::output::text::{print_dcqcn, print_kernel_events, print_stats};
 use anyhow::{Context, Result};
@@ -542,19 +542,20 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
     )?;
     progress.finish();
     let kernel = blocks::kernel_events(capture.custom_blocks());
-    let files = write_report_with(
-        &a.out,
-        &ReportInput {
-            stats: &analysis.stats,
-            dcqcn: &analysis.dcqcn,
-            pauses: &analysis.pauses,
-            findings: &analysis.findings,
-        },
-        &kernel,
-    )
-    .with_context(|| format!("writing the report into {}", a.out.display()))?;
+    let input = ReportInput {
+        stats: &analysis.stats,
+        dcqcn: &analysis.dcqcn,
+        pauses: &analysis.pauses,
+        findings: &analysis.findings,
+    };
+    let files = write_report_with(&a.out, &input, &kernel)
+        .with_context(|| format!("writing the report into {}", a.out.display()))?;
     if let Some(log) = log {
         write_model_table(&a.out, log)?;
+    }
+    // Each line escaped on its own: the line break between them is the headline's.
+    for line in headline(&input).to_string().lines() {
+        println!("{}", escape(line));
     }
     let problems = analysis
         .findings

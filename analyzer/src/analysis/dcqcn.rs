@@ -409,6 +409,80 @@ pub struct DcqcnReport {
     pub np_ports: Vec<NpPort>,
     /// The flows above together, per bin of the rate grid in which any of them sent.
     pub aggregate: Vec<AggregateBin>,
+    /// Every data flow on the same grid, congested or not: a saturation test that ran clean still has its
+    /// throughput to show.
+    pub traffic: Traffic,
+}
+
+/// Flows the [`Traffic`] view keeps a series of, the busiest by bytes.
+pub const BUSIEST_FLOWS: usize = 8;
+
+/// Every data flow of the capture on the rate grid, each at the tap that saw most of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Traffic {
+    /// Data flows on the grid.
+    pub flows: usize,
+    /// All of them together per busy bin, with the share of their packets that was CE-marked.
+    pub aggregate: Vec<AggregateBin>,
+    /// The [`BUSIEST_FLOWS`] flows that sent the most bytes, most first.
+    pub busiest: Vec<BusyFlow>,
+}
+
+/// One of the busiest flows and its rate per busy bin.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BusyFlow {
+    pub sender: IpAddr,
+    pub receiver: IpAddr,
+    pub receiver_qp: u32,
+    /// The tap its rates come from (the one that saw most of it).
+    pub iface: u32,
+    pub bytes: u64,
+    pub observed: Vec<RateBin>,
+}
+
+/// A flow's rate in one busy bin.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RateBin {
+    /// Start of the bin.
+    pub t_ns: u64,
+    pub gbps: f64,
+}
+
+impl Traffic {
+    fn of(chosen: &[&FlowSeries], grid: Grid) -> Traffic {
+        let mut all = Aggregate::default();
+        for s in chosen {
+            all.add(&s.bins);
+        }
+        let bytes = |s: &FlowSeries| s.bins.iter().map(|b| b.bytes).sum::<u64>();
+        let mut by_bytes: Vec<(u64, &FlowSeries)> = chosen.iter().map(|s| (bytes(s), *s)).collect();
+        // Most bytes first; the flow key breaks ties, so the choice is stable.
+        by_bytes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.key.cmp(&b.1.key)));
+        let busiest = by_bytes
+            .into_iter()
+            .take(BUSIEST_FLOWS)
+            .map(|(bytes, s)| BusyFlow {
+                sender: s.key.src,
+                receiver: s.key.dst,
+                receiver_qp: s.key.dest_qp,
+                iface: s.iface,
+                bytes,
+                observed: s
+                    .bins
+                    .iter()
+                    .map(|b| RateBin {
+                        t_ns: grid.bin_start(b.index as usize),
+                        gbps: gbps(b.bytes, grid.width),
+                    })
+                    .collect(),
+            })
+            .collect();
+        Traffic {
+            flows: chosen.len(),
+            aggregate: all.finish(grid),
+            busiest,
+        }
+    }
 }
 
 /// The flows of the report together in one bin of the rate grid.
@@ -574,6 +648,7 @@ impl DcqcnPass {
         let mut np = NpChecks::new(min_gap_ns);
         let mut flows = Vec::new();
         let mut aggregate = Aggregate::default();
+        let traffic = Traffic::of(&chosen, grid);
         for s in chosen {
             let pair = pairing.of_flow(&s.key);
             let cnp_key = pair.map(|p| FlowKey {
@@ -666,6 +741,7 @@ impl DcqcnPass {
             aggregate: aggregate.finish(grid),
             np_streams,
             np_ports,
+            traffic,
         };
         Ok((
             report,

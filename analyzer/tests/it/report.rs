@@ -331,3 +331,59 @@ fn opens_in_headless_chromium_with_rendered_charts() {
         }
     }
 }
+
+/// A saturation test that ran clean still shows its traffic: the throughput chart, and a headline that says
+/// it was clean and how fast.
+#[test]
+fn a_clean_capture_shows_its_throughput_and_says_it_was_clean() {
+    let (dir, inputs) = report("clean_line_rate", 100, &[]);
+    let d = dir.path();
+    assert!(inputs.dcqcn.flows.is_empty(), "nothing congested here");
+    assert!(d.join("aggregate.png").is_file(), "the throughput chart");
+    let html = std::fs::read_to_string(d.join("index.html")).unwrap();
+    assert!(html.matches("<svg").count() >= 1, "a chart on the page");
+    let headline = html.find("class=\"headline\"").expect("a headline");
+    assert!(
+        headline < html.find("id=\"findings\"").unwrap(),
+        "the headline leads"
+    );
+    let h = analyzer::output::report::headline(&ReportInput {
+        stats: &inputs.stats,
+        dcqcn: &inputs.dcqcn,
+        pauses: &inputs.pauses,
+        findings: &[],
+    });
+    assert!(h.verdict.starts_with("Clean at 99."), "{}", h.verdict);
+    assert!(html.contains(&h.verdict));
+    let facts: Vec<&str> = h.facts.iter().map(|f| f.0).collect();
+    assert_eq!(facts, ["span", "throughput", "CE", "CNPs", "PFC pause"]);
+    assert_eq!(h.facts[3].1, "0");
+    assert_eq!(h.facts[4].1, "none");
+}
+
+/// The incast's headline names it and its receiver, and says when DCQCN settled it.
+#[test]
+fn an_incast_headline_names_the_incast() {
+    let (dir, inputs) = report("incast_dcqcn", 25, &[]);
+    let h = analyzer::output::report::headline(&ReportInput {
+        stats: &inputs.stats,
+        dcqcn: &inputs.dcqcn,
+        pauses: &inputs.pauses,
+        findings: &[],
+    });
+    assert!(
+        h.verdict
+            .starts_with("4:1 incast at 10.0.0.5, DCQCN converged in "),
+        "{}",
+        h.verdict
+    );
+    let cnps: u64 = inputs.stats.cnps.iter().map(|c| c.count).sum();
+    assert_eq!(h.facts[3].1, cnps.to_string());
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    assert!(html.contains("4:1 incast at 10.0.0.5"));
+    // The throughput chart has every flow, the busiest on their own lines.
+    let t = &inputs.dcqcn.traffic;
+    assert!(t.flows >= 4, "{} flows", t.flows);
+    assert_eq!(t.busiest.len(), t.flows.min(8));
+    assert!(t.busiest.windows(2).all(|w| w[0].bytes >= w[1].bytes));
+}

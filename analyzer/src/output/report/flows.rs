@@ -1,8 +1,6 @@
 //! The per-flow section (one chart per flow that DCQCN acted on, worst first: the observed rate beside the
 //! model's Rc and Rt) and the aggregate section (the flows together, with their CE fraction).
 
-use std::collections::BTreeMap;
-
 use super::axis::{TimeAxis, fmt_num};
 use super::charts::{Chart, Line, LineChart, MarkShape, Marks, PALETTE, SecondAxis};
 use super::kernel::label_for;
@@ -62,16 +60,19 @@ pub(super) fn write(r: &mut Report<'_>) -> Result<(), ReportError> {
         r.chart(&format!("flow_{:02}", i + 1), &chart, &caption)?;
     }
 
-    r.page
-        .section("aggregate", "Aggregate throughput and CE fraction");
+    r.page.section(
+        "aggregate",
+        "Throughput: every flow together, the busiest, and the CE fraction",
+    );
     if let Some(chart) = aggregate_chart(r.input.dcqcn, &r.axis) {
         r.chart(
             "aggregate",
             &chart,
-            "Sum over the flows with CE marks or CNPs; CE fraction weighted by each flow's bytes.",
+            "Every RoCE data flow, congested or not, each counted at the tap that saw most of it; the CE \
+             fraction is the share of all their packets that was CE-marked. flows.csv has every flow's totals.",
         )?;
     } else {
-        r.page.para("note", "No flow with CE marks or CNPs.");
+        r.page.para("note", "No RoCE data flow in this capture.");
     }
     Ok(())
 }
@@ -214,58 +215,73 @@ pub fn flow_chart(f: &FlowDcqcn, axis: &TimeAxis, d: &DcqcnReport, index: usize)
     })
 }
 
-/// Sum of the observed rates of every flow in the DCQCN report, with the byte-weighted CE fraction.
+/// Every data flow's throughput, congested or not: all of them together (with the share of their packets
+/// CE-marked, on the right axis), and the busiest few each on its own line, against the line rate.
 pub fn aggregate_chart(d: &DcqcnReport, axis: &TimeAxis) -> Option<Chart> {
-    if d.flows.is_empty() {
+    let t = &d.traffic;
+    if t.aggregate.is_empty() {
         return None;
     }
-    // (sum of Gb/s, sum of Gb/s × CE fraction) per bin start; every flow shares one bin grid.
-    let mut bins: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
-    for f in &d.flows {
-        for o in &f.observed {
-            let e = bins.entry(o.t_ns).or_default();
-            e.0 += o.gbps;
-            e.1 += o.gbps * o.ce_fraction;
-        }
-    }
     let half = d.bin_ns / 2;
-    let tput: Vec<(f64, f64)> = bins
-        .iter()
-        .map(|(&t, v)| (axis.x(t.saturating_add(half)), v.0))
-        .collect();
-    let ce: Vec<(f64, f64)> = bins
-        .iter()
-        .map(|(&t, v)| {
-            (
-                axis.x(t.saturating_add(half)),
-                if v.0 > 0.0 { v.1 / v.0 } else { 0.0 },
-            )
-        })
-        .collect();
-    let y_max = tput.iter().map(|p| p.1).fold(d.line_gbps, f64::max) * 1.12;
-    Some(Chart::Line(LineChart {
-        title: format!(
-            "Aggregate throughput of {} flows with CE marks or CNPs",
-            d.flows.len()
-        ),
-        x_label: axis.label(),
-        y_label: "throughput (Gb/s)".into(),
-        x_range: axis.range(),
-        y_max,
-        lines: vec![Line {
-            label: "throughput".into(),
-            color: PALETTE[0],
-            points: tput,
+    let at = |t_ns: u64| axis.x(t_ns.saturating_add(half));
+    let (x0, x1) = axis.range();
+    let mut lines = vec![Line {
+        label: match t.flows {
+            1 => "the flow".to_string(),
+            n => format!("all {n} flows"),
+        },
+        color: PALETTE[7],
+        points: t.aggregate.iter().map(|b| (at(b.t_ns), b.gbps)).collect(),
+        dashed: false,
+    }];
+    // One flow alone is the aggregate already.
+    if t.flows > 1 {
+        lines.extend(t.busiest.iter().enumerate().map(|(i, f)| Line {
+            label: format!("{} → {} QP {:#x}", f.sender, f.receiver, f.receiver_qp),
+            color: PALETTE[i % 7],
+            points: f.observed.iter().map(|b| (at(b.t_ns), b.gbps)).collect(),
             dashed: false,
-        }],
+        }));
+    }
+    lines.push(Line {
+        label: format!("line rate {} Gb/s", fmt_num(d.line_gbps)),
+        color: PALETTE[8],
+        points: vec![(x0, d.line_gbps), (x1, d.line_gbps)],
+        dashed: true,
+    });
+    let y_max = t
+        .aggregate
+        .iter()
+        .map(|b| b.gbps)
+        .fold(d.line_gbps, f64::max)
+        * 1.12;
+    let title = match (t.flows, t.busiest.len()) {
+        (1, _) => "Throughput of the only flow".to_string(),
+        (n, b) if b == n => format!("Throughput: {n} flows, together and each"),
+        (n, b) => format!("Throughput: all {n} flows together and the busiest {b}"),
+    };
+    Some(Chart::Line(LineChart {
+        title,
+        x_label: axis.label(),
+        y_label: format!(
+            "throughput (Gb/s, {} µs bins)",
+            fmt_num(d.bin_ns as f64 / 1e3)
+        ),
+        x_range: (x0, x1),
+        y_max,
+        lines,
         marks: Vec::new(),
         y2: Some(SecondAxis {
             label: "CE-marked fraction".into(),
             max: 1.05,
             lines: vec![Line {
-                label: "CE fraction (right axis)".into(),
+                label: "CE fraction of all flows (right axis)".into(),
                 color: PALETTE[5],
-                points: ce,
+                points: t
+                    .aggregate
+                    .iter()
+                    .map(|b| (at(b.t_ns), b.ce_fraction))
+                    .collect(),
                 dashed: false,
             }],
         }),

@@ -1,13 +1,31 @@
 //! The top of the page: what was captured, how the model was set up, and what limited the analysis.
 
-use super::Report;
 use super::axis::{fmt_duration, fmt_num};
+use super::headline::headline;
+use super::{Report, html};
 
 pub(super) fn write(r: &mut Report<'_>) {
     let input = r.input;
     let cap = &input.stats.capture;
     let page = &mut r.page;
     page.h1("RoCE congestion report");
+    let h = headline(input);
+    let facts: Vec<String> = h
+        .facts
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "<span><b>{}</b> {}</span>",
+                html::escape(k),
+                html::escape(v)
+            )
+        })
+        .collect();
+    page.raw(&format!(
+        "<div class=\"headline\"><p class=\"verdict\">{}</p><p class=\"facts\">{}</p></div>",
+        html::escape(&h.verdict),
+        facts.join(" ")
+    ));
     page.para(
         "meta",
         &format!(

@@ -32,6 +32,10 @@ body { font-family: 'DejaVu Sans', Arial, sans-serif; margin: 24px auto; max-wid
 h1 { font-size: 26px; margin-bottom: 4px; }
 h2 { font-size: 20px; border-bottom: 2px solid #ddd; padding-bottom: 4px; margin-top: 32px; }
 .meta { color: #555; font-size: 14px; }
+.headline { background: #f2f6fa; border: 1px solid #cddcea; padding: 8px 14px; margin: 10px 0; }
+.verdict { font-size: 19px; font-weight: bold; margin: 4px 0 6px 0; }
+.facts { font-size: 14px; margin: 0; }
+.facts span { margin-right: 20px; white-space: nowrap; }
 .note { color: #555; font-size: 14px; }
 figure { margin: 12px 0; }
 figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
