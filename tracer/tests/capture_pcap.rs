@@ -293,11 +293,8 @@ fn full_disk(engine: &str, tag: &str) {
 
 #[test]
 fn missing_privileges_are_named_with_the_fix() {
-    if !require(
-        "missing_privileges_are_named_with_the_fix",
-        is_root() && have("setpriv"),
-        "needs root and setpriv to drop privileges",
-    ) {
+    let what = "missing_privileges_are_named_with_the_fix";
+    if !privileged(what) || !require(what, have("setpriv"), "needs setpriv to drop privileges") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -209,7 +209,7 @@ fn config(snaplen: u32) -> Config {
 }
 
 fn load_or_skip(what: &str, config: Config, ring: Option<u32>) -> Option<aya::Ebpf> {
-    if !require(what, is_root(), "needs root to load eBPF programs") {
+    if !privileged(what) {
         return None;
     }
     match ebpf::load_probe(config, ring) {

@@ -280,7 +280,7 @@ fn ebpf_engine_counts_dropped_roce() {
 #[test]
 fn every_program_passes_the_verifier() {
     let what = "kernel_events_every_program_passes_the_verifier";
-    if !require(what, is_root(), "needs root to load eBPF programs") {
+    if !privileged(what) {
         return;
     }
     let object = tracer::engine::ebpf::probe_object().expect("the probe object is built");

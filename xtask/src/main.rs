@@ -141,9 +141,12 @@ fn test(args: &[String]) -> Result<()> {
     let not_run = not_run_here_file();
     // A missing file is the expected case; any other problem shows up when the tests write it.
     let _ = std::fs::remove_file(&not_run);
+    // The tracer's privileged tests wait for their own step, right after.
     sh(cargo()
         .args(["test", "--workspace", "--no-fail-fast"])
-        .env("ROCETRACE_NOT_RUN_FILE", &not_run))?;
+        .env("ROCETRACE_NOT_RUN_FILE", &not_run)
+        .env(PRIVILEGED, "later"))?;
+    privileged_tests(&not_run)?;
     match std::fs::read_to_string(&not_run) {
         Ok(text) if !text.trim().is_empty() => {
             eprintln!("xtask: checks this machine cannot run (the tests ran everything else):");
@@ -158,6 +161,40 @@ fn test(args: &[String]) -> Result<()> {
     }
     eprintln!("xtask: every step passed");
     Ok(())
+}
+
+/// How the tracer's privileged tests behave (see `tracer/tests/common`): `later` or `required`.
+const PRIVILEGED: &str = "ROCETRACE_PRIVILEGED";
+
+/// The tracer's tests that need root (network namespaces, captures, eBPF), as aya runs its integration
+/// tests: in a step of their own, as root. A root xtask runs them directly; otherwise cargo runs each test
+/// binary through `sudo -E`, so that only the tests run as root, not the build. Without root they fail.
+fn privileged_tests(not_run: &Path) -> Result<()> {
+    let mut cmd = cargo();
+    cmd.args(["test", "-p", "tracer", "--tests", "--no-fail-fast"]);
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid() == 0
+    });
+    if !root {
+        let sudo = Command::new("sudo").arg("-V").output();
+        if !sudo.is_ok_and(|o| o.status.success()) {
+            // Said where every other check that did not run is said, not a failure of the whole run.
+            let line = "the tracer's privileged tests (network namespaces, captures, eBPF): xtask is not \
+                        root and sudo is missing; run `cargo xtask test` as root\n";
+            std::fs::create_dir_all(not_run.parent().unwrap_or(Path::new(".")))?;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(not_run)?;
+            std::io::Write::write_all(&mut f, line.as_bytes())?;
+            return Ok(());
+        }
+        cmd.args(["--config", "target.'cfg(all())'.runner = 'sudo -E'"]);
+    }
+    sh(cmd
+        .env("ROCETRACE_NOT_RUN_FILE", not_run)
+        .env(PRIVILEGED, "required"))
 }
 
 fn fuzz_args(args: &[String]) -> Result<(u64, Vec<String>)> {

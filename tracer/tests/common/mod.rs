@@ -1,8 +1,11 @@
 //! Test harness for live captures: a network namespace with a veth pair, the tracer binary run inside it,
 //! and the analyzer's view of a capture file to compare.
 //!
-//! These tests need root (namespaces, raw sockets, eBPF). Without it they print `SKIP-REASON: ...` and
-//! fail, unless `ROCETRACE_ALLOW_SKIP=1` says a skip is acceptable on this machine: a silent pass would
+//! Most of these tests need root (namespaces, raw sockets, eBPF): they are the privileged suite, gated by
+//! [`privileged`]. Without root a plain `cargo test` says which of them did not run and passes; `cargo xtask
+//! test` runs them in a step of its own as root (the way aya runs its integration tests), where a missing
+//! root fails. A tool they need that is missing (`tcpreplay`, `tshark`, ...) prints `SKIP-REASON: ...` and
+//! fails, unless `ROCETRACE_ALLOW_SKIP=1` says a skip is acceptable on this machine: a silent pass would
 //! hide that the live path was never exercised.
 #![allow(dead_code)]
 
@@ -50,6 +53,33 @@ pub fn cannot_run_here(what: &str) {
     testkit::not_run_here(what);
 }
 
+/// How the privileged tests behave, set by `cargo xtask test`: `later` in its workspace step (they pass
+/// without running, since its next step runs them), `required` in that next step (without root they fail).
+/// Unset, as in a plain `cargo test`: they run as root and say they did not run otherwise.
+pub const PRIVILEGED_ENV: &str = "ROCETRACE_PRIVILEGED";
+
+/// Whether a test that needs root runs now; see [`PRIVILEGED_ENV`].
+pub fn privileged(what: &str) -> bool {
+    match std::env::var(PRIVILEGED_ENV).as_deref() {
+        Ok("later") => false,
+        Ok("required") => {
+            assert!(
+                is_root(),
+                "{what} needs root, and {PRIVILEGED_ENV}=required runs the privileged tests"
+            );
+            true
+        }
+        _ if is_root() => true,
+        _ => {
+            cannot_run_here(&format!(
+                "{what}: needs root (network namespaces, captures, eBPF); `cargo xtask test` runs the \
+                 privileged tests as root"
+            ));
+            false
+        }
+    }
+}
+
 pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
@@ -67,11 +97,8 @@ pub fn have(tool: &str) -> bool {
 
 /// Root and the tools a netns test uses.
 pub fn require_netns(what: &str) -> bool {
-    require(
-        what,
-        is_root(),
-        "needs root for network namespaces and captures",
-    ) && require(what, have("ip"), "needs iproute2 (`ip`)")
+    privileged(what)
+        && require(what, have("ip"), "needs iproute2 (`ip`)")
         && require(
             what,
             have("tcpreplay"),
