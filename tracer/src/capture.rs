@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{RecvTimeoutError, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, sync_channel};
 use std::time::{Duration, Instant};
 
 use roce_capture::write::SectionInfo;
@@ -212,6 +212,41 @@ fn section_info(opts: &CaptureOptions) -> SectionInfo {
     }
 }
 
+/// A capture's running engine and its file. Every way out of [`run_inner`] before the end drops it, which
+/// stops the engine, empties its channel, detaches it, and closes the file as it is; the normal end takes
+/// the parts out one by one instead, to write what is still queued and the statistics.
+struct Session {
+    stop: Arc<AtomicBool>,
+    /// Dropped before the engine finishes: a closed channel tells its threads to stop reading.
+    rx: Option<Receiver<Event>>,
+    engine: Option<Box<dyn Engine>>,
+    file: Option<Output>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("running", &self.engine.is_some())
+            .field("file", &self.file.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(rx) = self.rx.take() {
+            while rx.recv().is_ok() {}
+        }
+        if let Some(engine) = self.engine.take() {
+            engine.finish();
+        }
+        if let Some(file) = self.file.take() {
+            let _ = file.finish(&[]);
+        }
+    }
+}
+
 /// Runs one capture to its end.
 pub fn run(opts: &CaptureOptions) -> Result<Outcome, CaptureError> {
     check_privileges(opts.engine, opts.kernel_events)?;
@@ -269,6 +304,12 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     // Only the engines' threads hold senders now: the channel disconnects when they have all finished.
     drop(plumbing);
     let links = engine.link_types();
+    let mut session = Session {
+        stop,
+        rx: Some(rx),
+        engine: Some(engine),
+        file: None,
+    };
     let ifaces: Vec<OutInterface> = opts
         .interfaces
         .iter()
@@ -280,24 +321,20 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
                 .copied()
                 .unwrap_or(roce_capture::LinkType::ETHERNET),
             snaplen: opts.snaplen,
-            description: engine.describe(i as u32),
+            description: session
+                .engine
+                .as_ref()
+                .map(|e| e.describe(i as u32))
+                .unwrap_or_default(),
         })
         .collect();
-    let shutdown = |engine: Box<dyn Engine>| {
-        stop.store(true, Ordering::SeqCst);
-        while rx.recv().is_ok() {}
-        engine.finish()
-    };
-    let mut file = match Output::create(&opts.output, section_info(opts), ifaces, opts.rotation) {
-        Ok(f) => f,
-        Err(source) => {
-            shutdown(engine);
-            return Err(CaptureError::Create {
-                path: opts.output.clone(),
-                source,
-            });
-        }
-    };
+    let created = Output::create(&opts.output, section_info(opts), ifaces, opts.rotation);
+    let file = session
+        .file
+        .insert(created.map_err(|source| CaptureError::Create {
+            path: opts.output.clone(),
+            source,
+        })?);
     if let Some(k) = &kernel_events {
         let k = std::rc::Rc::clone(k);
         file.set_closing_block(ClosingBlock(Box::new(move || {
@@ -318,7 +355,6 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         && let Some(block) = s.knobs_block()
         && let Err(source) = file.write_header_custom(&block)
     {
-        shutdown(engine);
         return Err(write_error(opts, 0, source));
     }
     // Metrics before the ready file and the command: a port that cannot be bound stops the capture before
@@ -328,11 +364,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
             let m = Metrics::new();
             match m.serve(addr) {
                 Ok(_) => Some(m),
-                Err(source) => {
-                    shutdown(engine);
-                    let _ = file.finish(&[]);
-                    return Err(CaptureError::Metrics { addr, source });
-                }
+                Err(source) => return Err(CaptureError::Metrics { addr, source }),
             }
         }
         None => None,
@@ -340,8 +372,6 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     if let Some(path) = &opts.ready_file
         && let Err(source) = std::fs::write(path, b"ready\n")
     {
-        shutdown(engine);
-        let _ = file.finish(&[]);
         return Err(CaptureError::Ready {
             path: path.clone(),
             source,
@@ -353,8 +383,6 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         match Command::new(prog).args(args).process_group(0).spawn() {
             Ok(c) => child = Some(c),
             Err(source) => {
-                shutdown(engine);
-                let _ = file.finish(&[]);
                 return Err(CaptureError::Command {
                     cmd: opts.command.join(" "),
                     source,
@@ -383,6 +411,9 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         {
             break StopReason::CommandExited(status.code());
         }
+        let Some(rx) = session.rx.as_ref() else {
+            break StopReason::InterfacesGone;
+        };
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(Event::Frame(f)) => {
                 // The loss count as of the last tick: asking the eBPF engine costs a syscall per frame.
@@ -419,7 +450,9 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
             let secs = last_tick.elapsed().as_secs_f64();
             last_tick = Instant::now();
             let (interval, rows) = live.tick(secs);
-            dropped_cache = engine.dropped_so_far();
+            if let Some(engine) = &session.engine {
+                dropped_cache = engine.dropped_so_far();
+            }
             let dropped: u64 = dropped_cache.iter().sum();
             if !opts.quiet {
                 eprintln!(
@@ -476,8 +509,9 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     // Stop the engine and empty the channel: frames already queued, and those the engines still read out of
     // the kernel, are written unless the count is reached, a write failed, or a second signal asked for an
     // immediate exit. Then the channel is closed, which tells the engines to stop reading.
-    stop.store(true, Ordering::SeqCst);
-    while let Ok(ev) = rx.recv() {
+    session.stop.store(true, Ordering::SeqCst);
+    let rx = session.rx.take();
+    while let Some(Ok(ev)) = rx.as_ref().map(Receiver::recv) {
         let keep = write_failure.is_none()
             && signals_seen.load(Ordering::SeqCst) < 2
             && opts.count.is_none_or(|c| frames < c);
@@ -492,7 +526,11 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         }
     }
     drop(rx);
-    let (stats, probe_block) = engine.finish();
+    let (stats, probe_block) = session
+        .engine
+        .take()
+        .map(|e| e.finish())
+        .unwrap_or_default();
     if let Some(block) = probe_block
         && write_failure.is_none()
         && let Err(e) = file.write_custom(&block)
@@ -504,7 +542,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         .iter()
         .map(|s: &IfaceStats| (s.received, s.dropped))
         .collect();
-    let closed = file.finish(&isb);
+    let closed = session.file.take().map_or(Ok(()), |f| f.finish(&isb));
     if let Some(source) = write_failure {
         return Err(write_error(opts, frames, source));
     }

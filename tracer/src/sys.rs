@@ -258,6 +258,18 @@ pub fn monotonic_to_realtime_offset() -> u64 {
     real.saturating_sub(before / 2 + after / 2)
 }
 
+/// Waits up to `timeout_ms` for `fd` to become readable: both engines sleep on their descriptor (libpcap's
+/// socket, the ring buffer) this way between reads, so that a stop is seen within the timeout.
+pub fn wait_readable(fd: i32, timeout_ms: i32) {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let _ = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

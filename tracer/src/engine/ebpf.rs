@@ -468,17 +468,6 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, E
     })
 }
 
-/// Waits up to `timeout_ms` for the ring buffer's fd to become readable.
-fn wait_readable(fd: i32, timeout_ms: i32) {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for the duration of the call.
-    let _ = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-}
-
 fn read_ring(
     mut ring: RingReader,
     index_of: HashMap<u32, u32>,
@@ -567,7 +556,7 @@ fn read_ring(
             // probe record by record (see [`NAP`]).
             std::thread::sleep(NAP);
         } else {
-            wait_readable(ring.as_raw_fd(), POLL_MS);
+            sys::wait_readable(ring.as_raw_fd(), POLL_MS);
         }
     }
 }

@@ -16,6 +16,7 @@ use std::os::fd::AsRawFd;
 use pcap::{Active, Capture, Precision};
 
 use super::{Captured, Engine, EngineConfig, Event, IfaceStats, Plumbing};
+use crate::sys;
 
 /// Kernel buffer per interface.
 const BUFFER_BYTES: i32 = 64 << 20;
@@ -109,17 +110,6 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<PcapEngine, P
     })
 }
 
-/// Waits up to `timeout_ms` for frames on the capture's descriptor.
-fn wait_readable(fd: i32, timeout_ms: i32) {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for the duration of the call.
-    let _ = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-}
-
 fn read_loop(
     mut cap: Capture<Active>,
     iface: u32,
@@ -146,7 +136,9 @@ fn read_loop(
                     break;
                 }
             }
-            Err(pcap::Error::TimeoutExpired) => wait_readable(cap.as_raw_fd(), READ_TIMEOUT_MS),
+            Err(pcap::Error::TimeoutExpired) => {
+                sys::wait_readable(cap.as_raw_fd(), READ_TIMEOUT_MS)
+            }
             Err(e) => {
                 ended = Some(e.to_string());
                 break;
