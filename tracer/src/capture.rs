@@ -24,6 +24,7 @@ use crate::live::{self, LiveView};
 use crate::metrics::Metrics;
 use crate::output::{ClosingBlock, OutInterface, Output, Rotation};
 use crate::sys::{self, Cap};
+use crate::term;
 
 /// Which capture engine to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -274,7 +275,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     // Before the engine, so that a failure here leaves nothing to detach.
     let kernel_events = if opts.kernel_events {
         let k = crate::kevents::KernelEvents::start(&opts.tracepoints, opts.sysfs_root.as_deref())?;
-        eprintln!("{}", k.description);
+        term::say(&k.description);
         Some(std::rc::Rc::new(std::cell::RefCell::new(k)))
     } else {
         None
@@ -348,7 +349,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     });
     if let Some(s) = sampler.as_mut() {
         for problem in s.ethtool_problems() {
-            eprintln!("roce-tracer: --counters: {problem}");
+            term::say(&format!("roce-tracer: --counters: {problem}"));
         }
     }
     if let Some(s) = &sampler
@@ -435,7 +436,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
                 }
             }
             Ok(Event::Ended { iface, reason }) => {
-                eprintln!("roce-tracer: {reason}; its capture ended");
+                term::say(&format!("roce-tracer: {reason}; its capture ended"));
                 if let Some(e) = ended.get_mut(iface as usize) {
                     *e = true;
                 }

@@ -17,3 +17,4 @@ pub mod output;
 pub mod qp_owners;
 pub mod selftest;
 pub mod sys;
+pub mod term;

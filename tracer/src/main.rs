@@ -205,7 +205,7 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("roce-tracer: error: {e:#}");
+            tracer::term::say(&format!("roce-tracer: error: {e:#}"));
             ExitCode::from(2)
         }
     }
@@ -284,9 +284,10 @@ fn run() -> Result<()> {
         }
         Cmd::List(a) => {
             let root = a.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys"));
+            // Device and interface names come from the host.
             print!(
                 "{}",
-                tracer::list::render(&root, &tracer::list::Host::this())
+                tracer::term::safe(&tracer::list::render(&root, &tracer::list::Host::this()))
             );
             Ok(())
         }
@@ -308,7 +309,7 @@ fn selftest(a: SelftestArgs) -> Result<()> {
         a.duration.as_secs_f64()
     );
     if a.command.is_empty() {
-        eprintln!("{}", selftest::traffic_hint(&root, &spec.device, spec.port));
+        tracer::term::say(&selftest::traffic_hint(&root, &spec.device, spec.port));
     }
     let opts = CaptureOptions {
         engine: EngineKind::Rdma,
@@ -344,7 +345,7 @@ fn selftest(a: SelftestArgs) -> Result<()> {
     );
     match selftest::verdict(&seen, &spec.to_string()) {
         Ok(summary) => {
-            println!("PASS: {summary}");
+            println!("PASS: {}", tracer::term::safe(&summary));
             if keep {
                 println!("the capture is in {}", output.display());
             } else {
@@ -354,7 +355,7 @@ fn selftest(a: SelftestArgs) -> Result<()> {
         }
         Err(problems) => {
             for p in &problems {
-                println!("FAIL: {p}");
+                println!("FAIL: {}", tracer::term::safe(p));
             }
             bail!(
                 "the selftest failed; the capture is kept in {} for a look (roce-analyzer, tshark)",
