@@ -127,6 +127,10 @@ struct ReportArgs {
     /// on production fabrics; the default suits captures of a few ms).
     #[arg(long, default_value = "500us", value_parser = units::parse_positive_ns)]
     storm_threshold: u64,
+    /// The switches' configured marking curve, KMIN,KMAX in bytes and PMAX, for the queue section (a finding
+    /// when the curve fitted from captures of both sides of a switch disagrees).
+    #[arg(long, value_name = "KMIN,KMAX,PMAX", value_parser = parse_switch_ecn)]
+    switch_ecn: Option<(f64, f64, f64)>,
     /// Also write model_events.parquet: every event of every flow's DCQCN model (model.csv holds the
     /// decimated series the charts draw). Written to disk as the model runs.
     #[arg(long)]
@@ -519,6 +523,10 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
         link_bps: a.model.link_speed,
         dcqcn: model_options(&a.model)?,
         storm_threshold_ns: a.storm_threshold,
+        hops: HopsOptions {
+            switch_ecn: a.switch_ecn,
+            ..HopsOptions::default()
+        },
         ..PipelineOptions::default()
     };
     let mut capture = open(&a.input)?;
@@ -547,6 +555,7 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
         dcqcn: &analysis.dcqcn,
         pauses: &analysis.pauses,
         findings: &analysis.findings,
+        hops: analysis.hops.as_ref(),
     };
     let files = write_report_with(&a.out, &input, &kernel)
         .with_context(|| format!("writing the report into {}", a.out.display()))?;

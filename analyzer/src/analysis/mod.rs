@@ -28,6 +28,8 @@ pub struct PipelineOptions {
     pub dcqcn: Options,
     pub storm_threshold_ns: u64,
     pub rules: Rules,
+    /// The hops pass (it finds nothing in a capture of one tap).
+    pub hops: hops::HopsOptions,
 }
 
 impl Default for PipelineOptions {
@@ -38,6 +40,7 @@ impl Default for PipelineOptions {
             dcqcn: Options::default(),
             storm_threshold_ns: pauses::DEFAULT_STORM_THRESHOLD_NS,
             rules: Rules::default(),
+            hops: hops::HopsOptions::default(),
         }
     }
 }
@@ -48,6 +51,8 @@ pub struct Analysis {
     pub dcqcn: DcqcnReport,
     pub pauses: PauseReport,
     pub findings: Vec<Finding>,
+    /// Hops, queues and marking, when some packet was seen at two taps.
+    pub hops: Option<hops::HopsReport>,
 }
 
 /// Runs every analysis over `capture`. A damaged file still yields the analysis of everything before the
@@ -72,12 +77,15 @@ pub fn run_with_model_events(
     let mut stats = Stats::new(opts.link_bps);
     let mut dcqcn = DcqcnPass::new(opts.dcqcn.bin_ns);
     let mut hosts = HostsPass::default();
+    let mut hops = hops::HopsPass::new(opts.hops.clone());
     let mut frames = Frames::new(capture, opts.decoder);
     let mut number = 0u64;
     while let Some(f) = frames.next_frame() {
         stats.frame(&f);
         dcqcn.frame(&f);
         hosts.frame(&f);
+        hops.frame(&f);
+        hops.learn_taps(frames.capture());
         number += 1;
         if number.is_multiple_of(65_536) {
             progress(frames.capture().progress().0);
@@ -100,12 +108,17 @@ pub fn run_with_model_events(
         end_ns: stats.capture.last_ns.unwrap_or(0),
         storm_threshold_ns: opts.storm_threshold_ns,
     });
-    let findings = findings::diagnose(&stats, &dcqcn, &pauses, &opts.rules);
+    let mut findings = findings::diagnose(&stats, &dcqcn, &pauses, &opts.rules);
+    let hops = Some(hops.finish(capture)).filter(|h| !h.hops.is_empty());
+    if let Some(h) = &hops {
+        findings.extend(h.findings.iter().cloned());
+    }
     Ok(Analysis {
         stats,
         dcqcn,
         pauses,
         findings,
+        hops,
     })
 }
 

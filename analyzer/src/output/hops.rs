@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use crate::analysis::hops::HopsReport;
 use crate::analysis::hops::hist::Percentiles;
 use crate::output::text::table;
+use roce_core::text::escape_control as esc;
 
 fn ns(p: &Percentiles) -> [String; 3] {
     [p.p50, p.p99, p.max].map(|v| format!("{:.0}", v))
@@ -158,7 +159,10 @@ pub fn print_hops(out: &mut impl Write, r: &HopsReport) -> io::Result<()> {
     if !r.findings.is_empty() {
         writeln!(out, "\nFindings")?;
         for f in &r.findings {
-            writeln!(out, "- {f}")?;
+            writeln!(out, "- {}: {}", esc(&f.title), esc(&f.detail))?;
+            for e in &f.evidence {
+                writeln!(out, "    {}", esc(e))?;
+            }
         }
     }
     Ok(())

@@ -213,7 +213,7 @@ fn marking_curve_against_truth() {
         },
     );
     assert_eq!(disagree.findings.len(), 1, "{:?}", disagree.findings);
-    assert!(disagree.findings[0].contains("disagrees"));
+    assert_eq!(disagree.findings[0].code, "ecn_curve_mismatch");
     // The PFC threshold (176 KB) is above Kmin: marking is not late.
     let pfc = q.pfc_depth_bytes.expect("the ingress tap saw PFC");
     assert!(pfc > m.kmin_bytes.unwrap(), "{pfc}");
@@ -303,8 +303,11 @@ fn loss_between_taps_is_counted_and_explained() {
     let lossy = [paths[0].clone(), rx.clone()];
     let r = analyse(&lossy, HopsOptions::default());
     let h = r.hops.iter().find(|h| short(&h.from) == "ingress").unwrap();
-    assert_eq!(h.only_from, removed);
-    assert_eq!(h.unmatched, removed);
+    // A packet removed in the last queue's worth of time before the capture ends could also have been still
+    // queued when it ended: such copies count apart, as outside the other capture.
+    assert_eq!(h.only_from + h.outside_capture, removed);
+    assert!(h.outside_capture <= 1, "{}", h.outside_capture);
+    assert_eq!(h.unmatched, h.only_from);
     assert_eq!(h.matched, 2112 - removed);
     let loss = h.loss.as_deref().unwrap();
     assert!(loss.contains("lost between the taps"), "{loss}");
@@ -398,4 +401,77 @@ fn json_keys() {
         text.contains("ingress → ") && text.contains("Kmin"),
         "{text}"
     );
+}
+
+/// marking_curve with the PFC threshold (12 KB) below Kmin (20 KB): the switch pauses the sender before the
+/// queue reaches the marking range, and only the overshoot while the pause takes effect is marked. The
+/// finding says marking starts too late.
+#[test]
+fn marking_above_the_pfc_threshold_is_a_finding() {
+    let text = std::fs::read_to_string(workspace().join("samples/scenarios/marking_curve.toml"))
+        .unwrap()
+        .replace("kmin_bytes = 40_000", "kmin_bytes = 20_000")
+        .replace("kmax_bytes = 160_000", "kmax_bytes = 22_000")
+        .replace("pmax = 0.5", "pmax = 1.0")
+        .replace("xoff_bytes = 176_000", "xoff_bytes = 12_000")
+        .replace("xon_bytes = 24_000", "xon_bytes = 4_000")
+        .replace("duration_us = 3000", "duration_us = 1100")
+        .replace("stop_us = 2800", "stop_us = 1000");
+    let sc = samples::sim::scenario::Scenario::from_toml("late_marking", &text).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let written = samples::sim::write_run(&sc, dir.path()).unwrap();
+    let r = analyse(&written.captures, HopsOptions::default());
+    let q = r.queues.iter().find(|q| short(&q.tap) == "egress").unwrap();
+    assert!(q.marking.marked > 10, "{:?}", q.marking);
+    let late: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.code == "marking_above_pfc")
+        .collect();
+    assert_eq!(late.len(), 1, "{:?}", r.findings);
+    // In the teaching sample the threshold (176 KB) is far above Kmin: no such finding.
+    let (paths, _) = files("marking_curve");
+    let r = analyse(&paths, HopsOptions::default());
+    assert!(r.findings.iter().all(|f| f.code != "marking_above_pfc"));
+}
+
+/// The report of both marking_curve files has the queue section with its three charts, and the findings of
+/// `--switch-ecn` at the top; a capture of one tap says why the section is empty.
+#[test]
+fn report_has_the_queue_section() {
+    use analyzer::output::report::{ReportInput, write_report};
+    let (paths, _) = files("marking_curve");
+    let mut capture = Capture::open(inputs::resolve(&paths).unwrap()).unwrap();
+    let mut opts = analyzer::analysis::PipelineOptions::default();
+    opts.hops.switch_ecn = Some((100_000.0, 400_000.0, 0.2));
+    let a = analyzer::analysis::run(&mut capture, &opts, |_| {}).unwrap();
+    assert!(a.findings.iter().any(|f| f.code == "ecn_curve_mismatch"));
+    let dir = tempfile::tempdir().unwrap();
+    let input = ReportInput {
+        stats: &a.stats,
+        dcqcn: &a.dcqcn,
+        pauses: &a.pauses,
+        findings: &a.findings,
+        hops: a.hops.as_ref(),
+    };
+    let files = write_report(dir.path(), &input).unwrap();
+    let html = std::fs::read_to_string(&files.index).unwrap();
+    assert!(html.contains("Queues and ECN marking"));
+    for chart in ["hop_delay.png", "queue_depth_1.png", "queue_marking_1.png"] {
+        assert!(dir.path().join(chart).exists(), "{chart}");
+    }
+    let mut one = Capture::open(inputs::resolve(&paths[..1]).unwrap()).unwrap();
+    let a = analyzer::analysis::run(&mut one, &opts, |_| {}).unwrap();
+    assert!(a.hops.is_none());
+    let dir = tempfile::tempdir().unwrap();
+    let input = ReportInput {
+        stats: &a.stats,
+        dcqcn: &a.dcqcn,
+        pauses: &a.pauses,
+        findings: &a.findings,
+        hops: None,
+    };
+    let files = write_report(dir.path(), &input).unwrap();
+    let html = std::fs::read_to_string(&files.index).unwrap();
+    assert!(html.contains("No packet was seen at two taps"));
 }

@@ -62,6 +62,7 @@ fn report(name: &str, link_gbps: u64, findings: &[Finding]) -> (tempfile::TempDi
         dcqcn: &inputs.dcqcn,
         pauses: &inputs.pauses,
         findings,
+        hops: inputs.hops.as_ref(),
     };
     write_report(dir.path(), &input).unwrap();
     (dir, inputs)
@@ -191,6 +192,7 @@ fn many_flows_chart_the_worst_and_table_the_rest() {
         dcqcn: &inputs.dcqcn,
         pauses: &inputs.pauses,
         findings: &[],
+        hops: inputs.hops.as_ref(),
     };
     let files = write_report(dir.path(), &input).unwrap();
     let flow_charts = files

@@ -29,6 +29,7 @@ use roce_wire::pfc::MacControlRepr;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
+use crate::analysis::findings::{Finding, Severity};
 use clock::ClockTrack;
 use hist::{Hist, Percentiles};
 use matching::{Copy, Group, Matcher};
@@ -116,6 +117,9 @@ pub struct HopReport {
     pub only_from: u64,
     /// Seen downstream, never upstream: a switch does not make packets, so the upstream capture missed them.
     pub only_to: u64,
+    /// Seen at one tap only, but at a time the other tap's capture did not cover (it began later or ended
+    /// earlier than the packet could have passed it): not counted as unmatched.
+    pub outside_capture: u64,
     /// Matched packets left out of the delays because one tap saw the packet more often than the other
     /// (a retransmission whose first copy was lost between them).
     pub retransmitted: u64,
@@ -186,7 +190,7 @@ pub struct HopsReport {
     pub hops: Vec<HopReport>,
     pub queues: Vec<QueueReport>,
     pub np: Vec<NpReport>,
-    pub findings: Vec<String>,
+    pub findings: Vec<Finding>,
     pub match_window_ns: u64,
     /// Most packets waiting for their copies at once: the memory the match window cost.
     pub peak_in_flight: usize,
@@ -305,6 +309,10 @@ struct HopAcc {
     only_to: u64,
     retransmitted: u64,
     raw_min: i64,
+    /// The largest delay matched: a packet seen upstream later than this before the downstream capture
+    /// ended could not have been seen there.
+    raw_max: i64,
+    outside_capture: u64,
     clock: ClockTrack,
     pending: std::collections::VecDeque<Sample>,
     delay: Hist,
@@ -378,6 +386,8 @@ struct Core {
     /// (downstream tap, priority, upstream tap) → queue; merged at the end into one queue per direction.
     queue_index: FxHashMap<(u32, u8, u32), u32>,
     next_flush: Option<u64>,
+    /// Per tap: its first and latest RoCE packet.
+    spans: Vec<(u64, u64)>,
 }
 
 /// The streaming pass: hand it every frame of the capture, in order.
@@ -412,6 +422,7 @@ impl HopsPass {
                 queues: Vec::new(),
                 queue_index: FxHashMap::default(),
                 next_flush: None,
+                spans: Vec::new(),
             },
             rates: FxHashMap::default(),
             psn: FxHashMap::default(),
@@ -422,16 +433,17 @@ impl HopsPass {
         }
     }
 
-    /// Taps known so far (the caller tells the pass each new tap's file: taps of one file share a clock).
-    pub fn taps_known(&self) -> usize {
-        self.core.tap_file.len()
+    /// Learns the files of taps that appeared since the last call (taps of one file share a clock). Call
+    /// it after each frame: a tap's file is needed only once its first copies close, later.
+    #[inline]
+    pub fn learn_taps(&mut self, capture: &Capture) {
+        let taps = capture.taps();
+        if taps.len() != self.core.tap_file.len() {
+            self.core.tap_file = taps.iter().map(|t| t.file).collect();
+        }
     }
 
-    pub fn set_tap_files(&mut self, files: impl Iterator<Item = usize>) {
-        self.core.tap_file = files.collect();
-    }
-
-    /// One frame. Its tap's file must be known ([`HopsPass::set_tap_files`]) before its copies close.
+    /// One frame. Its tap's file must be known ([`HopsPass::learn_taps`]) before its copies close.
     #[inline]
     pub fn frame(&mut self, f: &Frame<'_>) {
         let tap = f.iface as usize;
@@ -461,6 +473,12 @@ impl HopsPass {
             return;
         };
         self.packets[tap] += 1;
+        if tap >= self.core.spans.len() {
+            self.core.spans.resize(tap + 1, (u64::MAX, 0));
+        }
+        let span = &mut self.core.spans[tap];
+        span.0 = span.0.min(f.ts_ns);
+        span.1 = span.1.max(f.ts_ns);
         if f.kind == Kind::Roce
             && let (Some(roce), Some(bth)) = (f.roce.as_ref(), f.bth())
             && (bth.opcode.consumes_request_psn() || bth.opcode.is_read_response())
@@ -546,6 +564,7 @@ impl HopsPass {
                     unmatched: h.only_from + h.only_to,
                     only_from: h.only_from,
                     only_to: h.only_to,
+                    outside_capture: h.outside_capture,
                     retransmitted: h.retransmitted,
                     loss: loss_verdict(&h, to_drops, from_gaps, &name),
                     clock_offset_ns: h.raw_min,
@@ -628,6 +647,13 @@ impl RateAcc {
 }
 
 impl Core {
+    fn span(&self, tap: u32) -> (u64, u64) {
+        self.spans
+            .get(tap as usize)
+            .copied()
+            .unwrap_or((u64::MAX, 0))
+    }
+
     fn file_of(&self, tap: u32) -> usize {
         self.tap_file
             .get(tap as usize)
@@ -757,16 +783,32 @@ impl Core {
                 if t >= 64 || missing & (1 << t) == 0 {
                     continue;
                 }
+                let at = |tap: u32| order.iter().find(|c| c.tap == tap).map(|c| c.ts);
                 if let Some(&p) = i.checked_sub(1).and_then(|j| porder.get(j))
-                    && mask & (1 << p) != 0
+                    && let Some(ts) = at(p)
                 {
-                    self.hop(p, t).only_from += 1;
+                    // A copy that could only have reached `t` after `t`'s capture ended is not missing.
+                    let (first, last) = self.span(t);
+                    let h = self.hop(p, t);
+                    let reach = ts as i64 + h.raw_max.max(0);
+                    if reach > last as i64 || (ts as i64) < first as i64 - h.raw_max.max(0) {
+                        h.outside_capture += 1;
+                    } else {
+                        h.only_from += 1;
+                    }
                 }
                 if let Some(&n) = porder.get(i + 1)
                     && n < 64
-                    && mask & (1 << n) != 0
+                    && let Some(ts) = at(n)
                 {
-                    self.hop(t, n).only_to += 1;
+                    // Nor one that passed `t` before `t`'s capture began.
+                    let (first, _) = self.span(t);
+                    let h = self.hop(t, n);
+                    if (ts as i64) - h.raw_max.max(0) < first as i64 {
+                        h.outside_capture += 1;
+                    } else {
+                        h.only_to += 1;
+                    }
                 }
             }
         }
@@ -784,6 +826,7 @@ impl Core {
             }
             let raw = d.ts as i64 - u.ts as i64;
             h.raw_min = h.raw_min.min(raw);
+            h.raw_max = h.raw_max.max(raw);
             let ser = link.map_or(0, |bps| {
                 ((d.len + WIRE_OVERHEAD) as u128 * 8 * 1_000_000_000 / bps as u128) as i64
             });
@@ -815,6 +858,8 @@ impl Core {
             only_to: 0,
             retransmitted: 0,
             raw_min: i64::MAX,
+            raw_max: i64::MIN,
+            outside_capture: 0,
             clock: ClockTrack::new(window),
             pending: Default::default(),
             delay: Hist::default(),
@@ -1107,7 +1152,7 @@ fn queue_report(
 
 /// What the hops and queues say that needs saying: a fitted curve unlike the configured one, marking that
 /// starts only where PFC already pauses, packets lost between taps.
-fn findings(hops: &[HopReport], queues: &[QueueReport], opts: &HopsOptions) -> Vec<String> {
+fn findings(hops: &[HopReport], queues: &[QueueReport], opts: &HopsOptions) -> Vec<Finding> {
     let mut out = Vec::new();
     for q in queues {
         let m = &q.marking;
@@ -1115,29 +1160,66 @@ fn findings(hops: &[HopReport], queues: &[QueueReport], opts: &HopsOptions) -> V
             continue;
         };
         let label = format!("queue {} priority {}", q.tap, q.priority);
+        let fitted = format!(
+            "fitted: Kmin {kmin:.0} B, Kmax {kmax:.0} B, Pmax {pmax:.3}, fit error {:.3}, {} ECN-capable \
+             packets between Kmin and Kmax ({} marked of {})",
+            m.fit_rmse.unwrap_or(0.0),
+            m.between,
+            m.marked,
+            m.ect_in
+        );
         if let Some((ckmin, ckmax, cpmax)) = opts.switch_ecn {
             let off = |a: f64, b: f64| (a - b).abs() > 0.15 * b.max(1.0);
             if off(kmin, ckmin) || off(kmax, ckmax) || (pmax - cpmax).abs() > 0.05 {
-                out.push(format!(
-                    "{label}: the marking fitted from the capture (Kmin {:.0} B, Kmax {:.0} B, Pmax {:.2}) \
-                     disagrees with the switch's configuration given (Kmin {ckmin:.0} B, Kmax {ckmax:.0} B, \
-                     Pmax {cpmax:.2}); {} ECN-capable packets found the queue between the fitted Kmin and Kmax",
-                    kmin, kmax, pmax, m.between
-                ));
+                out.push(Finding {
+                    code: "ecn_curve_mismatch",
+                    severity: Severity::Warning,
+                    title: format!("{label}: the marking curve disagrees with the switch's configuration"),
+                    detail: format!(
+                        "The queue marked as if Kmin were {kmin:.0} B, Kmax {kmax:.0} B and Pmax {pmax:.2}, \
+                         not the configured Kmin {ckmin:.0} B, Kmax {ckmax:.0} B, Pmax {cpmax:.2} \
+                         (--switch-ecn): the configuration may not be applied to this queue, the queue may be \
+                         counted in cells or compared at dequeue, or the drain rate may be off."
+                    ),
+                    evidence: vec![fitted.clone()],
+                });
             }
         }
         if let Some(pfc) = q.pfc_depth_bytes
             && kmin > pfc
         {
-            out.push(format!(
-                "{label}: marking starts at {kmin:.0} B, above the depth at which PFC paused the \
-                 priority ({pfc:.0} B): PFC stops the senders before ECN slows them (marking too late)"
-            ));
+            out.push(Finding {
+                code: "marking_above_pfc",
+                severity: Severity::Problem,
+                title: format!("{label}: ECN marking starts above the PFC threshold"),
+                detail: format!(
+                    "Marking starts at {kmin:.0} B of queue, but the switch paused the priority (PFC) when the \
+                     queue held about {pfc:.0} B: PFC stops the senders before ECN slows them, so DCQCN acts \
+                     too late. Lower Kmin below the PFC threshold."
+                ),
+                evidence: vec![fitted],
+            });
         }
     }
     for h in hops {
         if let Some(l) = &h.loss {
-            out.push(format!("hop {} → {}: {l}", h.from, h.to));
+            out.push(Finding {
+                code: "unmatched_between_taps",
+                severity: if h.only_from > 0 {
+                    Severity::Warning
+                } else {
+                    Severity::Info
+                },
+                title: format!(
+                    "hop {} → {}: {} packets seen at one tap only",
+                    h.from, h.to, h.unmatched
+                ),
+                detail: l.clone(),
+                evidence: vec![format!(
+                    "{} matched, {} only upstream, {} only downstream",
+                    h.matched, h.only_from, h.only_to
+                )],
+            });
         }
     }
     out
@@ -1149,11 +1231,7 @@ pub fn run(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -> HopsRe
     let mut frames = Frames::new(capture, decoder);
     while let Some(f) = frames.next_frame() {
         pass.frame(&f);
-        // A tap's file is needed only when its copies close, after its first frame: learn new taps here.
-        let taps = frames.capture().taps();
-        if taps.len() != pass.taps_known() {
-            pass.set_tap_files(taps.iter().map(|t| t.file));
-        }
+        pass.learn_taps(frames.capture());
     }
     pass.finish(capture)
 }

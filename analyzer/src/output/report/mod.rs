@@ -10,7 +10,7 @@
 //! evidence, worst flows first.
 //!
 //! This module only orders the work. Each section of the page is a module that owns its charts, its HTML
-//! tables and its notes ([`findings`], [`flows`], [`pfc`], [`kernel`], [`cnp`], [`alpha`], [`qp_table`]) and
+//! tables and its notes ([`findings`], [`flows`], [`pfc`], [`kernel`], [`cnp`], [`alpha`], [`queues`], [`qp_table`]) and
 //! writes them through [`Report`]; [`summary`] writes `summary.json` and [`export`] the CSV and Parquet
 //! tables. A new section is a module with a `write(&mut Report)` and one line in [`write_report_with`].
 
@@ -28,6 +28,7 @@ pub mod kernel;
 pub mod pfc;
 pub mod progress;
 pub mod qp_table;
+pub mod queues;
 pub mod summary;
 
 use std::path::{Path, PathBuf};
@@ -36,6 +37,7 @@ use thiserror::Error;
 
 use crate::analysis::dcqcn::{DcqcnReport, FlowDcqcn};
 use crate::analysis::findings::Finding;
+use crate::analysis::hops::HopsReport;
 use crate::analysis::pauses::PauseReport;
 use crate::output::tables::TableError;
 use charts::Chart;
@@ -59,6 +61,8 @@ pub struct ReportInput<'a> {
     pub dcqcn: &'a DcqcnReport,
     pub pauses: &'a PauseReport,
     pub findings: &'a [Finding],
+    /// Hops, queues and marking, when the capture has taps that saw the same packets.
+    pub hops: Option<&'a HopsReport>,
 }
 
 /// The files written, for the CLI to list.
@@ -165,6 +169,7 @@ pub fn write_report_with(
     kernel::write(&mut r)?;
     cnp::write(&mut r)?;
     alpha::write(&mut r)?;
+    queues::write(&mut r)?;
     qp_table::write(&mut r);
 
     let mut tables = export::write_tables(dir, input)?;
