@@ -3,8 +3,8 @@
 
 use std::io::{self, Write};
 
-use crate::analysis::hops::HopsReport;
 use crate::analysis::hops::hist::Percentiles;
+use crate::analysis::hops::{HopsReport, QueueReport};
 use crate::output::text::table;
 use roce_core::text::escape_control as esc;
 
@@ -14,6 +14,29 @@ fn ns(p: &Percentiles) -> [String; 3] {
 
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |v| format!("{v:.digits$}"))
+}
+
+/// A queue's numbers as the text table and the report's table both show them: packets, drain rate, bytes
+/// ahead (p50, p99, max), CE/ECT and the fitted curve.
+pub fn queue_cells(q: &QueueReport) -> Vec<String> {
+    let b = q.queue_bytes.unwrap_or_default();
+    let m = &q.marking;
+    vec![
+        q.packets.to_string(),
+        format!(
+            "{}{}",
+            opt(q.drain_gbps, 2),
+            if q.drain_measured { " (measured)" } else { "" }
+        ),
+        format!("{:.0}", b.p50),
+        format!("{:.0}", b.p99),
+        format!("{:.0}", b.max),
+        format!("{}/{}", m.marked, m.ect_in),
+        opt(m.kmin_bytes, 0),
+        opt(m.kmax_bytes, 0),
+        opt(m.pmax, 3),
+        opt(m.fit_rmse, 3),
+    ]
 }
 
 pub fn print_hops(out: &mut impl Write, r: &HopsReport) -> io::Result<()> {
@@ -80,26 +103,9 @@ pub fn print_hops(out: &mut impl Write, r: &HopsReport) -> io::Result<()> {
         .queues
         .iter()
         .map(|q| {
-            let b = q.queue_bytes.unwrap_or_default();
-            let m = &q.marking;
-            vec![
-                format!("{} prio {}", q.tap, q.priority),
-                q.from.join(","),
-                q.packets.to_string(),
-                format!(
-                    "{}{}",
-                    opt(q.drain_gbps, 2),
-                    if q.drain_measured { " (measured)" } else { "" }
-                ),
-                format!("{:.0}", b.p50),
-                format!("{:.0}", b.p99),
-                format!("{:.0}", b.max),
-                format!("{}/{}", m.marked, m.ect_in),
-                opt(m.kmin_bytes, 0),
-                opt(m.kmax_bytes, 0),
-                opt(m.pmax, 3),
-                opt(m.fit_rmse, 3),
-            ]
+            let mut row = vec![format!("{} prio {}", q.tap, q.priority), q.from.join(",")];
+            row.extend(queue_cells(q));
+            row
         })
         .collect();
     table(

@@ -7,6 +7,7 @@ use super::axis::{TimeAxis, fmt_duration};
 use super::charts::{Chart, Line, LineChart, MarkShape, Marks, PALETTE};
 use super::{Report, ReportError, html};
 use crate::analysis::hops::{HopsReport, QueueReport, Series, red};
+use crate::output::hops::queue_cells;
 
 /// Hops drawn in the delay chart, and queues drawn one depth chart each, busiest first.
 const MAX_HOPS: usize = 8;
@@ -302,28 +303,11 @@ fn queues_table(h: &HopsReport) -> String {
         .iter()
         .filter(|q| q.queue_delay_ns.max > 0.0 || q.marking.marked > 0)
         .map(|q| {
-            let b = q.queue_bytes.unwrap_or_default();
-            let m = &q.marking;
-            vec![
-                q.tap.clone(),
-                q.priority.to_string(),
-                q.packets.to_string(),
-                format!(
-                    "{}{}",
-                    opt(q.drain_gbps, 1),
-                    if q.drain_measured { " (measured)" } else { "" }
-                ),
-                format!("{:.0}", b.p50),
-                format!("{:.0}", b.p99),
-                format!("{:.0}", b.max),
-                format!("{} / {}", m.marked, m.ect_in),
-                opt(m.kmin_bytes, 0),
-                opt(m.kmax_bytes, 0),
-                opt(m.pmax, 3),
-                opt(m.fit_rmse, 3),
-                m.between.to_string(),
-                opt(q.pfc_depth_bytes, 0),
-            ]
+            let mut row = vec![q.tap.clone(), q.priority.to_string()];
+            row.extend(queue_cells(q));
+            row.push(q.marking.between.to_string());
+            row.push(opt(q.pfc_depth_bytes, 0));
+            row
         })
         .collect();
     html::table(
