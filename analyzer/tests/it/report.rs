@@ -354,6 +354,7 @@ fn a_clean_capture_shows_its_throughput_and_says_it_was_clean() {
         dcqcn: &inputs.dcqcn,
         pauses: &inputs.pauses,
         findings: &[],
+        hops: None,
     });
     assert!(h.verdict.starts_with("Clean at 99."), "{}", h.verdict);
     assert!(html.contains(&h.verdict));
@@ -372,6 +373,7 @@ fn an_incast_headline_names_the_incast() {
         dcqcn: &inputs.dcqcn,
         pauses: &inputs.pauses,
         findings: &[],
+        hops: None,
     });
     assert!(
         h.verdict
