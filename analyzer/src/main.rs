@@ -12,6 +12,7 @@ use analyzer::analysis::findings::Severity;
 use analyzer::analysis::hops::{self as hops_analysis, HopsOptions};
 use analyzer::analysis::model_log::{self, ModelLog};
 use analyzer::analysis::{self as pipeline, PipelineOptions};
+use analyzer::output::dataset;
 use analyzer::output::frames as print;
 use analyzer::output::hops::print_hops;
 use analyzer::output::report::export::write_kernel_tables;
@@ -205,6 +206,31 @@ struct DecodeArgs {
     /// Stop after this many printed frames.
     #[arg(short = 'c', value_name = "N")]
     count: Option<u64>,
+    /// Write the frames as a Parquet dataset (part-NNNNN.parquet files) into DIR instead of printing them;
+    /// the columns are listed in docs/spark.md.
+    #[arg(long, value_name = "DIR", conflicts_with = "json")]
+    parquet: Option<PathBuf>,
+    /// With --parquet: write into DIR/collector=NAME/, so that the datasets of several collectors sit side by
+    /// side as one dataset partitioned by collector.
+    #[arg(long, value_name = "NAME", requires = "parquet", value_parser = collector_name)]
+    collector: Option<String>,
+    /// With --parquet: rows per row group (about a million by default; their buffers take about 150 bytes
+    /// a row while filling).
+    #[arg(long, value_name = "N", requires = "parquet", default_value_t = dataset::DEFAULT_GROUP_ROWS)]
+    row_group_rows: usize,
+}
+
+/// A collector name becomes a directory name and a partition value: no separators, nothing Hive would escape.
+fn collector_name(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && !s.starts_with('.')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err("use letters, digits, '-', '_' and '.' only (not first), e.g. leaf01".into())
+    }
 }
 
 #[derive(Debug, Args)]
@@ -357,6 +383,9 @@ fn hops(a: HopsArgs) -> Result<ExitCode> {
 fn decode(a: DecodeArgs) -> Result<ExitCode> {
     let filter: Option<Filter> = a.filter.as_deref().map(str::parse).transpose()?;
     let mut capture = open(&a.input)?;
+    if let Some(dir) = &a.parquet {
+        return decode_parquet(&a, dir, filter.as_ref(), capture);
+    }
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
     let mut printed = 0u64;
@@ -379,6 +408,48 @@ fn decode(a: DecodeArgs) -> Result<ExitCode> {
         }
     }
     out.flush()?;
+    Ok(finish(&capture))
+}
+
+/// `decode --parquet`: the frames that pass the filter, as a dataset in `dir` (or its collector's part).
+fn decode_parquet(
+    a: &DecodeArgs,
+    dir: &Path,
+    filter: Option<&Filter>,
+    mut capture: Capture,
+) -> Result<ExitCode> {
+    let dir = match &a.collector {
+        Some(name) => dir.join(format!("collector={name}")),
+        None => dir.to_path_buf(),
+    };
+    let layout = dataset::Layout {
+        group_rows: a.row_group_rows,
+        ..dataset::Layout::default()
+    };
+    let mut writer = dataset::DatasetWriter::create(&dir, layout)?;
+    let limit = a.count.unwrap_or(u64::MAX);
+    let mut taken = 0u64;
+    let mut frames = Frames::new(&mut capture, decoder(&a.input));
+    while taken < limit {
+        let full = {
+            let Some(f) = frames.next_frame() else {
+                break;
+            };
+            if filter.is_some_and(|flt| !flt.matches(&f)) {
+                continue;
+            }
+            taken += 1;
+            writer.push(&f)
+        };
+        if full {
+            writer.flush(frames.capture())?;
+        }
+    }
+    let written = writer.finish(&capture)?;
+    eprintln!(
+        "roce-analyzer: {written} frames written to {}",
+        escape(&dir.display().to_string())
+    );
     Ok(finish(&capture))
 }
 

@@ -62,6 +62,9 @@ pub struct IpInfo {
     pub dscp: u8,
     /// 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE.
     pub ecn: u8,
+    /// The packet's length on the wire, its header included, as the header states it (IPv4's total length,
+    /// IPv6's and the GRH's payload length plus their 40 bytes): the frame length less the link overhead.
+    pub len: u32,
 }
 
 /// ECN codepoint for Congestion Experienced.
@@ -319,6 +322,7 @@ impl Decoder {
                     dst: IpAddr::V4(Ipv4Addr::from(h.destination())),
                     dscp: h.dcp().value(),
                     ecn: h.ecn().value(),
+                    len: u32::from(h.total_len()),
                 });
                 let ip_header = reborrow(f.data, h.slice());
                 self.udp(f, ip_header, v4.payload());
@@ -334,6 +338,7 @@ impl Decoder {
                     dst: IpAddr::V6(Ipv6Addr::from(h.destination())),
                     dscp: tc >> 2,
                     ecn: tc & 3,
+                    len: u32::from(h.payload_length()) + 40,
                 });
                 let ip_header = reborrow(f.data, h.slice());
                 self.udp(f, ip_header, v6.payload());
@@ -395,6 +400,7 @@ impl Decoder {
             dst: IpAddr::V6(Ipv6Addr::from(grh.dgid)),
             dscp: grh.tclass >> 2,
             ecn: grh.tclass & 3,
+            len: u32::from(grh.payload_len) + GrhRepr::LEN as u32,
         });
         let rest = bytes.get(GrhRepr::LEN..).unwrap_or(&[]);
         let offset = offset_in(f.data, rest);

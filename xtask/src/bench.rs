@@ -7,7 +7,7 @@
 
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -82,7 +82,7 @@ pub(crate) fn wrapper_overhead() -> Result<f64> {
 }
 
 /// Runs `argv` three times; returns (median s, max RSS MB).
-fn measure(argv: &[&str], overhead: f64) -> Result<(f64, f64)> {
+pub(crate) fn measure(argv: &[&str], overhead: f64) -> Result<(f64, f64)> {
     let mut runs = Vec::new();
     for _ in 0..3 {
         runs.push(time_once(argv, overhead)?);
@@ -127,41 +127,17 @@ pub fn run(args: &[String]) -> Result<()> {
     if args.iter().any(|a| a == "--scale") {
         return crate::bench_scale::run(args);
     }
-    let mut spec = BulkSpec::default();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--frames" => {
-                spec.frames = it
-                    .next()
-                    .and_then(|s| s.parse().ok())
-                    .context("--frames needs a number")?
-            }
-            other => bail!("unknown option {other:?} for bench"),
-        }
+    if args.first().is_some_and(|a| a == "--spark") {
+        return crate::bench_spark::run(&args[1..]);
     }
+    let spec = bulk_spec(args, "bench")?;
     install::ensure_apt(&["tshark", "time"])?;
     build_release_analyzer(&["--example", "bare_pass"])?;
     let release = target_dir().join("release");
     let analyzer = release.join("roce-analyzer");
     let bare = release.join("examples").join("bare_pass");
     let dir = target_dir().join("bench");
-    std::fs::create_dir_all(&dir)?;
-    let file = dir.join(format!("bulk-{}.pcap", spec.frames));
-    if !file.exists() {
-        eprintln!(
-            "xtask: generating {} ({} frames)",
-            file.display(),
-            spec.frames
-        );
-        let tmp = file.with_extension("tmp");
-        let counts = bulk::write(
-            BufWriter::with_capacity(1 << 20, File::create(&tmp)?),
-            &spec,
-        )?;
-        std::fs::rename(&tmp, &file)?;
-        eprintln!("xtask: wrote {counts:?}");
-    }
+    let file = bulk_capture(&spec)?;
     let size_mb = std::fs::metadata(&file)?.len() as f64 / 1e6;
     let slice = dir.join(format!("slice-{TSHARK_SLICE}.pcap"));
     sh(Command::new("editcap")
@@ -305,11 +281,48 @@ pub(crate) fn build_release_analyzer(extra: &[&str]) -> Result<()> {
         .args(extra))
 }
 
+/// The bulk capture's spec from the bench's options (`--frames N` only).
+pub(crate) fn bulk_spec(args: &[String], task: &str) -> Result<BulkSpec> {
+    let mut spec = BulkSpec::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--frames" => {
+                spec.frames = it
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .context("--frames needs a number")?
+            }
+            other => bail!("unknown option {other:?} for {task}"),
+        }
+    }
+    Ok(spec)
+}
+
+/// The bulk capture of `spec` under the target's bench directory, generated once and kept for later runs.
+pub(crate) fn bulk_capture(spec: &BulkSpec) -> Result<PathBuf> {
+    let dir = target_dir().join("bench");
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join(format!("bulk-{}.pcap", spec.frames));
+    if !file.exists() {
+        eprintln!(
+            "xtask: generating {} ({} frames)",
+            file.display(),
+            spec.frames
+        );
+        let tmp = file.with_extension("tmp");
+        let counts = bulk::write(BufWriter::with_capacity(1 << 20, File::create(&tmp)?), spec)?;
+        std::fs::rename(&tmp, &file)?;
+        eprintln!("xtask: wrote {counts:?}");
+    }
+    Ok(file)
+}
+
 pub(crate) fn path(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
-fn cpu_model() -> String {
+pub(crate) fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {

@@ -16,7 +16,9 @@ use crate::sh;
 /// tracer's ethtool test reads, and prints the names those statistics are checked against; mergecap (in
 /// wireshark-common) is the peer of the multi-file merge, and gzip, zstd and lz4 compress the captures the
 /// reader must take as they are; libibverbs-dev brings rdma-core's verbs.h, against which a test checks the
-/// tracer's hand-written libibverbs layouts, and the library the rdma engine's error paths are tested with.
+/// tracer's hand-written libibverbs layouts, and the library the rdma engine's error paths are tested with;
+/// default-jre-headless is the Java that Spark's local mode runs the spark/ job on, and python3-venv holds
+/// the PySpark that [`ensure_pyspark`] installs.
 const APT_PACKAGES: &[&str] = &[
     "tshark",
     "wireshark-common",
@@ -33,7 +35,32 @@ const APT_PACKAGES: &[&str] = &[
     "fonts-dejavu-core",
     "ethtool",
     "libibverbs-dev",
+    "default-jre-headless",
+    "python3-venv",
 ];
+
+/// The PySpark the spark/ job is tested with: the 3.5 line, Spark's long-term one, pinned so that a fresh
+/// machine tests what this one did.
+pub const PYSPARK: &str = "pyspark==3.5.9";
+
+/// Where PySpark goes when the machine's Python lacks it: a virtual environment of its own (Debian's Python
+/// refuses system-wide pip installs), which the Spark test looks in after PATH.
+pub fn pyspark_venv() -> std::path::PathBuf {
+    let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
+    std::path::Path::new(&home).join(".cache/rocetrace/pyspark")
+}
+
+/// PySpark from PyPI (a 320 MB download; about a minute cold), unless a Python on PATH or the venv has it.
+pub fn ensure_pyspark() -> Result<()> {
+    let venv = pyspark_venv();
+    if succeeds(Command::new("python3").args(["-c", "import pyspark"]))
+        || succeeds(Command::new(venv.join("bin/python3")).args(["-c", "import pyspark"]))
+    {
+        return Ok(());
+    }
+    sh(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    sh(Command::new(venv.join("bin/python3")).args(["-m", "pip", "install", "--quiet", PYSPARK]))
+}
 
 /// The LLVM that bpf-linker links to, matching the nightly toolchain's LLVM major version.
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
@@ -84,6 +111,7 @@ pub fn ensure_apt(packages: &[&str]) -> Result<()> {
 
 pub fn ensure_all() -> Result<()> {
     ensure_apt(APT_PACKAGES)?;
+    ensure_pyspark()?;
     if !succeeds(Command::new("cargo").args(["fmt", "--version"]))
         || !succeeds(Command::new("cargo").args(["clippy", "--version"]))
     {

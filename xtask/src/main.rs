@@ -6,6 +6,7 @@
 
 mod bench;
 mod bench_scale;
+mod bench_spark;
 mod bench_tracer;
 mod install;
 mod samples_task;
@@ -28,6 +29,8 @@ tasks:
                                            zstd files, reported over 3, 6 and 12 of them
   bench --tracer                           as root: the eBPF probe's cost per frame and each capture engine's
                                            loss at top sender speed (release tracer), update BENCHMARKS.md
+  bench --spark [--frames N]               frames/s of decode --parquet, of the Spark job per executor core
+                                           (local mode) and of stats on one core, update BENCHMARKS.md
   samples                                  regenerate the committed captures byte for byte
 ";
 

@@ -4,6 +4,7 @@
 mod cli;
 mod common;
 mod control_chars;
+mod dataset;
 mod dcqcn_analysis;
 mod decode_framings;
 mod docs_tables;
@@ -17,5 +18,6 @@ mod pairing;
 mod report;
 mod report_font;
 mod samples_truth;
+mod spark;
 mod tracer_blocks;
 mod tshark_diff;

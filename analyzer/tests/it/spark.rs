@@ -1,0 +1,297 @@
+//! The Spark job (spark/rocetrace_job.py) in Spark's local mode on three captures written as three
+//! collectors' datasets, against `roce-analyzer stats --json` on the same three files merged: every number of
+//! the flows, CNP and PFC tables must agree. Two of the captures are the two taps of one switch, so the hops
+//! table is checked against the simulator's truth for that hop.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::{Map, Value};
+
+use crate::common::{analyzer, parquet_rows, run, workspace};
+
+/// The variable that makes a missing Java or PySpark a failure (set by `.ci/run`).
+const REQUIRE_SPARK: &str = "ROCETRACE_REQUIRE_SPARK";
+
+/// `spark-submit`, when Java and PySpark are installed (on PATH, or in the virtual environment that `cargo
+/// xtask install` makes when the machine's Python lacks PySpark); otherwise says so, or fails under
+/// ROCETRACE_REQUIRE_SPARK=1.
+fn spark_submit() -> Option<PathBuf> {
+    let works = |cmd: &mut Command| cmd.output().is_ok_and(|o| o.status.success());
+    let java = works(Command::new("java").arg("-version"));
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("spark-submit"))
+            .find(|f| f.is_file())
+    });
+    let venv = std::env::var_os("HOME")
+        .map(|h| PathBuf::from(h).join(".cache/rocetrace/pyspark/bin"))
+        .filter(|b| works(Command::new(b.join("python3")).args(["-c", "import pyspark"])))
+        .map(|b| b.join("spark-submit"));
+    let submit = on_path
+        .filter(|_| works(Command::new("python3").args(["-c", "import pyspark"])))
+        .or(venv);
+    match submit {
+        Some(s) if java => Some(s),
+        _ => {
+            let why = format!(
+                "the Spark job's comparison with stats: {} missing; `cargo xtask install` installs Java and \
+                 PySpark",
+                match (java, submit.is_some()) {
+                    (false, false) => "Java and PySpark are",
+                    (false, true) => "Java is",
+                    _ => "PySpark is",
+                }
+            );
+            if std::env::var(REQUIRE_SPARK).is_ok_and(|v| v == "1") {
+                panic!("{why}, and {REQUIRE_SPARK}=1 requires them");
+            }
+            testkit::not_run_here(&why);
+            None
+        }
+    }
+}
+
+fn sample(name: &str) -> PathBuf {
+    workspace().join(format!("samples/captures/{name}.pcapng"))
+}
+
+/// Rows keyed by the named fields (rendered as text, so a JSON number and a Parquet integer compare alike).
+fn keyed(
+    rows: Vec<Map<String, Value>>,
+    key: &[&str],
+    what: &str,
+) -> BTreeMap<String, Map<String, Value>> {
+    let mut out = BTreeMap::new();
+    for r in rows {
+        let k = key
+            .iter()
+            .map(|f| r[*f].to_string())
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            out.insert(k.clone(), r).is_none(),
+            "{what}: two rows for {k}"
+        );
+    }
+    out
+}
+
+/// Every (stats field, job column) pair agrees on every row, and both sides have the same rows.
+fn same_table(
+    what: &str,
+    stats: &[Value],
+    job: Vec<Map<String, Value>>,
+    key: &[&str],
+    fields: &[(&str, &str)],
+) {
+    let stats: Vec<Map<String, Value>> = stats
+        .iter()
+        .map(|v| v.as_object().unwrap().clone())
+        .collect();
+    let stats = keyed(stats, key, what);
+    let job = keyed(job, key, what);
+    assert_eq!(
+        stats.keys().collect::<Vec<_>>(),
+        job.keys().collect::<Vec<_>>(),
+        "{what}: the rows differ"
+    );
+    assert!(!stats.is_empty(), "{what}: an empty table proves nothing");
+    for (k, s) in &stats {
+        let j = &job[k];
+        for (sf, jf) in fields {
+            let whole = Value::Object(s.clone());
+            let want = sf
+                .split('.')
+                .try_fold(&whole, |v, part| v.get(part))
+                .unwrap_or_else(|| panic!("{what}: stats has no {sf}"));
+            let got = &j[*jf];
+            match (want.as_f64(), got.as_f64()) {
+                (Some(a), Some(b)) if want.is_f64() || got.is_f64() => assert!(
+                    (a - b).abs() <= 1e-9 * a.abs().max(1.0),
+                    "{what} {k}: {sf} is {a} in stats, {b} from Spark"
+                ),
+                _ => assert_eq!(want, got, "{what} {k}: {sf} in stats, {jf} from Spark"),
+            }
+        }
+    }
+}
+
+#[test]
+fn the_spark_job_gives_the_numbers_of_stats_on_three_collectors() {
+    let Some(submit) = spark_submit() else {
+        return;
+    };
+    let collectors = [
+        ("leaf01", sample("marking_curve")),
+        ("leaf02", sample("marking_curve.rx")),
+        ("spine01", sample("incast_dcqcn")),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let dataset = dir.path().join("dataset");
+    for (name, file) in &collectors {
+        let out = run(analyzer()
+            .args(["decode", "--collector", name, "--parquet"])
+            .arg(&dataset)
+            .arg(file));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let tables = dir.path().join("tables");
+    let job = workspace().join("spark/rocetrace_job.py");
+    let out = run(Command::new(&submit)
+        .args([
+            "--master",
+            "local[2]",
+            "--driver-memory",
+            "512m",
+            "--conf",
+            "spark.sql.shuffle.partitions=4",
+            "--conf",
+            "spark.ui.enabled=false",
+        ])
+        .arg(&job)
+        .arg(&dataset)
+        .arg(&tables)
+        .args(["--link-speed", "25G"]));
+    assert!(
+        out.status.success(),
+        "spark-submit failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats = run(analyzer()
+        .args(["stats", "--json", "--link-speed", "25G"])
+        .args(collectors.iter().map(|(_, f)| f)));
+    assert!(
+        stats.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stats.stderr)
+    );
+    let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let read = |t: &str| parquet_rows(&tables.join(t));
+    let key = ["tap", "src", "dst", "dest_qp"];
+    let mut flow_fields = vec![
+        ("packets", "packets"),
+        ("bytes", "bytes"),
+        ("first_ns", "first_ns"),
+        ("last_ns", "last_ns"),
+        ("mean_gbps", "mean_gbps"),
+        ("ect_packets", "ect_packets"),
+        ("ce_packets", "ce_packets"),
+        ("icrc_failures", "icrc_failures"),
+        ("truncated", "truncated"),
+        ("pcp", "pcp"),
+        ("dscp", "dscp"),
+    ];
+    let naks: Vec<(String, String)> = stats["flows"][0]["naks"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| (format!("naks.{k}"), format!("naks_{k}")))
+        .collect();
+    flow_fields.extend(naks.iter().map(|(a, b)| (a.as_str(), b.as_str())));
+    same_table(
+        "flows",
+        stats["flows"].as_array().unwrap(),
+        read("flows"),
+        &key,
+        &flow_fields,
+    );
+    same_table(
+        "cnps",
+        stats["cnps"].as_array().unwrap(),
+        read("cnps"),
+        &key,
+        &[
+            ("count", "count"),
+            ("first_ns", "first_ns"),
+            ("last_ns", "last_ns"),
+            ("pcp", "pcp"),
+            ("dscp", "dscp"),
+        ],
+    );
+    same_table(
+        "pfc",
+        stats["pfc"].as_array().unwrap(),
+        read("pfc"),
+        &["tap", "src_mac", "priority"],
+        &[
+            ("kind", "kind"),
+            ("frames", "frames"),
+            ("xoff", "xoff"),
+            ("xon", "xon"),
+            ("pauses", "pauses"),
+            ("paused_ns", "paused_ns"),
+        ],
+    );
+    // Each tap is one collector's: the job's collector column says whose.
+    for row in read("flows") {
+        let tap = row["tap"].as_str().unwrap();
+        let (name, file) = collectors
+            .iter()
+            .find(|(n, _)| row["collector"] == *n)
+            .unwrap();
+        assert!(
+            tap.starts_with(&file.display().to_string()),
+            "{name}: {tap}"
+        );
+    }
+    hops_match_the_truth(&read("hops"));
+}
+
+/// The data of marking_curve crosses the switch from its ingress tap (leaf01) to its egress tap (leaf02):
+/// every data packet is matched once, and the delay is the egress file's clock offset plus the transit
+/// (first bit in to first bit out, as the truth measures it).
+fn hops_match_the_truth(hops: &[Map<String, Value>]) {
+    let truth: Value = serde_json::from_str(
+        &std::fs::read_to_string(workspace().join("samples/captures/marking_curve.truth.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let hop = &truth["hops"][0];
+    let flow = &truth["flows"][0];
+    let row = hops
+        .iter()
+        .find(|r| {
+            r["collector_a"] == "leaf01"
+                && r["collector_b"] == "leaf02"
+                && r["src"] == flow["src_ip"]
+                && r["dst"] == flow["dst_ip"]
+        })
+        .unwrap_or_else(|| panic!("no leaf01 -> leaf02 row for the data: {hops:?}"));
+    assert_eq!(row["matched"], hop["packets"], "{row:?}");
+    // The truth's offset is the least delay as the two clocks read it, which is the job's minimum.
+    assert_eq!(row["delay_min_ns"], hop["clock_offset_ns"], "{row:?}");
+    // The egress file's clock runs ahead of the ingress file's by the difference of their offsets.
+    let file_offset = |name: &str| {
+        truth["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .and_then(|f| f["clock_offset_ns"].as_f64())
+            .unwrap()
+    };
+    let offset = file_offset("marking_curve.rx.pcapng") - file_offset("marking_curve.pcapng");
+    let median = row["delay_median_ns"].as_f64().unwrap() - offset;
+    let p50 = hop["transit_ns"]["p50"].as_f64().unwrap();
+    // The truth's percentile is a nearest rank, the job's median interpolates: a packet's spacing apart at most.
+    assert!(
+        (median - p50).abs() < 2_000.0,
+        "median transit {median} ns, truth {p50} ns"
+    );
+    let max = row["delay_max_ns"].as_f64().unwrap() - offset;
+    assert!(
+        (max - hop["transit_ns"]["max"].as_f64().unwrap()).abs() < 1.0,
+        "max transit {max}"
+    );
+    // No packet of the incast capture is also one of marking_curve's.
+    assert!(
+        hops.iter().all(|r| r["collector_b"] != "spine01"),
+        "{hops:?}"
+    );
+}
