@@ -1,7 +1,8 @@
 //! docs/tables.md lists every table file `stats` and `report` write, with its columns in order. A column added,
 //! renamed or moved in a row type changes what users' scripts read, so the page must change with it: this
 //! writes every table through the binary (on a capture with kernel events, so that the tables only those
-//! bring are written too) and holds each CSV header against the page.
+//! bring are written too) and holds each CSV header against the page. Likewise every finding code has its line
+//! in docs/report.md.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -154,4 +155,28 @@ fn map_columns_match_any_keys() {
     assert!(matches(&doc, &h(&["a", "m.x", "m.y", "b"])));
     assert!(!matches(&doc, &h(&["a", "b", "c"])));
     assert!(!matches(&doc, &h(&["b", "a"])));
+}
+
+/// Every finding the analysis can raise has its line in docs/report.md: a user who meets `code` in
+/// findings.csv must be able to look it up. The codes are read from the source, where each is a literal.
+#[test]
+fn every_finding_code_is_documented() {
+    let source =
+        std::fs::read_to_string(workspace().join("analyzer/src/analysis/findings.rs")).unwrap();
+    let page = std::fs::read_to_string(workspace().join("docs/report.md")).unwrap();
+    let codes: Vec<&str> = source
+        .lines()
+        .filter(|l| l.trim_start().starts_with("code:"))
+        .flat_map(|l| l.split('"').skip(1).step_by(2))
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert!(codes.len() >= 10, "found too few finding codes: {codes:?}");
+    let missing: Vec<&&str> = codes
+        .iter()
+        .filter(|c| !page.contains(&format!("`{c}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "finding codes not in docs/report.md: {missing:?}"
+    );
 }
