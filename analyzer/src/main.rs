@@ -30,6 +30,7 @@ use roce_core::passes::flows::FlowKey;
 use roce_core::passes::pairing::{Pairing, PairingPass};
 use roce_core::passes::pfc::PfcPass;
 use roce_core::passes::{Stats, StatsReport};
+use roce_core::priority::PriorityMap;
 use roce_core::recorded as blocks;
 use roce_core::text::escape_control as escape;
 use roce_core::units;
@@ -141,6 +142,10 @@ struct ReportArgs {
 /// How the reaction-point model runs (shared by `dcqcn` and `report`).
 #[derive(Debug, Args)]
 struct ModelArgs {
+    /// DSCP → priority entries for untagged frames, on top of DSCP/8 (e.g. 26=3,48=6); a map the tracer
+    /// recorded in the capture wins. See docs/priority.md.
+    #[arg(long, value_name = "DSCP=PRIO,...", value_parser = parse_dscp_map)]
+    dscp_map: Option<PriorityMap>,
     /// Line rate of the senders: the model's starting and maximum rate; also converts pause quanta to time.
     #[arg(long, default_value = "100G", value_parser = units::parse_speed)]
     link_speed: u64,
@@ -240,6 +245,10 @@ struct StatsArgs {
     /// Link speed that converts PFC/PAUSE quanta into time (512 bit times each).
     #[arg(long, default_value = "100G", value_parser = units::parse_speed)]
     link_speed: u64,
+    /// DSCP → priority entries for untagged frames, on top of DSCP/8 (e.g. 26=3,48=6); a map the tracer
+    /// recorded in the capture wins. See docs/priority.md.
+    #[arg(long, value_name = "DSCP=PRIO,...", value_parser = parse_dscp_map)]
+    dscp_map: Option<PriorityMap>,
     /// One JSON document with the keys capture, flows, cnps, pfc.
     #[arg(long)]
     json: bool,
@@ -453,9 +462,14 @@ fn decode_parquet(
     Ok(finish(&capture))
 }
 
+fn parse_dscp_map(s: &str) -> Result<PriorityMap, String> {
+    PriorityMap::parse(s).map_err(|e| e.to_string())
+}
+
 fn stats(a: StatsArgs) -> Result<ExitCode> {
     let mut capture = open(&a.input)?;
-    let mut stats = Stats::new(a.link_speed);
+    let mut stats =
+        Stats::new(a.link_speed).with_priorities(a.dscp_map.clone().unwrap_or_default());
     let mut frames = Frames::new(&mut capture, decoder(&a.input));
     while let Some(f) = frames.next_frame() {
         stats.frame(&f);
@@ -582,6 +596,7 @@ fn model_options(m: &ModelArgs) -> Result<Options> {
         fit_flows: m.fit_flows,
         // Knobs the user gave win over the ones recorded in the capture.
         recorded_knobs: m.knobs.is_none() && m.set.is_empty(),
+        priorities: m.dscp_map.clone().unwrap_or_default(),
         ..Options::default()
     };
     opts.set_ecn(ecn);

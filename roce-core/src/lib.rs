@@ -8,6 +8,7 @@ pub mod decode;
 pub mod filter;
 pub mod frames;
 pub mod passes;
+pub mod priority;
 pub mod recorded;
 pub mod text;
 pub mod units;

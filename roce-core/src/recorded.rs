@@ -33,7 +33,11 @@ impl RecordedEcn {
         base: &crate::dcqcn::EcnConfig,
     ) -> Result<crate::dcqcn::EcnConfig, crate::dcqcn::DcqcnError> {
         let mut c = base.clone();
-        for (file, value) in &self.files {
+        for (file, value) in self
+            .files
+            .iter()
+            .filter(|(f, _)| !crate::priority::is_priority_file(f))
+        {
             c.set(file, value).map_err(|e| {
                 crate::dcqcn::DcqcnError::Invalid(format!("{}/{file}: {e}", self.iface))
             })?;

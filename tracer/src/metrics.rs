@@ -293,6 +293,8 @@ mod tests {
             truncated: 0,
             pcp: Some(3),
             dscp: 26,
+            priority: Some(3),
+            priority_source: Some(roce_core::priority::PrioritySource::Pcp),
         }
     }
 

@@ -45,6 +45,8 @@ fn dashboard_metrics_exist() {
         first_ns: 0,
         last_ns: 1,
         pcp: Some(6),
+        priority: Some(6),
+        priority_source: Some(roce_core::priority::PrioritySource::Pcp),
         dscp: 48,
     };
     let pfc = PfcRow {
@@ -117,6 +119,8 @@ fn promtool_accepts_the_metrics() {
         icrc_failures: 0,
         truncated: 0,
         pcp: Some(3),
+        priority: Some(3),
+        priority_source: Some(roce_core::priority::PrioritySource::Pcp),
         dscp: 26,
     };
     let cnp = CnpRow {
@@ -129,6 +133,8 @@ fn promtool_accepts_the_metrics() {
         first_ns: 0,
         last_ns: 1,
         pcp: Some(6),
+        priority: Some(6),
+        priority_source: Some(roce_core::priority::PrioritySource::Pcp),
         dscp: 48,
     };
     let pfc = PfcRow {

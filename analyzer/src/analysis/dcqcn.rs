@@ -28,6 +28,7 @@ use roce_core::passes::flows::FlowKey;
 use roce_core::passes::pairing::{Candidate, Method, Pair, Pairing, PairingPass};
 use roce_core::passes::pfc::PauseInterval;
 use roce_core::passes::rates::{Bin, FlowSeries, RatesPass, gbps};
+use roce_core::priority::{PriorityMap, PrioritySource};
 
 /// How the analysis runs.
 #[derive(Debug, Clone)]
@@ -62,6 +63,8 @@ pub struct Options {
     pub fit_flows: usize,
     /// Use the knobs the tracer recorded in the capture, when it did (set false when the user gave knobs).
     pub recorded_knobs: bool,
+    /// How untagged frames get their priority (`--dscp-map`); a map the tracer recorded replaces it.
+    pub priorities: PriorityMap,
     /// The guard on each flow's model: instants with events it may take before it stops. `None` sizes it from
     /// the flow's CNPs ([`step_guard`]), so that no real capture meets it.
     pub max_model_steps: Option<u64>,
@@ -92,6 +95,9 @@ impl Options {
     /// interface's, else the first by name, on top of the current ones (so that model options survive). A
     /// recorded value the model rejects leaves the knobs as they were and says so in `knob_source`.
     pub fn apply_recorded_knobs(&mut self, blocks: &[roce_capture::CustomBlock]) {
+        // The host's DSCP → priority map is a fact of its setup, not a knob choice: it applies whatever knobs
+        // the user gave.
+        self.priorities = self.priorities.effective(blocks);
         if !self.recorded_knobs {
             return;
         }
@@ -155,6 +161,7 @@ impl Default for Options {
             fit: true,
             fit_flows: DEFAULT_FIT_FLOWS,
             recorded_knobs: true,
+            priorities: PriorityMap::default(),
             max_model_steps: None,
         }
     }
@@ -271,6 +278,8 @@ pub struct FlowSummary {
     pub pairing: Option<Method>,
     /// The priority of the flow's frames, which decides the PFC pauses that stop it; null when unknown.
     pub priority: Option<u8>,
+    /// Where `priority` came from: `pcp` (the VLAN tag) or `dscp` (through the DSCP → priority map).
+    pub priority_source: Option<PrioritySource>,
     /// Whether the reaction point is enabled on that priority (`roce_rp/enable/N`); null when unknown. A flow
     /// whose RP is off ignores its CNPs, and its model stays at the line rate.
     pub rp_enabled: Option<bool>,
@@ -404,6 +413,8 @@ pub struct DcqcnReport {
     pub cnp_delay_ns: i64,
     pub flows: Vec<FlowDcqcn>,
     pub unpaired_cnps: Vec<UnpairedCnps>,
+    /// How untagged frames got their priority.
+    pub priority_map: PriorityMap,
     /// The NP check per CNP stream (against `np.min_time_between_cnps`), and per receiver port.
     pub np_streams: Vec<NpStream>,
     pub np_ports: Vec<NpPort>,
@@ -624,7 +635,10 @@ impl DcqcnPass {
         let width = self.rates.width_ns();
         let requested_bin_ns = self.rates.requested_width_ns();
         let end = self.last_ns;
-        let series = self.rates.finish();
+        let mut series = self.rates.finish();
+        for s in &mut series {
+            s.resolve_priority(&opts.priorities);
+        }
         let mut cnp_streams = CnpStreams::new(self.cnps);
         // One series per flow: the tap that saw most of it (a flow mirrored twice is not twice as fast).
         let mut best: FxHashMap<FlowKey, &FlowSeries> = FxHashMap::default();
@@ -742,6 +756,7 @@ impl DcqcnPass {
             np_streams,
             np_ports,
             traffic,
+            priority_map: opts.priorities.clone(),
         };
         Ok((
             report,
@@ -1133,6 +1148,7 @@ fn analyse_flow(
         cnp_tap: None,
         pairing: pair.map(|p| p.method),
         priority: s.priority,
+        priority_source: s.priority_source,
         rp_enabled,
         cnps: cnp_ts.len() as u64,
         ce_packets: s.bins.iter().map(|b| u64::from(b.ce)).sum(),

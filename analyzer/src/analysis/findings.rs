@@ -490,18 +490,28 @@ fn cnp_priorities(stats: &StatsReport, p: &PauseReport, out: &mut Vec<Finding>) 
     if p.paused_priorities.is_empty() {
         return;
     }
+    // A priority of CNPs alone is NVIDIA's standard setup (CNPs on priority 6, strict, without PFC): nothing
+    // queues there for a CNP to be dropped behind. CNPs sharing a lossy priority with data are the risk.
+    let data: Vec<u8> = stats.flows.iter().filter_map(|f| f.priority).collect();
     let evidence: Vec<String> = stats
         .cnps
         .iter()
-        .filter(|c| c.pcp.is_some_and(|pcp| !p.paused_priorities.contains(&pcp)))
+        .filter(|c| {
+            c.priority
+                .is_some_and(|q| !p.paused_priorities.contains(&q) && data.contains(&q))
+        })
         .map(|c| {
             format!(
-                "{} → {} QP 0x{:06x}: {} CNPs on priority {} (lossless: {:?})",
+                "{} → {} QP 0x{:06x}: {} CNPs on priority {} (from its {}; lossless: {:?})",
                 c.src,
                 c.dst,
                 c.dest_qp,
                 c.count,
-                c.pcp.unwrap_or(0),
+                c.priority.unwrap_or(0),
+                match c.priority_source {
+                    Some(roce_core::priority::PrioritySource::Dscp) => format!("DSCP {}", c.dscp),
+                    _ => "PCP".to_string(),
+                },
                 p.paused_priorities
             )
         })
@@ -510,9 +520,9 @@ fn cnp_priorities(stats: &StatsReport, p: &PauseReport, out: &mut Vec<Finding>) 
         out.push(Finding {
             code: "cnps_on_lossy_priority",
             severity: Severity::Warning,
-            title: "CNPs travel on a priority that PFC never protected".into(),
+            title: "CNPs share a priority with RoCE data that PFC never protected".into(),
             detail: "A CNP dropped on a lossy priority is a rate cut that never happens; carry CNPs on a lossless \
-                     priority (cnp_802p_prio)."
+                     priority, or on a priority of their own with strict scheduling (cnp_802p_prio, cnp_dscp)."
                 .into(),
             evidence,
         });

@@ -74,7 +74,7 @@ pub fn run_with_model_events(
     mut progress: impl FnMut(u64),
     on_event: &mut dyn FnMut(&dcqcn::FlowId, &roce_core::dcqcn::Event),
 ) -> Result<Analysis, DcqcnError> {
-    let mut stats = Stats::new(opts.link_bps);
+    let mut stats = Stats::new(opts.link_bps).with_priorities(opts.dcqcn.priorities.clone());
     let mut dcqcn = DcqcnPass::new(opts.dcqcn.bin_ns);
     let mut hosts = HostsPass::default();
     let mut hops = hops::HopsPass::new(opts.hops.clone());

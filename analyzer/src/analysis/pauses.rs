@@ -139,7 +139,7 @@ pub fn analyse(inp: PauseInputs<'_>) -> PauseReport {
     let mut paused: Vec<u8> = inp.intervals.iter().filter_map(|i| i.priority).collect();
     paused.sort_unstable();
     paused.dedup();
-    let mut roce: Vec<u8> = inp.flows.iter().filter_map(|f| f.pcp).collect();
+    let mut roce: Vec<u8> = inp.flows.iter().filter_map(|f| f.priority).collect();
     roce.sort_unstable();
     roce.dedup();
     let roce_on_unpaused = if paused.is_empty() {
@@ -190,7 +190,7 @@ fn stalled_flows(
         let Some(row) = rows.get(&s.key) else {
             continue;
         };
-        let pcp = row.pcp;
+        let pcp = row.priority;
         let data = row.opcodes.keys().any(|op| !op.contains("ACKNOWLEDGE"));
         if !data || (i.priority.is_some() && pcp != i.priority) {
             continue;

@@ -204,3 +204,21 @@ pub fn parquet_rows(dir: &Path) -> Vec<serde_json::Map<String, Value>> {
     }
     rows
 }
+
+/// A PFC frame from `src_mac` pausing `priority` for `quanta` (0 resumes it).
+pub fn pfc_frame(src_mac: [u8; 6], priority: usize, quanta: u16) -> Vec<u8> {
+    let mut q = [0u16; 8];
+    q[priority] = quanta;
+    let mut buf = [0u8; 64];
+    let n = roce_wire::build::emit_mac_control(
+        src_mac,
+        None,
+        &roce_wire::pfc::MacControlRepr::Pfc(roce_wire::pfc::PfcRepr {
+            enable: 1 << priority,
+            quanta: q,
+        }),
+        &mut buf,
+    )
+    .expect("a PFC frame fits 64 bytes");
+    buf[..n].to_vec()
+}

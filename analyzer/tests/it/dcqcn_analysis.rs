@@ -10,9 +10,8 @@ use roce_core::dcqcn::{Event, EventKind, Knobs, Profile, Rp};
 use roce_core::decode::Decoder;
 use roce_core::passes::pairing::Method;
 use roce_core::passes::pfc::PfcPass;
-use roce_wire::build::{Vlan, emit_mac_control};
+use roce_wire::build::Vlan;
 use roce_wire::ext::AethRepr;
-use roce_wire::pfc::{MacControlRepr, PfcRepr};
 use roce_wire::{BthRepr, ExtHeaders, Opcode};
 
 const LINE_MBPS: f64 = 100_000.0;
@@ -143,21 +142,9 @@ impl Sender {
     }
 }
 
+/// PFC on priority 3 from a switch port.
 fn pfc_frame(quanta: u16) -> Vec<u8> {
-    let mut q = [0u16; 8];
-    q[3] = quanta;
-    let mut buf = [0u8; 64];
-    let n = emit_mac_control(
-        [2, 0, 0, 0, 0xee, 1],
-        None,
-        &MacControlRepr::Pfc(PfcRepr {
-            enable: 1 << 3,
-            quanta: q,
-        }),
-        &mut buf,
-    )
-    .unwrap();
-    buf[..n].to_vec()
+    crate::common::pfc_frame([2, 0, 0, 0, 0xee, 1], 3, quanta)
 }
 
 /// A pcap of `frames` (timestamp, bytes), in the order given.

@@ -89,7 +89,7 @@ fn report_tables_without_rows_keep_their_columns() {
     );
     expect(
         "cnps",
-        "iface,tap,src,dst,dest_qp,count,first_ns,last_ns,pcp,dscp",
+        "iface,tap,src,dst,dest_qp,count,first_ns,last_ns,pcp,dscp,priority,priority_source",
     );
     expect(
         "cuts",
@@ -146,7 +146,7 @@ fn stats_tables_without_rows_keep_their_columns() {
         ),
         (
             "cnps",
-            "iface,tap,src,dst,dest_qp,count,first_ns,last_ns,pcp,dscp",
+            "iface,tap,src,dst,dest_qp,count,first_ns,last_ns,pcp,dscp,priority,priority_source",
         ),
         (
             "counters",

@@ -15,6 +15,7 @@ mod hops;
 mod inputs;
 mod np_check;
 mod pairing;
+mod priority;
 mod report;
 mod report_font;
 mod samples_truth;

@@ -32,6 +32,9 @@ pub struct CnpRow {
     pub pcp: Option<u8>,
     /// The last CNP's DSCP (NVIDIA's default for CNPs is 48).
     pub dscp: u8,
+    /// The priority the CNPs travel on, and where it came from (see `FlowRow::priority`).
+    pub priority: Option<u8>,
+    pub priority_source: Option<crate::priority::PrioritySource>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -98,6 +101,8 @@ impl CnpPass {
                 last_ns: c.last_ns,
                 pcp: c.pcp,
                 dscp: c.dscp,
+                priority: None,
+                priority_source: None,
             })
             .collect();
         // CNP streams are unique by key: a total order, so unstable sorting is deterministic.

@@ -173,6 +173,10 @@ pub struct FlowRow {
     pub truncated: u64,
     pub pcp: Option<u8>,
     pub dscp: u8,
+    /// The priority PFC acts on for these frames, and where it came from: the PCP, or (untagged, or a port in
+    /// DSCP trust) the DSCP through the DSCP → priority map (`crate::priority`).
+    pub priority: Option<u8>,
+    pub priority_source: Option<crate::priority::PrioritySource>,
 }
 
 /// Folds RoCE data frames (not CNPs) into per-flow statistics.
@@ -360,6 +364,8 @@ impl FlowsPass {
                     truncated: s.truncated,
                     pcp: s.pcp,
                     dscp: s.dscp,
+                    priority: None,
+                    priority_source: None,
                 }
             })
             .collect();

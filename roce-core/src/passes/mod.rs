@@ -30,6 +30,8 @@ pub struct StatsReport {
     pub counters: Vec<crate::recorded::CounterDelta>,
     /// Kernel drops the tracer counted (`--kernel-events`).
     pub kernel_drops: Vec<crate::recorded::KernelDrop>,
+    /// How untagged frames got their priority (see `flows[].priority_source`).
+    pub priority_map: crate::priority::PriorityMap,
 }
 
 /// The passes behind `stats`, run together over one decode of each frame.
@@ -39,6 +41,7 @@ pub struct Stats {
     flows: flows::FlowsPass,
     cnps: cnp::CnpPass,
     pfc: pfc::PfcPass,
+    priorities: crate::priority::PriorityMap,
 }
 
 impl Stats {
@@ -49,7 +52,15 @@ impl Stats {
             flows: flows::FlowsPass::default(),
             cnps: cnp::CnpPass::default(),
             pfc: pfc::PfcPass::new(link_bps),
+            priorities: crate::priority::PriorityMap::default(),
         }
+    }
+
+    /// Frames without a VLAN tag take their priority from their DSCP through `map` (unless the capture
+    /// holds a map the tracer recorded, which wins).
+    pub fn with_priorities(mut self, map: crate::priority::PriorityMap) -> Self {
+        self.priorities = map;
+        self
     }
 
     /// Feeds one decoded frame to every pass.
@@ -83,6 +94,15 @@ impl Stats {
         flows.iter_mut().for_each(|r| r.tap = name(r.iface));
         cnps.iter_mut().for_each(|r| r.tap = name(r.iface));
         pfc.iter_mut().for_each(|r| r.tap = name(r.iface));
+        let map = self.priorities.effective(capture.custom_blocks());
+        for r in &mut flows {
+            let p = map.resolve(r.pcp, Some(r.dscp));
+            (r.priority, r.priority_source) = (p.map(|p| p.0), p.map(|p| p.1));
+        }
+        for r in &mut cnps {
+            let p = map.resolve(r.pcp, Some(r.dscp));
+            (r.priority, r.priority_source) = (p.map(|p| p.0), p.map(|p| p.1));
+        }
         let report = StatsReport {
             capture: self.capture.finish(capture),
             flows,
@@ -90,6 +110,7 @@ impl Stats {
             pfc,
             counters: crate::recorded::counter_deltas(capture.custom_blocks()),
             kernel_drops: crate::recorded::kernel_drops(capture.custom_blocks()),
+            priority_map: map,
         };
         (report, intervals)
     }

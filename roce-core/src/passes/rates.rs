@@ -16,6 +16,7 @@ use rustc_hash::FxHashMap;
 
 use super::flows::FlowKey;
 use crate::decode::{ECN_CE, Frame, Kind};
+use crate::priority::{PriorityMap, PrioritySource};
 
 /// Bins over the capture's span before widths double (automatic mode): the resolution of a chart.
 pub const MAX_BINS: usize = 4096;
@@ -62,7 +63,9 @@ struct Series {
     /// Busy bins, by index.
     bins: Vec<Bin>,
     last_ns: Option<u64>,
-    priority: Option<u8>,
+    /// The last frame's PCP (untagged: none) and DSCP.
+    pcp: Option<u8>,
+    dscp: Option<u8>,
 }
 
 /// One flow's series at the final bin width, as seen on one capture interface (tap).
@@ -74,8 +77,22 @@ pub struct FlowSeries {
     pub key: FlowKey,
     /// The busy bins, in index order; a bin that is not here carried nothing.
     pub bins: Vec<Bin>,
-    /// The priority of the flow's frames ([`Frame::priority`], the last one seen): which PFC pauses stop it.
+    /// The last frame's PCP (none when untagged) and DSCP.
+    pub pcp: Option<u8>,
+    pub dscp: Option<u8>,
+    /// The priority of the flow's frames, which decides the PFC pauses that stop it: from `pcp` and `dscp`
+    /// through the default [`PriorityMap`] here; [`FlowSeries::resolve_priority`] applies another map.
     pub priority: Option<u8>,
+    pub priority_source: Option<PrioritySource>,
+}
+
+impl FlowSeries {
+    /// Takes the priority from `map`.
+    pub fn resolve_priority(&mut self, map: &PriorityMap) {
+        let p = map.resolve(self.pcp, self.dscp);
+        self.priority = p.map(|p| p.0);
+        self.priority_source = p.map(|p| p.1);
+    }
 }
 
 impl FlowSeries {
@@ -167,9 +184,8 @@ impl RatesPass {
         let s = self.flows.entry((f.iface, key)).or_default();
         let gap = s.last_ns.map(|t| f.ts_ns.saturating_sub(t));
         s.last_ns = Some(f.ts_ns);
-        if let Some(p) = f.priority() {
-            s.priority = Some(p);
-        }
+        s.pcp = f.pcp;
+        s.dscp = Some(ip.dscp);
         let mut add = Bin {
             index,
             packets: 1,
@@ -268,11 +284,18 @@ impl RatesPass {
     pub fn finish(self) -> Vec<FlowSeries> {
         self.flows
             .into_iter()
-            .map(|((iface, key), s)| FlowSeries {
-                iface,
-                key,
-                bins: s.bins,
-                priority: s.priority,
+            .map(|((iface, key), s)| {
+                let mut f = FlowSeries {
+                    iface,
+                    key,
+                    bins: s.bins,
+                    pcp: s.pcp,
+                    dscp: s.dscp,
+                    priority: None,
+                    priority_source: None,
+                };
+                f.resolve_priority(&PriorityMap::default());
+                f
             })
             .collect()
     }

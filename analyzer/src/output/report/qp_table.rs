@@ -80,7 +80,12 @@ fn qp_table(input: &ReportInput<'_>, labels: &[FlowProcess]) -> String {
                 r.src.to_string(),
                 r.dst.to_string(),
                 format!("{:#x}", r.dest_qp),
-                r.pcp.map_or("-".into(), |p| p.to_string()),
+                r.priority.map_or("-".into(), |p| match r.priority_source {
+                    Some(roce_core::priority::PrioritySource::Dscp) => {
+                        format!("{p} (DSCP {})", r.dscp)
+                    }
+                    _ => p.to_string(),
+                }),
                 r.packets.to_string(),
                 r.bytes.to_string(),
                 r.mean_gbps.map_or("-".into(), |g| format!("{g:.2}")),

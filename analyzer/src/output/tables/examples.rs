@@ -20,6 +20,7 @@ use roce_core::passes::cnp::CnpRow;
 use roce_core::passes::flows::{FlowRow, Naks};
 use roce_core::passes::pairing::Method;
 use roce_core::passes::pfc::{PauseInterval, PfcRow};
+use roce_core::priority::PrioritySource;
 use roce_core::recorded::{
     CounterDelta, DropInterval, FlowProcessRow, KernelDrop, KernelEventRow, QpProcess,
 };
@@ -50,6 +51,8 @@ impl TableRow for FlowRow {
             truncated: 0,
             pcp: Some(0),
             dscp: 0,
+            priority: Some(0),
+            priority_source: Some(PrioritySource::Pcp),
         }
     }
 }
@@ -67,6 +70,8 @@ impl TableRow for CnpRow {
             last_ns: 0,
             pcp: Some(0),
             dscp: 0,
+            priority: Some(0),
+            priority_source: Some(PrioritySource::Pcp),
         }
     }
 }
@@ -297,6 +302,7 @@ pub fn flow_summary() -> FlowSummary {
         cnp_tap: Some(String::new()),
         pairing: Some(Method::CmMad),
         priority: Some(0),
+        priority_source: Some(PrioritySource::Pcp),
         rp_enabled: Some(true),
         cnps: 0,
         ce_packets: 0,
