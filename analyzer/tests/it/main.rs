@@ -20,5 +20,6 @@ mod report;
 mod report_font;
 mod samples_truth;
 mod spark;
+mod trace;
 mod tracer_blocks;
 mod tshark_diff;

@@ -40,6 +40,11 @@ pub(super) fn write(r: &mut Report<'_>) {
             fmt_num(input.dcqcn.line_gbps)
         ),
     );
+    page.raw(
+        "<p class=\"note\">The timeline, microsecond by microsecond: <a href=\"trace.json\">trace.json</a> \
+         (drop it on ui.perfetto.dev, or merge it with a PyTorch profiler trace of the same run: see \
+         docs/report.md).</p>",
+    );
     if let Some(err) = &cap.error {
         page.para("note", &format!("Reading stopped early: {err}"));
     }

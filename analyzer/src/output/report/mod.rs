@@ -12,7 +12,7 @@
 //! This module only orders the work. Each section of the page is a module that owns its charts, its HTML
 //! tables and its notes ([`findings`], [`flows`], [`pfc`], [`kernel`], [`cnp`], [`alpha`], [`queues`], [`qp_table`]) and
 //! writes them through [`Report`]; [`summary`] writes `summary.json` and [`export`] the CSV and Parquet
-//! tables. A new section is a module with a `write(&mut Report)` and one line in [`write_report_with`].
+//! tables, [`trace`] the timeline for Perfetto. A new section is a module with a `write(&mut Report)` and one line in [`write_report_with`].
 
 pub mod alpha;
 pub mod axis;
@@ -30,6 +30,7 @@ pub mod progress;
 pub mod qp_table;
 pub mod queues;
 pub mod summary;
+pub mod trace;
 
 use std::path::{Path, PathBuf};
 
@@ -70,6 +71,8 @@ pub struct ReportInput<'a> {
 pub struct ReportFiles {
     pub index: PathBuf,
     pub summary: PathBuf,
+    /// `trace.json`, the timeline for Perfetto.
+    pub trace: PathBuf,
     pub charts: Vec<PathBuf>,
     pub tables: Vec<PathBuf>,
 }
@@ -181,6 +184,7 @@ pub fn write_report_with(
             &export::FORMATS,
         )?);
     }
+    let trace = trace::write_trace(dir, input, kernel)?;
     summary::write_files_section(&mut r, &tables);
     let summary_path = summary::write_json(&r, &tables)?;
     let index = dir.join("index.html");
@@ -189,6 +193,7 @@ pub fn write_report_with(
     Ok(ReportFiles {
         index,
         summary: summary_path,
+        trace,
         charts: r.charts,
         tables,
     })

@@ -99,7 +99,7 @@ fn summary<'a>(input: &ReportInput<'a>, charts: &[PathBuf], tables: &[PathBuf]) 
 /// The Files section: every file of the directory, linked.
 pub(super) fn write_files_section(r: &mut Report<'_>, tables: &[PathBuf]) {
     r.page.section("files", "Files");
-    let mut listed: Vec<String> = vec!["summary.json".into()];
+    let mut listed: Vec<String> = vec!["summary.json".into(), "trace.json".into()];
     listed.extend(file_names(&r.charts));
     listed.extend(file_names(tables));
     let links: Vec<String> = listed
