@@ -33,6 +33,7 @@ fn input(a: &Analysis) -> ReportInput<'_> {
         dcqcn: &a.dcqcn,
         pauses: &a.pauses,
         findings: &a.findings,
+        hops: a.hops.as_ref(),
     }
 }
 
