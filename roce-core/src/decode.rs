@@ -157,7 +157,8 @@ impl<'a> Frame<'a> {
         }
     }
 
-    /// Priority the frame travels on: the VLAN PCP when tagged. Untagged frames have no 802.1p priority.
+    /// The 802.1p priority in the frame itself: the VLAN PCP when tagged. An untagged frame's priority comes
+    /// from its DSCP through a map known only with the host's setup: see [`crate::priority`].
     pub fn priority(&self) -> Option<u8> {
         self.pcp
     }

@@ -24,9 +24,14 @@ pub(super) fn write(r: &mut Report<'_>) -> Result<(), ReportError> {
         r.page.para(
             "note",
             &format!(
-                "{} CNP streams could not be tied to a data flow ({} CNPs); see unpaired_cnps.csv.",
+                "{} CNP streams could not be tied to a data flow ({} CNPs; {} of them fit several flows and \
+                 were left unpaired rather than guessed); see unpaired_cnps.csv and pairing.md.",
                 d.unpaired_cnps.len(),
-                d.unpaired_cnps.iter().map(|u| u.cnps).sum::<u64>()
+                d.unpaired_cnps.iter().map(|u| u.cnps).sum::<u64>(),
+                d.unpaired_cnps
+                    .iter()
+                    .filter(|u| !u.candidates.is_empty())
+                    .count()
             ),
         );
     }
