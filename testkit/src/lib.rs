@@ -11,6 +11,8 @@
 //! `ROCETRACE_REQUIRE_SHARED_CAPTURES=1` (set by `.ci/run`) makes their absence a failure.
 #![warn(missing_docs)]
 
+pub mod frames;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

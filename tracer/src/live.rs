@@ -187,10 +187,7 @@ mod tests {
                 &[7; 1000]
             },
         };
-        let mut buf = vec![0u8; 1200];
-        let n = f.emit(&mut buf).unwrap();
-        buf.truncate(n);
-        buf
+        testkit::frames::emit(&f)
     }
 
     #[test]

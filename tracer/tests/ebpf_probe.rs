@@ -67,10 +67,7 @@ fn roce(
             &body
         },
     };
-    let mut buf = vec![0u8; 2048];
-    let n = f.emit(&mut buf).unwrap();
-    buf.truncate(n);
-    buf
+    testkit::frames::emit(&f)
 }
 
 fn v4(ecn: u8) -> IpSpec {
@@ -875,10 +872,7 @@ fn ud_to(dest_qp: u32, mad: &[u8]) -> Vec<u8> {
         },
         payload: mad,
     };
-    let mut buf = vec![0u8; 2048];
-    let n = f.emit(&mut buf).unwrap();
-    buf.truncate(n);
-    buf
+    testkit::frames::emit(&f)
 }
 
 /// With `headers_only` (the default snap length) the probe copies each frame's headers rounded up, and the

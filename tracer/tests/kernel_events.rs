@@ -73,12 +73,12 @@ fn write_frames(path: &Path) {
                 ext: ExtHeaders::default(),
                 payload: &payload,
             };
-            let mut buf = [0u8; 256];
-            let n = frame.emit(&mut buf).unwrap();
+            let mut buf = testkit::frames::emit(&frame);
+            let n = buf.len();
             let ts = u64::from(psn) * 1000 + u64::from(qp - 0x11) * 400;
-            w.write_packet(ts, &buf[..n], n as u32).unwrap();
+            w.write_packet(ts, &buf, n as u32).unwrap();
             buf[port_at..port_at + 2].copy_from_slice(&9999u16.to_be_bytes());
-            w.write_packet(ts + 200, &buf[..n], n as u32).unwrap();
+            w.write_packet(ts + 200, &buf, n as u32).unwrap();
         }
     }
     w.into_inner().unwrap();

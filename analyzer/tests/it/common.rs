@@ -4,8 +4,6 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use roce_wire::build::Vlan;
-use roce_wire::{BthRepr, ExtHeaders, IpSpec, RoceFrame};
 use serde_json::Value;
 
 pub use testkit::{shared_capture, workspace};
@@ -70,90 +68,7 @@ pub fn tshark_fields(file: &Path, decode_as: &[&str], fields: &[&str]) -> Vec<Ve
         .collect()
 }
 
-/// A RoCEv2 frame over IPv4 from 10.0.0.`src` to 10.0.0.`dst` (MACs ending in the same bytes, DSCP 26), built
-/// by roce-wire as a sender puts it on the wire, ICRC included.
-pub fn v4_frame(
-    src: u8,
-    dst: u8,
-    ecn: u8,
-    bth: BthRepr,
-    ext: ExtHeaders,
-    payload: &[u8],
-) -> Vec<u8> {
-    v4_frame_on(src, dst, ecn, None, bth, ext, payload)
-}
-
-/// [`v4_frame`] with an 802.1Q tag, when given.
-pub fn v4_frame_on(
-    src: u8,
-    dst: u8,
-    ecn: u8,
-    vlan: Option<Vlan>,
-    bth: BthRepr,
-    ext: ExtHeaders,
-    payload: &[u8],
-) -> Vec<u8> {
-    let f = RoceFrame {
-        src_mac: [2, 0, 0, 0, 0, src],
-        dst_mac: [2, 0, 0, 0, 0, dst],
-        vlan,
-        ip: IpSpec::V4 {
-            src: [10, 0, 0, src],
-            dst: [10, 0, 0, dst],
-            dscp: 26,
-            ecn,
-            ttl: 64,
-            ident: 0,
-        },
-        sport: 50000,
-        bth,
-        ext,
-        payload,
-    };
-    emit(&f)
-}
-
-/// [`v4_frame`] over IPv6, from 2001:db8::`src` to 2001:db8::`dst`.
-pub fn v6_frame(
-    src: u8,
-    dst: u8,
-    ecn: u8,
-    bth: BthRepr,
-    ext: ExtHeaders,
-    payload: &[u8],
-) -> Vec<u8> {
-    let addr = |host: u8| {
-        let mut a = [0u8; 16];
-        a[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
-        a[15] = host;
-        a
-    };
-    let f = RoceFrame {
-        src_mac: [2, 0, 0, 0, 6, src],
-        dst_mac: [2, 0, 0, 0, 6, dst],
-        vlan: None,
-        ip: IpSpec::V6 {
-            src: addr(src),
-            dst: addr(dst),
-            dscp: 26,
-            ecn,
-            flow_label: 0x12345,
-            hop_limit: 64,
-        },
-        sport: 49152,
-        bth,
-        ext,
-        payload,
-    };
-    emit(&f)
-}
-
-fn emit(f: &RoceFrame<'_>) -> Vec<u8> {
-    let mut buf = vec![0; f.len()];
-    let n = f.emit(&mut buf).expect("a frame of its own length");
-    buf.truncate(n);
-    buf
-}
+pub use testkit::frames::{v4_frame, v4_frame_on, v6_frame};
 
 /// The rows of every `*.parquet` file under `dir` (in path order, so part-00000 first), each row a JSON
 /// object of its columns: what the dataset and Spark tests compare with `decode --json` and `stats --json`.

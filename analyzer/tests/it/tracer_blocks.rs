@@ -10,10 +10,11 @@ use analyzer::output::report::TimeAxis;
 use analyzer::output::report::charts::Chart;
 use roce_capture::blocks::{self, COUNTERS, DROPS, EVENTS, PEN};
 use roce_capture::write::{PcapngWriter, SectionInfo};
-use roce_capture::{Capture, CaptureReader, LinkType};
+use roce_capture::{Capture, LinkType};
 use roce_core::recorded;
 use roce_wire::{BthRepr, ExtHeaders, IpSpec, RoceFrame};
 use serde_json::{Value, json};
+use testkit::frames::{emit, for_each_frame};
 
 /// Three CNPs on the wire, while the NIC counted ten: the tap missed some.
 fn capture() -> Vec<u8> {
@@ -49,9 +50,8 @@ fn capture() -> Vec<u8> {
             ext: ExtHeaders::default(),
             payload: &[0; 16],
         };
-        let mut buf = vec![0; f.len()];
-        let n = f.emit(&mut buf).unwrap();
-        w.write_packet(0, 2_000 + i * 1_000, &buf[..n], n as u32)
+        let buf = emit(&f);
+        w.write_packet(0, 2_000 + i * 1_000, &buf, buf.len() as u32)
             .unwrap();
     }
     w.write_custom(PEN, &ctr(9_000, 110), true).unwrap();
@@ -116,13 +116,12 @@ fn fewer_cnps_captured_than_sent_is_a_finding() {
 /// three intervals and CQ polls counted in the kernel. Returns the file and the first frame's time.
 pub(crate) fn traced_incast(dir: &Path) -> (PathBuf, u64) {
     let sample = crate::common::workspace().join("samples/captures/incast_dcqcn.pcapng");
-    let mut reader = CaptureReader::open(&sample).unwrap();
     // The simulator's clock starts at 0; a tracer's is the wall clock.
     const WALL: u64 = 1_700_000_000_000_000_000;
     let mut frames = Vec::new();
-    while let Some(r) = reader.next_record().unwrap() {
-        frames.push((r.iface, WALL + r.ts_ns, r.data.to_vec(), r.len));
-    }
+    let reader = for_each_frame(&sample, |r| {
+        frames.push((r.iface, WALL + r.ts_ns, r.data.to_vec(), r.len))
+    });
     let first = frames[0].1;
     let at = |us: u64| first + us * 1_000;
     let ev = |t: u64, tp: &str, pid: u32, comm: &str, fields: Value| json!({"ts_ns": t, "tracepoint": tp, "pid": pid, "tid": pid + 1, "comm": comm, "fields": fields});
@@ -423,11 +422,8 @@ fn report_puts_kernel_events_on_the_timeline() {
     );
 
     // The chart, as described before drawing: marks at the events' times on the report's axis.
-    let mut reader = CaptureReader::open(&path).unwrap();
     let mut last = first;
-    while let Some(r) = reader.next_record().unwrap() {
-        last = r.ts_ns;
-    }
+    let reader = for_each_frame(&path, |r| last = r.ts_ns);
     let kernel = recorded::kernel_events(reader.custom_blocks());
     let axis = TimeAxis::new(first, last - first);
     let Some(Chart::Line(chart)) = analyzer::output::report::kernel_chart(&kernel, &axis) else {
@@ -471,12 +467,11 @@ fn report_puts_kernel_events_on_the_timeline() {
 /// last frame names the owner of .4's destination QP, too late to own it while the flow ran.
 fn snapshot_only_incast(dir: &Path) -> PathBuf {
     let sample = crate::common::workspace().join("samples/captures/incast_dcqcn.pcapng");
-    let mut reader = CaptureReader::open(&sample).unwrap();
     const WALL: u64 = 1_700_000_000_000_000_000;
     let mut frames = Vec::new();
-    while let Some(r) = reader.next_record().unwrap() {
-        frames.push((r.iface, WALL + r.ts_ns, r.data.to_vec(), r.len));
-    }
+    let reader = for_each_frame(&sample, |r| {
+        frames.push((r.iface, WALL + r.ts_ns, r.data.to_vec(), r.len))
+    });
     let first = frames[0].1;
     let last = frames.last().unwrap().1;
     let qp = |t: u64,
@@ -680,9 +675,8 @@ fn same_qp_on_two_hosts(dir: &Path) -> PathBuf {
                 ext: ExtHeaders::default(),
                 payload: &[0; 64],
             };
-            let mut buf = vec![0; f.len()];
-            let n = f.emit(&mut buf).unwrap();
-            w.write_packet(0, ts, &buf[..n], n as u32).unwrap();
+            let buf = emit(&f);
+            w.write_packet(0, ts, &buf, buf.len() as u32).unwrap();
             ts += 1_000;
         }
     }

@@ -97,13 +97,12 @@ fn epoch_ns(s: &str) -> u64 {
 type Frame = (u64, u32, u32);
 
 fn our_frames(path: &Path) -> (CaptureReader, Vec<Frame>, Vec<Vec<u8>>) {
-    let mut reader = CaptureReader::open(path).unwrap();
     let mut frames = Vec::new();
     let mut data = Vec::new();
-    while let Some(r) = reader.next_record().unwrap_or_else(|e| panic!("{e}")) {
+    let reader = testkit::frames::for_each_frame(path, |r| {
         frames.push((r.ts_ns, r.len, r.caplen));
         data.push(r.data.to_vec());
-    }
+    });
     (reader, frames, data)
 }
 

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use roce_capture::inputs::resolve;
 use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
-use roce_capture::{Bound, Capture, CaptureReader, LinkType};
+use roce_capture::{Bound, Capture, LinkType};
 
 /// What a record says, for comparisons.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,16 +98,15 @@ fn overlapping_files_merge_as_mergecap_does() {
 
     let mut ours = open(&[a.clone(), b.clone()]);
     let got = read_all(&mut ours);
-    let mut theirs = CaptureReader::open(&merged).unwrap();
     let mut want = Vec::new();
-    while let Some(r) = theirs.next_record().unwrap() {
+    testkit::frames::for_each_frame(&merged, |r| {
         want.push(Rec {
             tap: r.iface,
             ts_ns: r.ts_ns,
             len: r.len,
             data: r.data.to_vec(),
-        });
-    }
+        })
+    });
     assert_eq!(got.len(), 9);
     // mergecap numbers interfaces as we number taps: a's two, then b's.
     assert_eq!(got, want);

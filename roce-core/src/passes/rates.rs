@@ -311,37 +311,21 @@ mod tests {
     use super::*;
     use crate::decode::Decoder;
     use roce_capture::{LinkType, Record};
-    use roce_wire::build::{IpSpec, RoceFrame};
     use roce_wire::{BthRepr, ExtHeaders, Opcode};
 
     /// A data frame (or an ACK) of the flow 10.0.0.1 → 10.0.0.`dst`, QP 0x10, given to `pass` at `ts`.
     fn send(pass: &mut RatesPass, ts: u64, dst: u8, opcode: Opcode) {
         let payload = [0u8; 64];
-        let f = RoceFrame {
-            src_mac: [2, 0, 0, 0, 0, 1],
-            dst_mac: [2, 0, 0, 0, 0, dst],
-            vlan: None,
-            ip: IpSpec::V4 {
-                src: [10, 0, 0, 1],
-                dst: [10, 0, 0, dst],
-                dscp: 26,
-                ecn: 2,
-                ttl: 64,
-                ident: 0,
-            },
-            sport: 50000,
-            bth: BthRepr::new(opcode, 0x10, 1),
-            ext: ExtHeaders {
-                aeth: opcode.is_ack().then_some(roce_wire::ext::AethRepr {
-                    syndrome: 0x1f,
-                    msn: 1,
-                }),
-                ..ExtHeaders::default()
-            },
-            payload: if opcode.is_ack() { &[] } else { &payload },
+        let ext = ExtHeaders {
+            aeth: opcode.is_ack().then_some(roce_wire::ext::AethRepr {
+                syndrome: 0x1f,
+                msn: 1,
+            }),
+            ..ExtHeaders::default()
         };
-        let mut buf = vec![0; f.len()];
-        let n = f.emit(&mut buf).unwrap();
+        let payload: &[u8] = if opcode.is_ack() { &[] } else { &payload };
+        let buf = testkit::frames::v4_frame(1, dst, 2, BthRepr::new(opcode, 0x10, 1), ext, payload);
+        let n = buf.len();
         let rec = Record {
             iface: 0,
             link: LinkType::ETHERNET,

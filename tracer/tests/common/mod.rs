@@ -328,15 +328,14 @@ pub struct FrameView {
 
 /// The non-`other` frames of a file, decoded by the analyzer, plus the reader (for its interface list).
 pub fn frames(path: &Path) -> (Vec<FrameView>, CaptureReader) {
-    let mut reader = CaptureReader::open(path).expect("open capture");
     let decoder = Decoder::default();
     let mut out = Vec::new();
     let mut n = 0;
-    while let Some(rec) = reader.next_record().expect("read record") {
+    let reader = testkit::frames::for_each_frame(path, |rec| {
         n += 1;
-        let f = decoder.decode(n, &rec);
+        let f = decoder.decode(n, rec);
         if f.kind == Kind::Other {
-            continue;
+            return;
         }
         let bth = f.bth();
         out.push(FrameView {
@@ -351,7 +350,7 @@ pub fn frames(path: &Path) -> (Vec<FrameView>, CaptureReader) {
             psn: bth.map(|b| b.psn),
             mac_control: f.mac_control.map(|m| format!("{m:?}")),
         });
-    }
+    });
     (out, reader)
 }
 
