@@ -57,8 +57,11 @@ impl Kind {
 /// The IP layer facts that matter for RoCE: who talks to whom, and the DSCP/ECN byte the switches act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IpInfo {
+    /// The IP (or GRH) source address.
     pub src: IpAddr,
+    /// The IP (or GRH) destination address.
     pub dst: IpAddr,
+    /// The DSCP, which untagged traffic's priority comes from.
     pub dscp: u8,
     /// 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE.
     pub ecn: u8,
@@ -73,9 +76,13 @@ pub const ECN_CE: u8 = 3;
 /// Whether the ICRC could be checked, and how that went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Icrc {
+    /// The stored ICRC equals the one computed over the frame.
     Ok,
+    /// The stored ICRC differs: the frame was corrupted between sender and tap.
     Bad {
+        /// The ICRC the frame carries.
         stored: u32,
+        /// The ICRC computed over the frame's invariant fields.
         computed: u32,
     },
     /// The frame was cut before the ICRC, or the headers needed to compute it are missing.
@@ -104,6 +111,7 @@ pub struct RoceInfo<'a> {
     /// payload length on the wire (from the IP/UDP lengths, so a snap-length capture still counts payload
     /// bytes), and why parsing stopped early, when it did.
     pub packet: LaxRocePacket<'a>,
+    /// The ICRC verdict.
     pub icrc: Icrc,
     /// Offset of the first payload byte inside the record, for consumers that look into payloads (CM MADs).
     pub payload_offset: usize,
@@ -114,21 +122,33 @@ pub struct RoceInfo<'a> {
 pub struct Frame<'a> {
     /// 1-based position in the capture, like tshark's frame.number.
     pub number: u64,
+    /// The capture's timestamp in ns since the epoch.
     pub ts_ns: u64,
+    /// Bytes stored in the record.
     pub caplen: u32,
+    /// Bytes the frame had on the wire.
     pub len: u32,
+    /// The tap's index over the capture.
     pub iface: u32,
+    /// The record's bytes.
     pub data: &'a [u8],
+    /// What the frame is, decided once here so that every pass agrees.
     pub kind: Kind,
     /// Outer 802.1Q/802.1ad tag: its PCP is the priority PFC acts on.
     pub vlan: Option<u16>,
+    /// The outer tag's priority code point.
     pub pcp: Option<u8>,
     /// Inner tag of a QinQ frame.
     pub inner_vlan: Option<u16>,
+    /// The Ethernet source (none on raw-IP link types).
     pub src_mac: Option<[u8; 6]>,
+    /// The Ethernet destination.
     pub dst_mac: Option<[u8; 6]>,
+    /// The IP layer, when there is one.
     pub ip: Option<IpInfo>,
+    /// The InfiniBand transport part of a RoCE frame.
     pub roce: Option<RoceInfo<'a>>,
+    /// A PFC or 802.3x PAUSE frame's content.
     pub mac_control: Option<MacControlRepr>,
     /// The record is shorter than the frame on the wire.
     pub truncated: bool,

@@ -3,6 +3,7 @@
 //! frames into tables whose size depends on flows and time, never on the packet count, [`dcqcn`] is the
 //! reaction-point model, [`recorded`] reads what the tracer stored beside the packets, [`units`] parses
 //! the speeds and durations the command lines take, and [`text`] makes a capture's strings safe to print.
+#![warn(missing_docs)]
 pub mod dcqcn;
 pub mod decode;
 pub mod filter;

@@ -45,7 +45,9 @@ pub struct PriorityMap {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Trust {
+    /// The 802.1p PCP of the VLAN tag.
     Pcp,
+    /// The IP DSCP, through the port's DSCP → priority map.
     Dscp,
 }
 
@@ -55,8 +57,10 @@ pub enum PriorityMapError {
     #[error(
         "bad DSCP map entry `{0}`: expected DSCP=PRIORITY with DSCP 0-63 and PRIORITY 0-7, e.g. 26=3"
     )]
+    /// An entry of `--dscp-map` or of the recorded map.
     Entry(String),
     #[error("bad recorded trust `{0}`: expected pcp or dscp")]
+    /// The recorded trust setting.
     Trust(String),
 }
 

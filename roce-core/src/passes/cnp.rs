@@ -34,6 +34,7 @@ pub struct CnpRow {
     pub dscp: u8,
     /// The priority the CNPs travel on, and where it came from (see `FlowRow::priority`).
     pub priority: Option<u8>,
+    /// Whether `priority` came from the PCP or through the DSCP map.
     pub priority_source: Option<crate::priority::PrioritySource>,
 }
 

@@ -17,24 +17,35 @@ use crate::decode::{ECN_CE, Frame, Icrc, Kind};
 /// Identifies a flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct FlowKey {
+    /// The data's sender.
     pub src: IpAddr,
+    /// The data's receiver.
     pub dst: IpAddr,
+    /// The BTH destination QP (the receiver's QP).
     pub dest_qp: u32,
 }
 
 /// NAKs by their AETH code, plus RNR NAKs.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
 pub struct Naks {
+    /// PSN sequence error NAKs: the receiver saw a gap and asks for go-back-N.
     pub psn_sequence_error: u64,
+    /// Invalid request NAKs.
     pub invalid_request: u64,
+    /// Remote access error NAKs (a bad rkey or address).
     pub remote_access_error: u64,
+    /// Remote operational error NAKs.
     pub remote_operational_error: u64,
+    /// Invalid RD request NAKs.
     pub invalid_rd_request: u64,
+    /// NAKs with a reserved code.
     pub reserved: u64,
+    /// Receiver-not-ready NAKs (no receive posted).
     pub rnr: u64,
 }
 
 impl Naks {
+    /// Every NAK, whatever its code.
     pub fn total(&self) -> u64 {
         self.psn_sequence_error
             + self.invalid_request
@@ -150,13 +161,19 @@ pub struct FlowRow {
     pub iface: u32,
     /// The tap's name, `FILE:IFACE`; filled in by [`crate::passes::Stats::finish`].
     pub tap: String,
+    /// The data's sender.
     pub src: IpAddr,
+    /// The data's receiver.
     pub dst: IpAddr,
+    /// The BTH destination QP.
     pub dest_qp: u32,
+    /// Data packets (CNPs are counted apart).
     pub packets: u64,
     /// Sum of the frames' original lengths, as on the wire.
     pub bytes: u64,
+    /// The first packet's time.
     pub first_ns: u64,
+    /// The last packet's time.
     pub last_ns: u64,
     /// bytes·8 over (last − first); null for a single-packet flow.
     pub mean_gbps: Option<f64>,
@@ -164,18 +181,28 @@ pub struct FlowRow {
     pub opcodes: BTreeMap<&'static str, u64>,
     /// Packets marked ECT(0) or ECT(1), not counting CE.
     pub ect_packets: u64,
+    /// Packets marked CE: the congestion the switches signalled.
     pub ce_packets: u64,
+    /// Jumps ahead in the PSN sequence (packets lost before the tap, or not captured).
     pub psn_gaps: u64,
+    /// PSNs seen again: the sender went back.
     pub retransmissions: u64,
+    /// PSNs that filled an earlier gap.
     pub out_of_order: u64,
+    /// NAKs by code.
     pub naks: Naks,
+    /// Frames whose ICRC was checked and wrong.
     pub icrc_failures: u64,
+    /// Frames cut by the snap length.
     pub truncated: u64,
+    /// The last frame's PCP (none when untagged).
     pub pcp: Option<u8>,
+    /// The last frame's DSCP.
     pub dscp: u8,
     /// The priority PFC acts on for these frames, and where it came from: the PCP, or (untagged, or a port in
     /// DSCP trust) the DSCP through the DSCP → priority map (`crate::priority`).
     pub priority: Option<u8>,
+    /// Whether `priority` came from the PCP or through the DSCP map.
     pub priority_source: Option<crate::priority::PrioritySource>,
 }
 
@@ -227,6 +254,7 @@ impl PackedKey {
 const RECENT_SLOTS: usize = 1 << 16;
 
 #[derive(Debug)]
+/// Per-flow counters, PSN tracking and NAKs, over every RoCE data frame.
 pub struct FlowsPass {
     index: FxHashMap<PackedKey, usize>,
     flows: Vec<FlowState>,
@@ -247,6 +275,7 @@ impl Default for FlowsPass {
 }
 
 impl FlowsPass {
+    /// Adds one frame to its flow (only RoCE data frames count).
     pub fn frame(&mut self, f: &Frame<'_>) {
         if f.kind != Kind::Roce {
             return;

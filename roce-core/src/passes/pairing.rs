@@ -42,8 +42,11 @@ use crate::decode::{ECN_CE, Frame, Kind};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Method {
+    /// The connection manager's REQ/REP exchange named both QPs.
     CmMad,
+    /// ACKs or read responses the other way fitted the flow's PSNs.
     ReverseTraffic,
+    /// A UD datagram's DETH named the source QP.
     UdDeth,
     /// CNPs after CE marks of the flow (and, when reverse traffic fitted several flows, this decided).
     Timing,
@@ -180,11 +183,14 @@ pub struct Candidate {
     /// The flow's receiver QP (the flow goes from the stream's destination to its source).
     pub receiver_qp: u32,
     #[serde(flatten)]
+    /// What supported this candidate, counted by kind.
     pub evidence: Evidence,
     /// Shares: responses fitted over the responses of both directions; CNPs after a CE mark, or while the
     /// flow sent, over the stream's CNPs. Null without anything to share.
     pub reverse_share: Option<f64>,
+    /// The candidate's share of the stream's CNPs that followed one of its CE marks.
     pub ce_share: Option<f64>,
+    /// The candidate's share of the stream's CNPs that came while it was sending.
     pub active_share: Option<f64>,
 }
 
@@ -228,10 +234,15 @@ pub struct PairingPass {
 /// The pairing of one data flow: its key (sender, receiver, receiver's QP) and the sender's QP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Pair {
+    /// The data's sender (the reaction point).
     pub sender: IpAddr,
+    /// The data's receiver (the notification point).
     pub receiver: IpAddr,
+    /// The receiver's QP: the data flow's BTH destination QP.
     pub receiver_qp: u32,
+    /// The sender's QP: the QP its CNPs name.
     pub sender_qp: u32,
+    /// Which kind of evidence decided.
     pub method: Method,
     /// How many observations of the deciding kind supported it (CM handshakes, fitting responses, DETHs,
     /// CNPs after CE, CNPs while sending).
@@ -269,6 +280,7 @@ impl Pairing {
         self.of_cnp(key).map(|p| (p.receiver_qp, p.method))
     }
 
+    /// Every pairing made.
     pub fn pairs(&self) -> impl Iterator<Item = &Pair> {
         self.pairs.values()
     }
@@ -337,6 +349,7 @@ impl PairingPass {
         ));
     }
 
+    /// Collects evidence from one frame.
     pub fn frame(&mut self, f: &Frame<'_>) {
         let (Some(ip), Some(roce)) = (f.ip, f.roce.as_ref()) else {
             return;

@@ -75,13 +75,17 @@ pub struct PfcRow {
     pub iface: u32,
     /// The tap's name, `FILE:IFACE`; filled in by [`crate::passes::Stats::finish`].
     pub tap: String,
+    /// The pausing port's MAC.
     pub src_mac: String,
     /// "pfc" (802.1Qbb, per priority) or "pause" (802.3x, whole link).
     pub kind: &'static str,
+    /// The paused priority, or the whole link for PAUSE.
     pub priority: Priority,
     /// Frames that named this priority in their class-enable vector (PAUSE: every PAUSE frame).
     pub frames: u64,
+    /// Frames with a non-zero time for this priority.
     pub xoff: u64,
+    /// Frames with a zero time (resume) for this priority.
     pub xon: u64,
     /// Distinct pause intervals (an XOFF that found the priority running starts one).
     pub pauses: u64,
@@ -90,12 +94,14 @@ pub struct PfcRow {
 }
 
 #[derive(Debug)]
+/// Turns PFC and PAUSE frames into pause intervals and totals per tap, source and priority.
 pub struct PfcPass {
     link_bps: u64,
     state: BTreeMap<(u32, [u8; 6], Priority), PauseState>,
 }
 
 impl PfcPass {
+    /// `link_bps` converts quanta (512 bit times each) into time.
     pub fn new(link_bps: u64) -> Self {
         PfcPass {
             link_bps,
@@ -189,9 +195,13 @@ fn ps_to_ns(ps: u128) -> u64 {
 pub struct PauseInterval {
     /// The tap that saw the frames.
     pub iface: u32,
+    /// The pausing port's MAC.
     pub src_mac: String,
+    /// The paused priority, or the whole link.
     pub priority: Priority,
+    /// When the pause began.
     pub start_ns: u64,
+    /// When it ended: a resume, the quanta running out, or the capture's end.
     pub end_ns: u64,
 }
 

@@ -79,10 +79,12 @@ pub struct FlowSeries {
     pub bins: Vec<Bin>,
     /// The last frame's PCP (none when untagged) and DSCP.
     pub pcp: Option<u8>,
+    /// The last frame's DSCP.
     pub dscp: Option<u8>,
     /// The priority of the flow's frames, which decides the PFC pauses that stop it: from `pcp` and `dscp`
     /// through the default [`PriorityMap`] here; [`FlowSeries::resolve_priority`] applies another map.
     pub priority: Option<u8>,
+    /// Whether `priority` came from the PCP or through the DSCP map.
     pub priority_source: Option<PrioritySource>,
 }
 
