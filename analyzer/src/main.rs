@@ -373,7 +373,7 @@ fn hops(a: HopsArgs) -> Result<ExitCode> {
     let report = hops_analysis::run(&mut capture, decoder(&a.input), opts);
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
+        analyzer::output::json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
         print_hops(&mut out, &report)?;
@@ -506,7 +506,7 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
     };
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {
-        serde_json::to_writer_pretty(
+        analyzer::output::json::to_writer_pretty(
             &mut out,
             &StatsJson {
                 report: &report,
@@ -722,7 +722,7 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
     }
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {
-        serde_json::to_writer(&mut out, &report)?;
+        analyzer::output::json::to_writer(&mut out, &report)?;
         writeln!(out)?;
     } else {
         print_dcqcn(&mut out, &report)?;

@@ -5,6 +5,7 @@
 pub mod dataset;
 pub mod frames;
 pub mod hops;
+pub mod json;
 #[cfg(feature = "tables")]
 pub mod report;
 #[cfg(feature = "tables")]
