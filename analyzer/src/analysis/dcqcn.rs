@@ -33,6 +33,7 @@ use roce_core::priority::{PriorityMap, PrioritySource};
 /// How the analysis runs.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// Which NIC's reading of the DCQCN arithmetic the model follows: the result must match the hardware under test.
     pub profile: Profile,
     /// The reaction point's knobs (with the model's options).
     pub knobs: Knobs,
@@ -47,6 +48,7 @@ pub struct Options {
     /// Where the knob values came from, shown next to the results (dcqcn.md: disagreement usually means
     /// different knobs).
     pub knob_source: String,
+    /// The link speed: the model's rates start at it and never exceed it.
     pub line_mbps: f64,
     /// Added to every CNP time before it reaches the model: the one-way delay from the capture point to the
     /// sender NIC when the capture was not taken at the sender (negative if it was taken behind it).
@@ -133,8 +135,11 @@ pub const MODEL_COLUMNS: u64 = 1200;
 /// Which flow a model event belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub struct FlowId {
+    /// The data's sender (the reaction point the model stands for).
     pub sender: IpAddr,
+    /// The data's receiver (the notification point, which sends the CNPs).
     pub receiver: IpAddr,
+    /// The receiver's QP, which names the flow on the wire (data carries no source QP).
     pub receiver_qp: u32,
 }
 
@@ -167,28 +172,42 @@ impl Default for Options {
     }
 }
 
+/// One rate cut the model made on a CNP, for the chart's markers and the comparison with the observed cuts.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Cut {
+    /// When the model cut, on the capture's clock.
     pub t_ns: u64,
+    /// The model's rate limit just before the cut, to show its depth.
     pub rc_before_gbps: f64,
+    /// The rate limit the cut left.
     pub rc_after_gbps: f64,
+    /// The model's alpha after the cut, which sets how deep the next one goes.
     pub alpha: f64,
 }
 
+/// The state of the model at one of its events, kept for the charts of Rc, Rt and alpha.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ModelPoint {
+    /// When the event happened, on the capture's clock.
     pub t_ns: u64,
+    /// What moved the model (CNP, timer, byte counter...), so a chart can tell cuts from increases.
     pub event: EventKind,
+    /// The current rate (Rc), the limit the sender obeys.
     pub rc_gbps: f64,
+    /// The target rate (Rt), what the increases climb back towards.
     pub rt_gbps: f64,
+    /// The congestion estimate that scales each cut.
     pub alpha: f64,
 }
 
+/// What the sender was seen to send in one busy bin, the evidence the model is held against.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Observed {
     /// Start of the bin.
     pub t_ns: u64,
+    /// The flow's mean rate over the bin.
     pub gbps: f64,
+    /// Share of the flow's packets in the bin that arrived CE-marked, to show where marking began.
     pub ce_fraction: f64,
     /// The rate implied by the gaps between the flow's packets in this bin (bytes over gap time), which shows
     /// the sender's rate limiter even when the flow was idle part of the bin; null without consecutive packets.
@@ -203,6 +222,7 @@ pub struct Observed {
 pub struct ObservedCut {
     /// The burst's first CNP (as the model sees it, delay applied).
     pub t_ns: u64,
+    /// CNPs in the burst, so a lone CNP can be told from a storm.
     pub cnps: u64,
     /// From the first CNP to the start of the lowest bin in the reaction window.
     pub lag_ns: u64,
@@ -218,11 +238,15 @@ pub struct ObservedCut {
 /// where the flow sent something after its first CNP, unpaused, up to its [`FIT_CNPS`]th CNP.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Fit {
+    /// The alpha gain (`dce_tcp_g`) that fitted best.
     pub dce_tcp_g: u32,
+    /// The cut factor (`rpg_gd`) that fitted best.
     pub rpg_gd: u32,
+    /// The fitted knobs' mean absolute error between model and observation.
     pub error_gbps: f64,
     /// The same error with the knobs the analysis was given, for comparison.
     pub given_error_gbps: f64,
+    /// How many bins the errors are averaged over, so a fit on few bins can be discounted.
     pub bins_compared: usize,
     /// Knob pairs replayed to find it.
     pub candidates: usize,
@@ -234,8 +258,11 @@ pub struct Fit {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FlowDcqcn {
     #[serde(flatten)]
+    /// The flow's numbers, flattened into the same JSON object as its series.
     pub summary: FlowSummary,
+    /// Every CNP the model was fed (delay applied), for the charts' CNP marks.
     pub cnp_ts_ns: Vec<u64>,
+    /// The model's cuts, each one a CNP it acted on.
     pub cuts: Vec<Cut>,
     /// The model's events, decimated: in each column of the report's [`DcqcnReport::model_column_ns`] grid,
     /// the first and last event and those at which Rc, Rt and alpha are lowest and highest, in time order. A
@@ -243,6 +270,7 @@ pub struct FlowDcqcn {
     pub model: Vec<ModelPoint>,
     /// The flow's busy bins (a bin that is not here carried no data).
     pub observed: Vec<Observed>,
+    /// The rate drops seen after each CNP burst, to set beside the model's cuts.
     pub observed_cuts: Vec<ObservedCut>,
 }
 
@@ -263,16 +291,22 @@ impl std::ops::DerefMut for FlowDcqcn {
 /// What a [`FlowDcqcn`] is in numbers, without its series.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FlowSummary {
+    /// The data's sender (the reaction point).
     pub sender: IpAddr,
+    /// The data's receiver (the notification point, which sent the CNPs).
     pub receiver: IpAddr,
+    /// The sender's QP as the CNPs name it; null when no CNP stream was paired to the flow.
     pub sender_qp: Option<u32>,
+    /// The QP the data is sent to, which names the flow on the wire.
     pub receiver_qp: u32,
     /// The tap the flow's rates come from (the one that saw most of its packets) and its name.
     pub iface: u32,
+    /// Name of the tap in `iface`, for people (`FILE:IFACE`).
     pub tap: String,
     /// The tap the model's CNPs come from (the one that saw most of the stream; the rates' tap on a tie) and
     /// its name: a CNP seen at two taps is one CNP.
     pub cnp_iface: Option<u32>,
+    /// Name of the tap in `cnp_iface`, for people.
     pub cnp_tap: Option<String>,
     /// How the CNP stream was tied to this flow; null when no CNP stream could be.
     pub pairing: Option<Method>,
@@ -283,6 +317,7 @@ pub struct FlowSummary {
     /// Whether the reaction point is enabled on that priority (`roce_rp/enable/N`); null when unknown. A flow
     /// whose RP is off ignores its CNPs, and its model stays at the line rate.
     pub rp_enabled: Option<bool>,
+    /// CNPs the model was fed for this flow.
     pub cnps: u64,
     /// CE-marked data packets of the flow (at the tap its rates come from).
     pub ce_packets: u64,
@@ -294,8 +329,11 @@ pub struct FlowSummary {
     /// Over every event of the model (not only those the decimated series keeps): how many there were, the
     /// lowest Rc and the highest alpha; null without events.
     pub model_events: u64,
+    /// The lowest rate limit the model reached: how hard DCQCN squeezed the flow.
     pub min_rc_gbps: Option<f64>,
+    /// The highest alpha the model reached: how congested it believed the path to be.
     pub max_alpha: Option<f64>,
+    /// The fitted knobs; null when the fit was off, the flow was not among those fitted, or it had nothing to fit.
     pub fit: Option<Fit>,
     /// Null when the model ran to the end of the capture. Otherwise its guard stopped it here (see
     /// [`step_guard`]): `model` and `cuts` stop at this instant, and the comparisons with the observed rate use
@@ -306,14 +344,21 @@ pub struct FlowSummary {
 /// A CNP stream no data flow could be tied to: reported, never dropped.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UnpairedCnps {
+    /// The CNP's sender (the data's receiver).
     pub src: IpAddr,
+    /// Where the CNPs went (the data's sender, whose flow could not be found).
     pub dst: IpAddr,
+    /// The QP the CNPs are addressed to, the sender's side of the unknown flow.
     pub dest_qp: u32,
     /// The tap the stream is counted at (the one that saw most of its CNPs) and its name.
     pub iface: u32,
+    /// Name of the tap in `iface`, for people.
     pub tap: String,
+    /// CNPs in the stream, which says how much congestion went unmodelled.
     pub cnps: u64,
+    /// The stream's first CNP, to find it in the capture.
     pub first_ns: u64,
+    /// The stream's last CNP.
     pub last_ns: u64,
     /// Why it is unpaired: `no_evidence` (no data flow the other way was a candidate), or, when flows were,
     /// `tie` (none clearly ahead), `weak` (the one candidate had too little evidence) or `contested` (another
@@ -369,40 +414,55 @@ impl UnpairedCnps {
 pub struct NpStream {
     /// The NP (the data's receiver), where the CNPs go (the data's sender) and to which QP.
     pub receiver: IpAddr,
+    /// Where the CNPs go: the data's sender.
     pub sender: IpAddr,
+    /// The sender's QP the CNPs are addressed to.
     pub sender_qp: u32,
     /// The data flow the stream was paired with; null when unpaired (then only the spacing is checked).
     pub receiver_qp: Option<u32>,
+    /// The tap the stream is checked at (the one that saw most of it).
     pub iface: u32,
+    /// Name of that tap, for people.
     pub tap: String,
     #[serde(flatten)]
+    /// What the check found, flattened into this object.
     pub check: crate::analysis::np::StreamCheck,
 }
 
 /// The notification point's check of one receiver port (every CNP one host sent, at one tap).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NpPort {
+    /// The host whose CNPs are checked (a notification point).
     pub receiver: IpAddr,
+    /// The tap the port is checked at.
     pub iface: u32,
+    /// Name of that tap, for people.
     pub tap: String,
     #[serde(flatten)]
+    /// What the check found, flattened into this object.
     pub check: crate::analysis::np::PortCheck,
 }
 
+/// Everything the DCQCN analysis found, with the settings it ran with, so a reader can judge the results.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DcqcnReport {
     /// `connectx`, `connectx-fixed` (the NIC's integer alpha) or `paper`.
     pub profile: &'static str,
+    /// Where the knob values came from: disagreement with the observation usually means different knobs.
     pub knob_source: String,
     /// The values the model ran with.
     pub knobs: Knobs,
+    /// The priorities on which the reaction point is on (`roce_rp/enable/N`).
     pub rp_enable: PriorityEnable,
     /// The notification point's knobs from the same source.
     pub np: NpKnobs,
+    /// The priorities on which the notification point is on (`roce_np/enable/N`).
     pub np_enable: PriorityEnable,
     /// Knob files the source held that this version does not read.
     pub ignored_knobs: Vec<String>,
+    /// The link speed the model ran at, the ceiling of every chart.
     pub line_gbps: f64,
+    /// Width of the rate bins the observation is measured in.
     pub bin_ns: u64,
     /// Width of the columns in which each flow's `model` series is decimated ([`MODEL_COLUMNS`] over the
     /// capture's span).
@@ -410,13 +470,17 @@ pub struct DcqcnReport {
     /// The `--bin` width asked for, when the capture's span or its flows needed more bins than the grid may
     /// hold (see [`roce_core::passes::rates::MAX_TOTAL_BINS`]) and `bin_ns` had to be wider; null otherwise.
     pub requested_bin_ns: Option<u64>,
+    /// The CNP delay that was applied, which shifts every cut in time.
     pub cnp_delay_ns: i64,
+    /// The flows DCQCN acted on, each with its model and observation.
     pub flows: Vec<FlowDcqcn>,
+    /// CNP streams no flow could be tied to, so their congestion is not silently lost.
     pub unpaired_cnps: Vec<UnpairedCnps>,
     /// How untagged frames got their priority.
     pub priority_map: PriorityMap,
     /// The NP check per CNP stream (against `np.min_time_between_cnps`), and per receiver port.
     pub np_streams: Vec<NpStream>,
+    /// The NP check per receiver port.
     pub np_ports: Vec<NpPort>,
     /// The flows above together, per bin of the rate grid in which any of them sent.
     pub aggregate: Vec<AggregateBin>,
@@ -442,12 +506,17 @@ pub struct Traffic {
 /// One of the busiest flows and its rate per busy bin.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BusyFlow {
+    /// The flow's sender.
     pub sender: IpAddr,
+    /// The flow's receiver.
     pub receiver: IpAddr,
+    /// The receiver's QP, which names the flow on the wire.
     pub receiver_qp: u32,
     /// The tap its rates come from (the one that saw most of it).
     pub iface: u32,
+    /// Bytes the flow sent at its tap, the measure that ranked it.
     pub bytes: u64,
+    /// The flow's rate per busy bin, for the throughput chart.
     pub observed: Vec<RateBin>,
 }
 
@@ -456,6 +525,7 @@ pub struct BusyFlow {
 pub struct RateBin {
     /// Start of the bin.
     pub t_ns: u64,
+    /// The flow's mean rate over the bin.
     pub gbps: f64,
 }
 
@@ -499,7 +569,9 @@ impl Traffic {
 /// The flows of the report together in one bin of the rate grid.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct AggregateBin {
+    /// Start of the bin.
     pub t_ns: u64,
+    /// The flows' summed rate over the bin.
     pub gbps: f64,
     /// CE-marked packets over packets.
     pub ce_fraction: f64,
@@ -571,12 +643,16 @@ pub struct DcqcnPass {
 /// grid, for the analyses that look at flows without CNPs (PFC stalls).
 #[derive(Debug)]
 pub struct Series {
+    /// Every data flow's busy bins, CNPs or not.
     pub flows: Vec<FlowSeries>,
+    /// Start of the grid's first bin, to turn bin indexes into times.
     pub start_ns: u64,
+    /// Width of the grid's bins.
     pub bin_ns: u64,
 }
 
 impl DcqcnPass {
+    /// A pass with a fixed rate-bin width, or `None` for one chosen from the capture's span.
     pub fn new(bin_ns: Option<u64>) -> Self {
         DcqcnPass {
             pairing: PairingPass::default(),
@@ -586,6 +662,7 @@ impl DcqcnPass {
         }
     }
 
+    /// Feeds one decoded frame to the pairing, the rates and the CNP timeline.
     pub fn frame(&mut self, f: &Frame<'_>) {
         self.last_ns = self.last_ns.max(f.ts_ns);
         self.pairing.frame(f);

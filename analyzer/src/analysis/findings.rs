@@ -11,21 +11,30 @@ use crate::analysis::dcqcn::DcqcnReport;
 use crate::analysis::pauses::PauseReport;
 use roce_core::passes::StatsReport;
 
+/// How much a finding matters, which orders the findings and colours them in the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
+    /// Worth knowing, nothing wrong.
     Info,
+    /// Possibly wrong, or a limit of what the capture can tell.
     Warning,
+    /// Something in the network or the NICs misbehaved.
     Problem,
 }
 
+/// One diagnosis in plain language, with what a network engineer needs to check it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
     /// Stable identifier, e.g. `ce_without_cnps`.
     pub code: &'static str,
+    /// How much it matters; the findings are sorted by it.
     pub severity: Severity,
+    /// The diagnosis in one line, for the console and the report's list.
     pub title: String,
+    /// What it means and what to look at next.
     pub detail: String,
+    /// The numbers behind it (times, QPs, counts), each a line, so it can be checked in the capture.
     pub evidence: Vec<String>,
 }
 

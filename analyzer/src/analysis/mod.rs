@@ -23,10 +23,15 @@ use roce_core::passes::{Stats, StatsReport};
 /// How the whole analysis runs.
 #[derive(Debug, Clone)]
 pub struct PipelineOptions {
+    /// How frames are decoded: whether the ICRC is checked, which extra UDP port carries RoCE.
     pub decoder: Decoder,
+    /// The link speed, against which utilization and the flow table's rates are read.
     pub link_bps: u64,
+    /// How the DCQCN analysis runs: knobs, bins, fit.
     pub dcqcn: Options,
+    /// A pause at least this long is a storm (what a PFC watchdog would act on).
     pub storm_threshold_ns: u64,
+    /// Thresholds of the findings' rules.
     pub rules: Rules,
     /// The hops pass (it finds nothing in a capture of one tap).
     pub hops: hops::HopsOptions,
@@ -45,11 +50,16 @@ impl Default for PipelineOptions {
     }
 }
 
+/// The results of one read of a capture, everything the outputs draw from.
 #[derive(Debug, Clone, Serialize)]
 pub struct Analysis {
+    /// Counts, the flow table, and per-file summaries.
     pub stats: StatsReport,
+    /// What DCQCN did: model, observation and fit per flow.
     pub dcqcn: DcqcnReport,
+    /// What PFC did: pauses, storms, stalls.
     pub pauses: PauseReport,
+    /// The problems worth a reader's attention, most serious first.
     pub findings: Vec<Finding>,
     /// Hops, queues and marking, when some packet was seen at two taps.
     pub hops: Option<hops::HopsReport>,

@@ -35,15 +35,25 @@ const CAUSES: [Cause; 4] = [
 /// One row of the per-event table.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ModelEventRow {
+    /// The data's sender, whose model made the event.
     pub sender: IpAddr,
+    /// The data's receiver.
     pub receiver: IpAddr,
+    /// The receiver's QP, which names the flow on the wire.
     pub receiver_qp: u32,
+    /// When the event happened, on the capture's clock.
     pub t_ns: u64,
+    /// What the model did (cut, increase, ...).
     pub event: EventKind,
+    /// What set it off: a CNP, a timer, or the byte counter.
     pub cause: Cause,
+    /// The rate limit before the event, so each row shows the step it made.
     pub rc_before_gbps: f64,
+    /// The current rate (Rc) after the event.
     pub rc_gbps: f64,
+    /// The target rate (Rt) after the event.
     pub rt_gbps: f64,
+    /// The congestion estimate after the event.
     pub alpha: f64,
 }
 

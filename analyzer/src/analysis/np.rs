@@ -41,9 +41,11 @@ pub enum Pacing {
 /// One QP's CNPs against the least gap.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct StreamCheck {
+    /// CNPs to the QP at the tap.
     pub cnps: u64,
     /// The least gap the check used (`min_time_between_cnps`).
     pub min_gap_ns: u64,
+    /// The shortest gap seen between two CNPs: a number below the least gap proves the NP broke it.
     pub min_spacing_ns: Option<u64>,
     /// Gaps between consecutive CNPs: median, 99th percentile, largest.
     pub spacing_ns: Option<Percentiles>,
@@ -54,6 +56,7 @@ pub struct StreamCheck {
     /// From the mark a CNP answers (the first after the least gap since the previous CNP) to the CNP, for
     /// the CNPs that kept the gap: the NP's reaction time as the tap sees it.
     pub ce_to_cnp_ns: Option<Percentiles>,
+    /// The verdict drawn from the numbers above.
     pub pacing: Pacing,
 }
 
@@ -109,7 +112,9 @@ pub fn check_stream(cnps: &[u64], answers: &[(u64, u64)], min_gap_ns: u64) -> St
 /// One receiver port's CNPs, all QPs together.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct PortCheck {
+    /// CNPs the port sent, all QPs together.
     pub cnps: u64,
+    /// Distinct QPs they went to.
     pub qps: u64,
     /// Consecutive CNPs to different QPs closer than twice the least gap: the chances per-QP moderation has
     /// to send two CNPs close together.

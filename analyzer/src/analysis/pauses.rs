@@ -13,30 +13,43 @@ pub use roce_core::passes::pfc::PauseInterval;
 /// threshold.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Storm {
+    /// The MAC that sent the pauses: a host's or a switch port's, which is where a watchdog would act.
     pub src_mac: String,
+    /// The paused priority; null for 802.3x PAUSE (the whole link).
     pub priority: Option<u8>,
+    /// When the unbroken pause began.
     pub start_ns: u64,
+    /// When it ended.
     pub end_ns: u64,
 }
 
 /// A flow that sent before a pause and nothing while it lasted.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct StalledFlow {
+    /// The flow's sender.
     pub src: std::net::IpAddr,
+    /// The flow's receiver.
     pub dst: std::net::IpAddr,
+    /// The receiver's QP, which names the flow on the wire.
     pub dest_qp: u32,
+    /// The flow's priority, to show it was the paused one.
     pub priority: Option<u8>,
 }
 
 /// The flows that stalled during one pause interval.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Stall {
+    /// The MAC that sent the pause.
     pub src_mac: String,
     /// The host that sent the pause, when `src_mac` belongs to one (not to a switch port).
     pub pauser_ip: Option<std::net::IpAddr>,
+    /// The paused priority; null for 802.3x PAUSE (the whole link).
     pub priority: Option<u8>,
+    /// When the pause began.
     pub start_ns: u64,
+    /// When it ended.
     pub end_ns: u64,
+    /// The flows that were sending before and went quiet during it.
     pub flows: Vec<StalledFlow>,
 }
 
@@ -45,22 +58,31 @@ pub struct Stall {
 pub struct PausedBin {
     /// None for 802.3x PAUSE (the whole link).
     pub priority: Option<u8>,
+    /// Start of the bin.
     pub t_ns: u64,
+    /// Share of the bin the priority was paused, from 0 to 1.
     pub fraction: f64,
 }
 
+/// What PFC did in the capture: who paused what and when, and what it stopped.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct PauseReport {
+    /// Every pause interval, merged per source and priority, for the timeline.
     pub intervals: Vec<PauseInterval>,
     /// Per paused priority, on the rate bins' grid: how much of each bin it was paused.
     pub paused_fraction: Vec<PausedBin>,
     /// Width of the bins of `paused_fraction`: the rate bins' width, or a power-of-two multiple of it (so the
     /// grids still line up) when the capture's span would need more than [`MAX_PAUSED_BINS`] a priority.
     pub paused_bin_ns: u64,
+    /// Pauses longer than the storm threshold.
     pub storms: Vec<Storm>,
+    /// Pauses during which flows that had been sending went quiet.
     pub stalls: Vec<Stall>,
+    /// The capture's first frame, the left edge of the timeline.
     pub start_ns: u64,
+    /// The capture's last frame, the right edge.
     pub end_ns: u64,
+    /// The threshold `storms` were found with, so they can be read against it.
     pub storm_threshold_ns: u64,
     /// Priorities that PFC frames paused at some point: the ones the fabric treats as lossless.
     pub paused_priorities: Vec<u8>,
@@ -81,8 +103,8 @@ pub const DEFAULT_STORM_THRESHOLD_NS: u64 = 500_000;
 
 /// The inputs of the analysis: what the streaming passes produced.
 #[derive(Debug)]
-pub struct PauseInputs<'a> {
-    pub intervals: Vec<PauseInterval>,
+pub(crate) struct PauseInputs<'a> {
+    pub(crate) intervals: Vec<PauseInterval>,
     pub flows: &'a [FlowRow],
     pub series: &'a [FlowSeries],
     pub bins_start_ns: u64,
@@ -94,7 +116,7 @@ pub struct PauseInputs<'a> {
     pub hosts: &'a [(String, std::net::IpAddr)],
 }
 
-pub fn analyse(inp: PauseInputs<'_>) -> PauseReport {
+pub(crate) fn analyse(inp: PauseInputs<'_>) -> PauseReport {
     // The flow table by key (the first row of a key, as a search of the table finds it), looked up for every
     // series at every pause.
     let mut rows: FxHashMap<FlowKey, &FlowRow> = FxHashMap::default();
