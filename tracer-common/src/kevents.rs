@@ -48,6 +48,7 @@ pub const NO_FIELD: u32 = u32::MAX;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FieldSpec {
+    /// Byte offset of the field in the tracepoint's record.
     pub offset: u16,
     /// 1, 2, 4 or 8 for integers; the array's length for byte fields.
     pub size: u8,
@@ -71,11 +72,14 @@ pub struct TraceConfig {
     pub slot: u32,
     /// [`MODE_EVENT`] or [`MODE_COUNT`].
     pub mode: u32,
+    /// The integer fields to copy, in the order their values go into [`TraceEvent::values`].
     pub fields: [FieldSpec; MAX_FIELDS],
+    /// The byte fields (arrays, strings) to copy, in [`TraceEvent::bytes`] order.
     pub bytes: [FieldSpec; MAX_BYTE_FIELDS],
     /// [`MODE_COUNT`]: index in `fields` of the key, and of the field whose positive values are summed (or
     /// [`NO_FIELD`]).
     pub count_key: u32,
+    /// See `count_key`.
     pub count_sum: u32,
 }
 const _: () = assert!(core::mem::size_of::<TraceConfig>() == 48);
@@ -90,12 +94,15 @@ pub struct TraceEvent {
     /// `bpf_get_current_pid_tgid()`: the process (tgid, high half) and thread (low half) in whose context the
     /// tracepoint fired.
     pub pid_tgid: u64,
+    /// The configuration slot that recorded the event: which tracepoint it is.
     pub slot: u32,
+    /// Zero: every byte of the record defined.
     pub _pad: u32,
     /// `bpf_get_current_comm()`: the thread's name, NUL-padded.
     pub comm: [u8; 16],
     /// The integer fields in [`TraceConfig::fields`] order, sign-extended where the field is signed.
     pub values: [u64; MAX_FIELDS],
+    /// The byte fields in [`TraceConfig::bytes`] order, at most [`BYTES_LEN`] bytes of each.
     pub bytes: [[u8; BYTES_LEN]; MAX_BYTE_FIELDS],
 }
 /// Size of a [`TraceEvent`] record.
@@ -106,8 +113,11 @@ const _: () = assert!(core::mem::size_of::<TraceEvent>() == TRACE_EVENT_LEN);
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CountKey {
+    /// The counted tracepoint's configuration slot.
     pub slot: u32,
+    /// Zero: every byte of the key defined, since the kernel hashes all of them.
     pub _pad: u32,
+    /// The key field's value.
     pub key: u64,
 }
 const _: () = assert!(core::mem::size_of::<CountKey>() == 16);
@@ -116,7 +126,9 @@ const _: () = assert!(core::mem::size_of::<CountKey>() == 16);
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CountValue {
+    /// Events with this key.
     pub events: u64,
+    /// The summed field's total over them.
     pub sum: u64,
 }
 const _: () = assert!(core::mem::size_of::<CountValue>() == 16);
@@ -133,6 +145,7 @@ pub mod stat {
     pub const COUNT_FULL: u32 = 3;
     /// Events of a slot without configuration (should not happen).
     pub const UNCONFIGURED: u32 = 4;
+    /// Number of entries.
     pub const LEN: u32 = 5;
 }
 

@@ -6,6 +6,7 @@
 //! it against roce-wire. Everything is `#[repr(C)]` with explicit padding and fixed-width integers, because
 //! the kernel side and userspace see the same bytes through different compilers.
 #![no_std]
+#![warn(missing_docs)]
 
 /// The largest snap length the probe can copy: each ring-buffer record is a reservation of one of a few
 /// fixed sizes (the verifier wants a constant size), so this bounds both the copy and the ring's memory per
@@ -76,6 +77,7 @@ pub struct DropConfig {
     /// Offsets inside `struct sk_buff` of `head` and of the 16-bit `network_header`, from the kernel's BTF,
     /// or [`NO_LAYOUT`]: then IP drops are counted without looking at the packet.
     pub skb_head: u32,
+    /// See `skb_head`: the 16-bit offset of the network header from `head`.
     pub skb_network_header: u32,
 }
 const _: () = assert!(core::mem::size_of::<DropConfig>() == 20);
@@ -96,6 +98,7 @@ pub const NO_REASON: u32 = u32::MAX;
 pub struct DropKey {
     /// Ethertype, host order.
     pub protocol: u16,
+    /// Zero: keeps `reason` 4-aligned and every byte of the key defined, since the kernel hashes all of them.
     pub _pad: u16,
     /// The kernel's `enum skb_drop_reason` value.
     pub reason: u32,
@@ -136,10 +139,15 @@ pub const MAX_QPS: u32 = 16384;
 
 /// Frame kinds, numbered like the analyzer's `Kind`.
 pub mod kind {
+    /// RoCE (v1 or v2) data and ACKs.
     pub const ROCE: u32 = 0;
+    /// A congestion notification packet (BTH opcode 0x81).
     pub const CNP: u32 = 1;
+    /// An 802.1Qbb PFC frame.
     pub const PFC: u32 = 2;
+    /// An 802.3x PAUSE frame.
     pub const PAUSE: u32 = 3;
+    /// Anything else (sent only with `--all-frames`).
     pub const OTHER: u32 = 4;
 }
 
@@ -188,9 +196,11 @@ pub struct PacketEvent<const N: usize> {
     pub ts_ns: u64,
     /// Length of the frame on the wire, without a VLAN tag the kernel removed.
     pub len: u32,
+    /// The interface the frame was seen on, matched to a `-i` interface by userspace.
     pub ifindex: u32,
     /// At most [`MAX_SNAPLEN`].
     pub caplen: u16,
+    /// The tag the kernel removed (PCP, DEI, VID), valid with [`flag::VLAN_OFFLOADED`].
     pub vlan_tci: u16,
     /// The removed tag's TPID in host order (0x8100 or 0x88a8).
     pub vlan_proto: u16,
@@ -198,6 +208,7 @@ pub struct PacketEvent<const N: usize> {
     pub flags: u8,
     /// A [`kind`] value.
     pub kind: u8,
+    /// The copied bytes; only `data[..caplen]` is meaningful.
     pub data: [u8; N],
 }
 
@@ -231,7 +242,9 @@ const _: () = assert!(core::mem::size_of::<QpCounters>() == 32);
 pub struct PrioCounters {
     /// RoCE packets and CNPs travelling on this priority.
     pub roce_packets: u64,
+    /// Their wire bytes.
     pub roce_bytes: u64,
+    /// Of those, marked Congestion Experienced.
     pub ce: u64,
     /// PFC frames that name this priority (class-enable bit set).
     pub pfc_frames: u64,
@@ -241,6 +254,7 @@ pub struct PrioCounters {
     pub pfc_xon: u64,
     /// 802.3x PAUSE frames (counted in the [`UNTAGGED`] slot).
     pub pause_frames: u64,
+    /// Zero: rounds the struct to a cache line, so that one CPU's slot never shares a line with the next.
     pub _reserved: u64,
 }
 const _: () = assert!(core::mem::size_of::<PrioCounters>() == 64);
@@ -266,6 +280,7 @@ mod user {
 /// with one `bpf_skb_load_bytes` per chunk (so a RoCEv2 frame costs four helper calls), the tests with a
 /// slice.
 pub trait Bytes {
+    /// The `N` bytes at `offset`, or `None` past the end of the frame.
     fn chunk<const N: usize>(&self, offset: usize) -> Option<[u8; N]>;
 }
 
@@ -290,8 +305,11 @@ pub struct Summary {
     pub ecn: u8,
     /// The BTH was captured: `opcode`, `dest_qp` and `psn` are valid.
     pub has_bth: bool,
+    /// The BTH opcode.
     pub opcode: u8,
+    /// The BTH destination QP.
     pub dest_qp: u32,
+    /// The BTH packet sequence number.
     pub psn: u32,
     /// PFC class-enable vector (low byte).
     pub pfc_enable: u8,
