@@ -6,6 +6,7 @@
 //! start) and `network_header` (the IP header's offset from it). They change between kernels and builds,
 //! so they are looked up in `/sys/kernel/btf/vmlinux` at start. This is a minimal reader of the BTF format
 //! for that one question; aya's own BTF type does not expose struct members.
+#![warn(missing_docs)]
 
 use std::collections::HashMap;
 
@@ -21,14 +22,19 @@ pub struct SkbLayout {
 /// Why the layout could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum BtfError {
+    /// The file does not start with BTF's magic number.
     #[error("not BTF (magic {0:#06x})")]
     Magic(u16),
+    /// The data ends inside the part named.
     #[error("BTF cut short: {0}")]
     Truncated(&'static str),
+    /// A type of a kind this reader does not know, so the types after it cannot be found.
     #[error("BTF type {0} has an unknown kind {1}")]
     UnknownKind(u32, u32),
+    /// The kernel has no `struct sk_buff` in its BTF.
     #[error("no struct sk_buff in the kernel's BTF")]
     NoSkBuff,
+    /// `struct sk_buff` lacks a member the drop counter reads.
     #[error("struct sk_buff has no member {0} of the expected type")]
     NoMember(&'static str),
 }

@@ -5,6 +5,7 @@
 //! checked at least every 100 ms: SIGINT/SIGTERM, `--duration`, `-c`, the end of `-- CMD`, every interface
 //! gone, or a write error. A second SIGINT/SIGTERM skips writing what is still queued, so the tool exits at
 //! once, still closing the file with its statistics blocks.
+#![warn(missing_docs)]
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -29,13 +30,16 @@ use crate::term;
 /// Which capture engine to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EngineKind {
+    /// libpcap on each interface.
     Pcap,
+    /// The `tracer-ebpf` TC probe.
     Ebpf,
     /// The NIC's sniffer through libibverbs (see [`engine::rdma`]).
     Rdma,
 }
 
 impl EngineKind {
+    /// The name `--engine` takes, also written into the file's section comment.
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Pcap => "pcap",
@@ -60,23 +64,34 @@ impl EngineKind {
 /// Everything `capture` was asked to do, validated.
 #[derive(Debug, Clone)]
 pub struct CaptureOptions {
+    /// Which engine captures.
     pub engine: EngineKind,
+    /// The `-i` interfaces, in the order of the file's interface ids.
     pub interfaces: Vec<String>,
+    /// The capture file, or the base name of a rotated capture.
     pub output: PathBuf,
+    /// Bytes kept of each frame.
     pub snaplen: u32,
     /// The user's libpcap filter; `None` keeps each engine's default selection.
     pub filter: Option<String>,
+    /// Send every frame, not only RoCE, CNP, PFC and PAUSE (eBPF).
     pub all_frames: bool,
+    /// The eBPF ring's size; `None` keeps the probe's.
     pub ring_bytes: Option<u32>,
+    /// Stop after this long.
     pub duration: Option<Duration>,
+    /// Stop after this many frames.
     pub count: Option<u64>,
+    /// Written once the capture runs, for a script to wait on.
     pub ready_file: Option<PathBuf>,
     /// Sample sysfs counters and ethtool statistics every `interval` and record the DCQCN knobs at start.
     pub counters: bool,
+    /// How often counters are sampled and kernel events written.
     pub interval: Duration,
     /// A fixture tree read instead of `/sys` and the ethtool ioctl (see [`Sampler::fixture`]), and for the
     /// GID tables of the QP snapshots (see [`crate::qp_owners::read_gid_table`]).
     pub sysfs_root: Option<PathBuf>,
+    /// The link speed the live line's utilisation is relative to.
     pub link_bps: u64,
     /// Start a new file by size or age (`-w` then names the sequence: `run.00000.pcapng`, ...).
     pub rotation: Rotation,
@@ -98,76 +113,112 @@ pub struct CaptureOptions {
 /// Why the capture stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopReason {
+    /// SIGINT or SIGTERM (or a write failure, reported as an error).
     Signal,
+    /// `--duration` reached.
     Duration,
+    /// `-c` reached.
     Count,
+    /// The `-- CMD` workload exited, with its exit code (`None`: killed by a signal).
     CommandExited(Option<i32>),
+    /// Every interface ended.
     InterfacesGone,
 }
 
 /// What a finished capture reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
+    /// Frames written.
     pub frames: u64,
+    /// Frames the engine lost.
     pub dropped: u64,
+    /// Why the capture stopped.
     pub reason: StopReason,
 }
 
+/// Why a capture could not start or did not end cleanly, each with what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
+    /// The process lacks capabilities the engine needs.
     #[error(
         "the {engine} engine needs {missing}; run as root, or grant them with: sudo setcap {caps}+ep {exe}"
     )]
     Privileges {
+        /// The engine asked for.
         engine: &'static str,
+        /// The capabilities missing, by name.
         missing: String,
+        /// The `setcap` argument that grants them.
         caps: String,
+        /// This program's path, for the `setcap` line.
         exe: String,
     },
+    /// No `-i` interface was given.
     #[error("no interface given (-i IFACE)")]
     NoInterface,
+    /// The pcap engine did not start.
     #[error(transparent)]
     Pcap(#[from] engine::pcap::PcapStartError),
+    /// The eBPF engine did not start.
     #[error(transparent)]
     Ebpf(#[from] engine::ebpf::EbpfStartError),
+    /// The RDMA engine did not start.
     #[error(transparent)]
     Rdma(#[from] engine::rdma::RdmaError),
+    /// `--kernel-events` could not start.
     #[error("--kernel-events")]
     KernelEvents(#[from] crate::kevents::KernelEventsError),
+    /// The capture file could not be created.
     #[error("cannot create {path}")]
     Create {
+        /// The file.
         path: PathBuf,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// Writing the capture file failed (a full disk); the file holds every frame before the failure.
     #[error(
         "writing {path} failed, so the capture stopped; the file holds every frame up to the failure \
          ({frames} frames)"
     )]
     Write {
+        /// The file.
         path: PathBuf,
+        /// Frames written before the failure.
         frames: u64,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// The ready file could not be written.
     #[error("cannot write the ready file {path}")]
     Ready {
+        /// The file.
         path: PathBuf,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// The `-- CMD` workload could not be started.
     #[error("cannot start {cmd}")]
     Command {
+        /// The command line.
         cmd: String,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// The metrics port could not be bound.
     #[error("cannot serve metrics on {addr}")]
     Metrics {
+        /// The address asked for.
         addr: std::net::SocketAddr,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// The signal handlers could not be installed.
     #[error("cannot install the signal handlers: {0}")]
     Signals(std::io::Error),
 }

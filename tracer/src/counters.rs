@@ -10,6 +10,7 @@
 //! On a live system the root is `/sys` and the ethtool statistics come from the `SIOCETHTOOL` ioctl. A
 //! fixture tree (`--sysfs-root`, for tests) is laid out like `/sys` and holds the ethtool statistics as the
 //! text `ethtool -S IFACE` prints, in `<root>/ethtool-S/<iface>`; the ioctl is then never used.
+#![warn(missing_docs)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,13 +30,16 @@ pub enum EthtoolSource {
     /// The `SIOCETHTOOL` ioctl, with each interface's statistic names remembered between samples (they only
     /// change when the driver's count does).
     Ioctl {
+        /// The socket for the ioctl, `None` when it could not be opened.
         socket: Option<EthtoolSocket>,
+        /// Each interface's statistic names, as the driver last listed them.
         names: BTreeMap<String, Vec<String>>,
     },
     /// `ethtool -S` text files, one per interface, in this directory.
     Files(PathBuf),
 }
 
+/// Reads the NIC counters, ethtool statistics and DCQCN knobs into their custom blocks.
 #[derive(Debug)]
 pub struct Sampler {
     root: PathBuf,

@@ -1,5 +1,6 @@
 //! The line per second on the console, computed by the analyzer's own passes over the frames of that second,
 //! so the live numbers and a later `roce-analyzer stats` on the file can never disagree on a definition.
+#![warn(missing_docs)]
 
 use roce_capture::{LinkType, Record};
 use roce_core::decode::{Decoder, Frame, Kind};
@@ -20,31 +21,40 @@ pub struct LiveView {
     last_ts: u64,
     /// Frames over the whole capture.
     pub total_frames: u64,
+    /// Frames of each kind over the whole capture, in `Kind::ALL` order.
     pub total_by_kind: [u64; Kind::ALL.len()],
 }
 
 /// One interval's pass results, for the metrics.
 #[derive(Debug, Clone, Default)]
 pub struct Rows {
+    /// Frames per kind during the interval.
     pub kinds: Vec<(&'static str, u64)>,
+    /// Flows seen during the interval.
     pub flows: Vec<FlowRow>,
+    /// CNP streams of the interval.
     pub cnps: Vec<CnpRow>,
+    /// PFC and PAUSE senders of the interval.
     pub pfc: Vec<PfcRow>,
 }
 
 /// One interval's summary: what the console line shows (and what the metrics endpoint would export).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Interval {
+    /// Frames during the interval.
     pub frames: u64,
+    /// RoCE throughput over the interval.
     pub roce_gbps: f64,
     /// Share of RoCE data packets marked CE, in percent.
     pub ce_percent: f64,
+    /// CNPs per second.
     pub cnps_per_s: f64,
     /// PFC XOFF and PAUSE frames per second.
     pub pauses_per_s: f64,
 }
 
 impl LiveView {
+    /// A view that has seen nothing yet; `link_bps` is the link speed for the utilisation.
     pub fn new(link_bps: u64) -> Self {
         LiveView {
             // The ICRC of every frame would double the decode cost and the live line does not show it.
@@ -64,6 +74,7 @@ impl LiveView {
         }
     }
 
+    /// Counts one captured frame (`len` bytes on the wire, `data` as captured).
     pub fn frame(&mut self, link: LinkType, iface: u32, ts_ns: u64, data: &[u8], len: u32) {
         let rec = Record {
             iface,

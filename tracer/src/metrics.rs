@@ -4,6 +4,7 @@
 //!
 //! The HTTP side is a few lines over `std::net`: one scrape is one short connection, and pulling in an HTTP
 //! stack for that would cost more build time than the whole tracer.
+#![warn(missing_docs)]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -60,6 +61,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Every metric registered, all at zero.
     pub fn new() -> Self {
         let mut r = Registry::with_prefix("rocetrace");
         let m = Metrics {

@@ -4,6 +4,7 @@
 //! buffer whole blocks and write them to disk in batches: whatever reaches the disk ends on a block boundary.
 //! When a write fails (a full disk), the file is cut back to the last block boundary that was written
 //! completely, so a reader sees every frame before the failure and no torn block after it.
+#![warn(missing_docs)]
 
 use std::cell::RefCell;
 use std::fs::File;
@@ -86,6 +87,7 @@ impl Inner {
 pub struct BlockFile(Rc<RefCell<Inner>>);
 
 impl BlockFile {
+    /// Creates (truncates) the file at `path`.
     pub fn create(path: &Path) -> io::Result<Self> {
         Ok(BlockFile(Rc::new(RefCell::new(Inner {
             file: File::create(path)?,
@@ -144,9 +146,13 @@ impl Write for BlockFile {
 /// One interface of the capture, as recorded in its Interface Description Block.
 #[derive(Debug, Clone)]
 pub struct OutInterface {
+    /// The interface's name.
     pub name: String,
+    /// Its link type.
     pub link: LinkType,
+    /// Bytes kept of each frame.
     pub snaplen: u32,
+    /// The engine and filter, for the interface block's description.
     pub description: String,
 }
 
@@ -216,6 +222,7 @@ impl CaptureFile {
         self.file.written()
     }
 
+    /// Hands buffered blocks to the file.
     pub fn flush(&mut self) -> io::Result<()> {
         self.writer.flush()
     }
@@ -231,6 +238,7 @@ pub struct Rotation {
 }
 
 impl Rotation {
+    /// Whether any rotation is asked for.
     pub fn enabled(&self) -> bool {
         self.size.is_some() || self.every.is_some()
     }
@@ -282,6 +290,7 @@ impl std::fmt::Debug for ClosingBlock {
 }
 
 impl Output {
+    /// Creates the first file and writes its section and interface blocks.
     pub fn create(
         base: &Path,
         section: SectionInfo,
@@ -334,6 +343,7 @@ impl Output {
         self.file.write_custom(payload)
     }
 
+    /// Writes a custom block into the current file only (a counter sample, the events of an interval).
     pub fn write_custom(&mut self, payload: &[u8]) -> io::Result<()> {
         self.file.write_custom(payload)
     }

@@ -14,6 +14,7 @@
 //! a snapshot QP would match a flow to or from any host using that number. Each QP event therefore carries
 //! the addresses of its port, read from the port's GID table in sysfs (see [`read_gid_table`]), so that the
 //! analyzer ties it only to flows at that host.
+#![warn(missing_docs)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -46,6 +47,7 @@ pub struct QpOwner {
     pub device: String,
     /// `None` for a QP not bound to a port yet.
     pub port: Option<u32>,
+    /// The QP number.
     pub lqpn: u32,
     /// The connected peer's QP (RC, UC, XRC once past INIT).
     pub rqpn: Option<u32>,
@@ -111,22 +113,35 @@ impl QpOwner {
     }
 }
 
+/// Why a snapshot of the QPs could not be taken: said once as a warning, never fatal.
 #[derive(Debug, thiserror::Error)]
 pub enum QpOwnersError {
+    /// The program could not be started.
     #[error("cannot run {program}")]
     Spawn {
+        /// The program.
         program: String,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// The program did not answer in time.
     #[error("{program} did not answer within {TIMEOUT:?}")]
-    Timeout { program: String },
+    Timeout {
+        /// The program.
+        program: String,
+    },
+    /// The program failed.
     #[error("{program} failed ({status}): {stderr}")]
     Failed {
+        /// The program.
         program: String,
+        /// Its exit status.
         status: String,
+        /// What it printed on standard error.
         stderr: String,
     },
+    /// Its output is not the JSON expected.
     #[error("unexpected output: {0}")]
     Parse(String),
 }

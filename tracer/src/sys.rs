@@ -1,4 +1,5 @@
 //! Facts about the running system: who we are, what we may do, and where an interface is.
+#![warn(missing_docs)]
 
 use std::ffi::CString;
 
@@ -21,14 +22,20 @@ fn read_trimmed(path: &str) -> Option<String> {
 /// Linux capability numbers we may need (linux/capability.h).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cap {
+    /// `CAP_NET_ADMIN`: attach TC programs.
     NetAdmin = 12,
+    /// `CAP_NET_RAW`: open packet sockets.
     NetRaw = 13,
+    /// `CAP_SYS_ADMIN`: what older kernels ask for BPF and perf instead.
     SysAdmin = 21,
+    /// `CAP_PERFMON`: tracepoints and BPF ring buffers.
     Perfmon = 38,
+    /// `CAP_BPF`: load BPF programs and maps.
     Bpf = 39,
 }
 
 impl Cap {
+    /// The capability's name, as `setcap` and `capsh` spell it.
     pub fn name(self) -> &'static str {
         match self {
             Cap::NetAdmin => "cap_net_admin",
@@ -109,6 +116,7 @@ fn get_u32(buf: &[u8], at: usize) -> u32 {
 pub struct EthtoolSocket(std::os::unix::net::UnixDatagram);
 
 impl EthtoolSocket {
+    /// Opens the socket the ethtool ioctls go through.
     pub fn new() -> std::io::Result<EthtoolSocket> {
         std::os::unix::net::UnixDatagram::unbound().map(EthtoolSocket)
     }

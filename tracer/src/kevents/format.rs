@@ -7,14 +7,20 @@ use std::collections::BTreeMap;
 /// What is wrong with a tracepoint format file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FormatError {
+    /// A field the tracer needs is not in the record.
     #[error("no field {0:?}")]
     MissingField(String),
+    /// A field has another size than the tracer reads.
     #[error("field {name:?} is {size} bytes, expected {expected}")]
     FieldSize {
+        /// The field.
         name: &'static str,
+        /// Its size in this kernel.
         size: u32,
+        /// The size the tracer reads.
         expected: u32,
     },
+    /// The file has no event id.
     #[error("no `ID:` line")]
     MissingId,
 }
@@ -22,9 +28,13 @@ pub enum FormatError {
 /// One `field:` line of a format file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Field {
+    /// The field's name, without an array suffix.
     pub name: String,
+    /// Byte offset in the record.
     pub offset: u32,
+    /// Size in bytes.
     pub size: u32,
+    /// Whether an integer field is signed.
     pub signed: bool,
     /// Declared as an array (`unsigned char srcaddr[28]`): bytes, not a number.
     pub array: bool,
@@ -35,6 +45,7 @@ pub struct Field {
 /// What the tracer needs from `skb/kfree_skb/format`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KfreeSkbFormat {
+    /// Offset of the 2-byte `protocol` (the ethertype).
     pub protocol_offset: u32,
     /// Offset of the 8-byte `skbaddr`, `None` when the record lacks it (then IP drops cannot be told apart).
     pub skbaddr_offset: Option<u32>,

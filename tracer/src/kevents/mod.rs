@@ -20,6 +20,7 @@
 //! time (libpcap's, or the eBPF engine's monotonic stamp plus the offset it sampled at start), so events get
 //! the same treatment: the monotonic-to-wall-clock offset is sampled once at start and added, which puts
 //! them on the packets' time axis.
+#![warn(missing_docs)]
 
 //!
 //! The parts, each of one job: [`format`] reads tracefs format files, [`spec`] says what to record and
@@ -66,43 +67,63 @@ const POLL_EVERY: Duration = Duration::from_millis(50);
 /// About 16 MiB of JSON per interval: the analyzer keeps at most 64 MiB of custom blocks per file.
 const MAX_PENDING: usize = 1 << 16;
 
+/// Why `--kernel-events` could not start, with what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum KernelEventsError {
+    /// Tracefs is not mounted and could not be.
     #[error(
         "tracefs is not mounted and could not be mounted at /sys/kernel/tracing (try `mount -t tracefs \
          nodev /sys/kernel/tracing`)"
     )]
     NoTracefs(#[source] std::io::Error),
+    /// The kernel lacks `skb:kfree_skb`.
     #[error("this kernel has no skb:kfree_skb tracepoint, which --kernel-events needs")]
     NoKfreeSkb,
+    /// Tracefs is mounted for root only.
     #[error(
         "{path} is not readable by this user: tracefs belongs to root unless mounted otherwise (run as root, \
          or mount tracefs with `-o gid=GROUP,mode=0750` for a group of this user)"
     )]
-    Unreadable { path: PathBuf },
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A format file could not be read.
     #[error("cannot read {path}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// A format file does not say what the tracer needs.
     #[error("{path}: {source}")]
     Format {
+        /// The file.
         path: PathBuf,
+        /// What is wrong with it.
         #[source]
         source: FormatError,
     },
+    /// The probe object did not load.
     #[error(transparent)]
     Load(#[from] EbpfStartError),
+    /// A program did not load or attach.
     #[error("eBPF program {name}")]
     Program {
+        /// The program.
         name: &'static str,
+        /// Why.
         #[source]
         source: aya::programs::ProgramError,
     },
+    /// A map could not be opened or written.
     #[error("eBPF map {name}")]
     Map {
+        /// The map.
         name: &'static str,
+        /// Why.
         #[source]
         source: aya::maps::MapError,
     },

@@ -17,7 +17,9 @@ pub struct BadSpec(pub String);
 /// A tracepoint to record, and which of its fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceSpec {
+    /// The tracepoint's system (`rdma_cma`).
     pub system: String,
+    /// The event in it (`cm_qp_create`).
     pub event: String,
     /// Fields to copy, in order. Numbers and byte arrays are told apart by the format file; at most
     /// [`MAX_FIELDS`] numbers and [`MAX_BYTE_FIELDS`] byte arrays are kept. Empty: the first ones the
@@ -41,6 +43,7 @@ impl TraceSpec {
         }
     }
 
+    /// `system:event`, the name in the tracer's messages and the records.
     pub fn name(&self) -> String {
         format!("{}:{}", self.system, self.event)
     }
@@ -149,9 +152,13 @@ pub fn rdma_specs() -> Vec<TraceSpec> {
 /// How one copied number is shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IntField {
+    /// The field's kernel name.
     pub name: String,
+    /// Size in bytes: 1, 2, 4 or 8.
     pub size: u32,
+    /// Shown signed.
     pub signed: bool,
+    /// Stored in network byte order: swapped before showing.
     pub big_endian: bool,
     /// The kernel's names for its values, from the print format.
     pub symbols: BTreeMap<u64, String>,
@@ -160,6 +167,7 @@ pub struct IntField {
 /// How one copied byte array is shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BytesField {
+    /// The field's kernel name.
     pub name: String,
     /// Bytes of the field that were copied (at most [`BYTES_LEN`]).
     pub size: usize,
@@ -174,8 +182,11 @@ pub struct Resolved {
     pub name: String,
     /// The event id, under which the configuration is stored.
     pub id: u32,
+    /// What the recorder program copies, stored in its slot of the configuration map.
     pub config: TraceConfig,
+    /// How to show each copied number, in record order.
     pub ints: Vec<IntField>,
+    /// How to show each copied byte field, in record order.
     pub bytes: Vec<BytesField>,
     /// Asked-for fields this kernel's record does not have (or that did not fit), as `name (why)`.
     pub missing: Vec<String>,
