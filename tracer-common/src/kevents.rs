@@ -85,7 +85,7 @@ pub struct TraceConfig {
 const _: () = assert!(core::mem::size_of::<TraceConfig>() == 48);
 
 /// One event as the recorder hands it to userspace through
-/// [`maps::TRACE_EVENTS`](maps::TRACE_EVENTS).
+/// [`maps::TRACE_EVENTS`].
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TraceEvent {
@@ -109,7 +109,7 @@ pub struct TraceEvent {
 pub const TRACE_EVENT_LEN: usize = 152;
 const _: () = assert!(core::mem::size_of::<TraceEvent>() == TRACE_EVENT_LEN);
 
-/// Key of [`maps::TRACE_COUNTS`](maps::TRACE_COUNTS).
+/// Key of [`maps::TRACE_COUNTS`].
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CountKey {
@@ -122,7 +122,7 @@ pub struct CountKey {
 }
 const _: () = assert!(core::mem::size_of::<CountKey>() == 16);
 
-/// Value of [`maps::TRACE_COUNTS`](maps::TRACE_COUNTS) (per CPU; userspace sums).
+/// Value of [`maps::TRACE_COUNTS`] (per CPU; userspace sums).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CountValue {
@@ -133,7 +133,7 @@ pub struct CountValue {
 }
 const _: () = assert!(core::mem::size_of::<CountValue>() == 16);
 
-/// Entries of [`maps::TRACE_STATS`](maps::TRACE_STATS).
+/// Entries of [`maps::TRACE_STATS`].
 pub mod stat {
     /// Events sent through the ring.
     pub const SENT: u32 = 0;

@@ -20,16 +20,20 @@ pub struct Captured {
     pub ts_ns: u64,
     /// Length on the wire.
     pub len: u32,
+    /// The bytes captured (at most the snap length).
     pub data: Vec<u8>,
 }
 
 /// What flows from an engine to the writer loop.
 #[derive(Debug)]
 pub enum Event {
+    /// A frame to write.
     Frame(Captured),
     /// The interface went away or failed; the engine will send nothing more for it.
     Ended {
+        /// The interface, as in [`Captured::iface`].
         iface: u32,
+        /// What happened to it, for the message.
         reason: String,
     },
 }
@@ -37,14 +41,18 @@ pub enum Event {
 /// Per-interface counters for the pcapng statistics block.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IfaceStats {
+    /// Frames the interface received, lost ones included, when the engine knows.
     pub received: Option<u64>,
+    /// Frames lost before they reached the tracer, when the engine knows.
     pub dropped: Option<u64>,
 }
 
 /// What every engine needs to start.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
+    /// The `-i` interfaces, in file order.
     pub interfaces: Vec<String>,
+    /// Bytes kept of each frame.
     pub snaplen: u32,
     /// The user's libpcap filter expression. The pcap engine hands it to the kernel instead of its default
     /// filter; the eBPF engine runs it in userspace on what the probe selected, so it can only narrow that.
@@ -72,6 +80,8 @@ pub trait Engine {
 /// Shared arguments of the engines' start functions.
 #[derive(Debug, Clone)]
 pub struct Plumbing {
+    /// Where the engine's threads send what they capture.
     pub tx: SyncSender<Event>,
+    /// Set when the capture ends: the threads stop reading.
     pub stop: Arc<AtomicBool>,
 }

@@ -9,6 +9,7 @@
 //! The probe is attached through TCX links (kernel 6.6 and later), which belong to this process: they go
 //! away when it exits, even on SIGKILL, so no tc filter or qdisc is ever left behind. Older kernels get
 //! aya's netlink attachment to a clsact qdisc, which we then remove ourselves at exit.
+#![warn(missing_docs)]
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;
@@ -36,8 +37,9 @@ use crate::sys;
 /// The probe object built by `build.rs` (empty when the build skipped it).
 static PROBE: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-probe"));
 
-/// Program names in the object.
+/// The name in the object of the program on each interface's ingress hook.
 pub const INGRESS: &str = "tracer_ingress";
+/// The name in the object of the program on each interface's egress hook.
 pub const EGRESS: &str = "tracer_egress";
 /// A program that returns at once, for measuring what the kernel's run-time statistics add to each run.
 pub const BASELINE: &str = "tracer_baseline";
@@ -69,53 +71,75 @@ pub fn wakeup_bytes(ring_bytes: u32) -> u32 {
 /// where TCX links exist: that path's cleanup is tested on whatever kernel the tests run.
 pub const FORCE_NETLINK_ENV: &str = "ROCETRACE_TC_NETLINK";
 
+/// Why the eBPF engine could not start, with what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum EbpfStartError {
+    /// The tracer was built without the probe object.
     #[error(
         "this roce-tracer was built without its eBPF probe (AYA_BUILD_SKIP); rebuild with the nightly \
          toolchain, rust-src and bpf-linker installed (see the README), or use --engine pcap"
     )]
     NotBuilt,
+    /// The kernel refused the object.
     #[error("loading the eBPF probe failed")]
     Load(#[from] aya::EbpfError),
+    /// A program the tracer needs is not in the object.
     #[error("eBPF program {0} is missing from the object")]
     MissingProgram(&'static str),
+    /// A map the tracer needs is not in the object.
     #[error("eBPF map {0} is missing from the object")]
     MissingMap(&'static str),
+    /// A map could not be opened, read or written.
     #[error("eBPF map {name}")]
     Map {
+        /// The map.
         name: &'static str,
+        /// Why.
         #[source]
         source: aya::maps::MapError,
     },
+    /// A program could not be loaded.
     #[error("eBPF program {name}")]
     Program {
+        /// The program.
         name: &'static str,
+        /// Why.
         #[source]
         source: aya::programs::ProgramError,
     },
+    /// An `-i` interface does not exist.
     #[error("no interface named {0}")]
     NoSuchInterface(String),
+    /// The `--filter` expression does not compile.
     #[error("the capture filter {filter:?} does not compile for Ethernet")]
     Filter {
+        /// The expression.
         filter: String,
+        /// Why.
         #[source]
         source: pcap::Error,
     },
+    /// A program could not be attached to an interface.
     #[error(
         "attaching the probe to {iface} ({direction}) failed (on kernels before 6.6 make sure the clsact \
          qdisc can be added: `tc qdisc add dev {iface} clsact`; or use --engine pcap)"
     )]
     Attach {
+        /// The interface.
         iface: String,
+        /// `ingress` or `egress`.
         direction: &'static str,
+        /// Why.
         #[source]
         source: aya::programs::ProgramError,
     },
+    /// The reader thread could not be started.
     #[error("cannot start the ring-buffer reader")]
     Thread(#[from] std::io::Error),
+    /// A map the tracer reads as a ring buffer is something else.
     #[error("eBPF map {0} is not a ring buffer")]
     NotARing(&'static str),
+    /// The ring buffer cannot be read.
     #[error("cannot read the probe's ring buffer")]
     Ring(#[from] RingError),
 }
@@ -191,12 +215,19 @@ pub fn take_ring_reader(ebpf: &mut Ebpf) -> Result<RingReader, EbpfStartError> {
 /// layout).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RingRecord {
+    /// The probe's time stamp (see [`RingRecord::wall_ns`]).
     pub ts_ns: u64,
+    /// Length on the wire, without a tag the kernel had removed.
     pub len: u32,
+    /// The interface the frame was seen on.
     pub ifindex: u32,
+    /// `tracer_common::flag` bits.
     pub flags: u32,
+    /// The tag the kernel had removed, when [`flag::VLAN_OFFLOADED`] is set.
     pub vlan_tci: u16,
+    /// That tag's TPID.
     pub vlan_proto: u16,
+    /// A `tracer_common::kind` value.
     pub kind: u32,
     /// The frame as it was on the wire: a tag the kernel had moved into the skb is put back.
     pub data: Vec<u8>,
@@ -371,6 +402,7 @@ pub fn compile_filter(expr: &str) -> Result<pcap::BpfProgram, EbpfStartError> {
         .map_err(err)
 }
 
+/// The running eBPF engine: the loaded probe, its attachments and the ring-buffer reader.
 #[derive(Debug)]
 pub struct EbpfEngine {
     ebpf: Ebpf,

@@ -4,6 +4,7 @@
 //! buffer for bursts, nanosecond timestamps and the BPF filter compiled by libpcap. A short read timeout
 //! lets each thread notice the stop flag within 100 ms; what the kernel still holds then is read out before
 //! the thread ends.
+#![warn(missing_docs)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,23 +26,32 @@ const READ_TIMEOUT_MS: i32 = 100;
 /// Why the pcap engine could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum PcapStartError {
+    /// An interface could not be opened for capture.
     #[error("cannot open interface {iface}")]
     Open {
+        /// The interface.
         iface: String,
+        /// Why.
         #[source]
         source: pcap::Error,
     },
+    /// The `--filter` expression does not compile on an interface.
     #[error("the capture filter {filter:?} does not compile on {iface}")]
     Filter {
+        /// The interface.
         iface: String,
+        /// The expression.
         filter: String,
+        /// Why.
         #[source]
         source: pcap::Error,
     },
+    /// A capture thread could not be started.
     #[error("cannot start a capture thread")]
     Thread(#[from] std::io::Error),
 }
 
+/// The running pcap engine: one capture thread per interface.
 #[derive(Debug)]
 pub struct PcapEngine {
     links: Vec<LinkType>,

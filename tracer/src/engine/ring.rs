@@ -16,6 +16,7 @@
 //! discarded, then 32 bits the kernel keeps for itself; the record, header included, is rounded up to 8
 //! bytes. The walk over the data is a separate function over an [`Area`], so the tests run it on memory laid
 //! out the same way.
+#![warn(missing_docs)]
 
 use std::ffi::c_void;
 use std::ops::ControlFlow;
@@ -31,16 +32,26 @@ const DISCARD_BIT: u32 = 1 << 30;
 /// The kernel's header in front of each record.
 const HEADER_LEN: usize = 8;
 
+/// Why the ring buffer cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum RingError {
+    /// The kernel did not say the ring's size.
     #[error("reading the ring buffer's size failed")]
     Info(#[source] aya::maps::MapError),
+    /// The size is not one the reader can map.
     #[error("the ring buffer's size {0} is not a power of two multiple of the page size")]
     Size(u32),
+    /// Mapping the ring failed.
     #[error("mapping the ring buffer into memory failed")]
     Mmap(#[source] std::io::Error),
+    /// A record header makes no sense: the reader stops rather than read past it.
     #[error("the ring buffer is corrupt at position {pos}: {what}")]
-    Corrupt { pos: usize, what: &'static str },
+    Corrupt {
+        /// The consumer position of the record.
+        pos: usize,
+        /// What is wrong with it.
+        what: &'static str,
+    },
 }
 
 /// Why a walk over the ring stopped.
@@ -63,6 +74,7 @@ pub struct Walk {
     pub end: usize,
     /// Records handed to the callback.
     pub records: usize,
+    /// Why the walk ended.
     pub stop: Stop,
 }
 

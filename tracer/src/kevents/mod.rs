@@ -23,7 +23,7 @@
 #![warn(missing_docs)]
 
 //!
-//! The parts, each of one job: [`format`] reads tracefs format files, [`spec`] says what to record and
+//! The parts, each of one job: [`format`](mod@format) reads tracefs format files, [`spec`] says what to record and
 //! resolves it against them, [`decode`] turns ring records into events, [`encode`] turns an interval into
 //! block records; this module runs the programs and keeps the interval's state.
 
@@ -422,7 +422,7 @@ impl KernelEvents {
         }
     }
 
-    /// [`KernelEvents::poll`] when the last one is older than [`POLL_EVERY`]; cheap enough to call per frame.
+    /// [`KernelEvents::poll`] when the last one is older than `POLL_EVERY`; cheap enough to call per frame.
     pub fn poll_if_due(&mut self) {
         if self.last_poll.elapsed() >= POLL_EVERY {
             self.poll();

@@ -22,7 +22,8 @@ pub struct TraceSpec {
     /// The event in it (`cm_qp_create`).
     pub event: String,
     /// Fields to copy, in order. Numbers and byte arrays are told apart by the format file; at most
-    /// [`MAX_FIELDS`] numbers and [`MAX_BYTE_FIELDS`] byte arrays are kept. Empty: the first ones the
+    /// [`MAX_FIELDS`](tracer_common::kevents::MAX_FIELDS) numbers and
+    /// [`MAX_BYTE_FIELDS`](tracer_common::kevents::MAX_BYTE_FIELDS) byte arrays are kept. Empty: the first ones the
     /// format lists.
     pub fields: Vec<String>,
     /// Numeric fields the kernel stores in network byte order (the MAD header's), shown swapped.
