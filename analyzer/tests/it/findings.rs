@@ -17,6 +17,14 @@ fn analyse(name: &str, gbps: u64) -> Analysis {
     };
     opts.dcqcn.line_mbps = gbps as f64 * 1000.0;
     opts.dcqcn.knobs = Knobs::from_kv_text("deactivate_at_line = 1").unwrap();
+    // The receivers' CNP pacing, as the scenario set it (the simulator's default is 4 µs, NVIDIA's).
+    let scenario =
+        std::fs::read_to_string(workspace().join(format!("samples/scenarios/{name}.toml")))
+            .unwrap_or_default();
+    opts.dcqcn.np.min_time_between_cnps = scenario
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("min_time_between_cnps_us = "))
+        .map_or(4, |v| v.trim().parse().unwrap());
     let a = pipeline::run(&mut reader, &opts, |_| {}).unwrap();
     assert_eq!(reader.errors().count(), 0);
     a
