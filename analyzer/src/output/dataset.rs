@@ -40,16 +40,21 @@ pub const DEFAULT_GROUP_ROWS: usize = 1 << 20;
 /// object stores and Spark's split planning handle best.
 pub const DEFAULT_GROUPS_PER_FILE: usize = 8;
 
+/// Why a dataset could not be written.
 #[derive(Debug, Error)]
 pub enum DatasetError {
     /// Writing a file failed (the same errors as the tables').
     #[error(transparent)]
     Write(#[from] TableError),
+    /// The directory already holds part files: adding to them would count their frames twice.
     #[error(
         "{path} already holds part files of a dataset; remove them or write elsewhere (another --collector \
          name, say): adding to them would count their frames twice"
     )]
-    NotEmpty { path: PathBuf },
+    NotEmpty {
+        /// The directory, so the user knows what to clear.
+        path: PathBuf,
+    },
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> DatasetError + '_ {
@@ -297,7 +302,9 @@ impl std::fmt::Debug for Part {
 /// Sizes of the dataset's row groups and files.
 #[derive(Debug, Clone, Copy)]
 pub struct Layout {
+    /// Rows per Parquet row group, the unit a reader skips or reads whole.
     pub group_rows: usize,
+    /// Row groups per part file, which sizes the files for object stores and Spark.
     pub groups_per_file: usize,
 }
 

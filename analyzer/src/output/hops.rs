@@ -39,6 +39,7 @@ pub fn queue_cells(q: &QueueReport) -> Vec<String> {
     ]
 }
 
+/// Writes the `hops` command's answer as aligned text tables, for a terminal.
 pub fn print_hops(out: &mut impl Write, r: &HopsReport) -> io::Result<()> {
     writeln!(out, "Taps")?;
     let rows: Vec<Vec<String>> = r

@@ -13,6 +13,7 @@ pub struct TimeAxis {
 }
 
 impl TimeAxis {
+    /// An axis starting at `origin_ns`, in the unit that suits a capture of `span_ns`.
     pub fn new(origin_ns: u64, span_ns: u64) -> Self {
         let (ns_per_unit, unit) = if span_ns < 2_000_000 {
             (1e3, "µs")
@@ -35,15 +36,18 @@ impl TimeAxis {
         TimeAxis::new(origin, cap.duration_ns)
     }
 
+    /// Where a capture timestamp sits on every chart's x axis.
     pub fn x(&self, t_ns: u64) -> f64 {
         (t_ns as f64 - self.origin_ns as f64) / self.ns_per_unit
     }
 
-    pub fn range(&self) -> (f64, f64) {
+    /// The x span of the whole capture, so every chart of the page shows the same span.
+    pub(super) fn range(&self) -> (f64, f64) {
         (0.0, self.span_ns as f64 / self.ns_per_unit)
     }
 
-    pub fn label(&self) -> String {
+    /// The x axis title, naming the unit [`TimeAxis::new`] chose.
+    pub(super) fn label(&self) -> String {
         format!("time since the first frame ({})", self.unit)
     }
 }

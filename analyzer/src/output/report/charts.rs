@@ -15,8 +15,8 @@ use plotters::style::FontStyle;
 
 use super::ReportError;
 
-pub const WIDTH: u32 = 1200;
-pub const HEIGHT: u32 = 380;
+const WIDTH: u32 = 1200;
+const HEIGHT: u32 = 380;
 /// Points kept per line after decimation: about two per horizontal pixel, more would not show.
 const MAX_POINTS: usize = 2 * WIDTH as usize;
 
@@ -37,14 +37,20 @@ pub const PALETTE: [RGBColor; 10] = [
 /// One polyline. Steps (a rate limiter's value between events) are expanded into points by the caller.
 #[derive(Debug, Clone)]
 pub struct Line {
+    /// What the legend calls it.
     pub label: String,
+    /// Its colour, from [`PALETTE`] so that lines stay apart for colour-blind readers.
     pub color: RGBColor,
+    /// The (x, y) points in chart units, already decimated by the caller or by the drawing.
     pub points: Vec<(f64, f64)>,
+    /// Dashed for references (the line rate, a model) beside solid measurements.
     pub dashed: bool,
 }
 
+/// How a run of [`Marks`] is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MarkShape {
+    /// A filled dot, for sparse events each worth seeing.
     Dot,
     /// A short vertical tick: many events close together still read as a band, not a blot.
     Tick,
@@ -53,58 +59,87 @@ pub enum MarkShape {
 /// Isolated events drawn as marks.
 #[derive(Debug, Clone)]
 pub struct Marks {
+    /// What the legend calls them.
     pub label: String,
+    /// Their colour.
     pub color: RGBColor,
+    /// How each mark is drawn.
     pub shape: MarkShape,
+    /// Where the marks sit, in chart units.
     pub points: Vec<(f64, f64)>,
 }
 
 /// A second y axis on the right (CE fraction beside throughput).
 #[derive(Debug, Clone)]
 pub struct SecondAxis {
+    /// The axis title.
     pub label: String,
+    /// The top of the axis, so the lines share one scale.
     pub max: f64,
+    /// The lines read against this axis.
     pub lines: Vec<Line>,
 }
 
+/// A chart of lines and marks over time, as data, so what a chart shows can be tested without drawing it.
 #[derive(Debug, Clone)]
 pub struct LineChart {
+    /// The caption above the plot.
     pub title: String,
+    /// The x axis title (the time unit).
     pub x_label: String,
+    /// The y axis title (the quantity and its unit).
     pub y_label: String,
+    /// The visible time span, shared with the other charts so they line up.
     pub x_range: (f64, f64),
+    /// The top of the y axis; the bottom is 0.
     pub y_max: f64,
+    /// The lines, drawn in order.
     pub lines: Vec<Line>,
+    /// Isolated events drawn over the lines.
     pub marks: Vec<Marks>,
+    /// A second y axis on the right, when two quantities share the time axis.
     pub y2: Option<SecondAxis>,
 }
 
 /// One row of a timeline: a name and its busy intervals.
 #[derive(Debug, Clone)]
 pub struct Lane {
+    /// The lane's name, on the left (the pauser and its priority).
     pub label: String,
+    /// When the lane was busy (paused), as (start, end) in x units.
     pub spans: Vec<(f64, f64)>,
     /// Spans drawn on top in the alarm colour (PFC storms).
     pub alarms: Vec<(f64, f64)>,
 }
 
+/// Lanes of intervals over time (who paused what, when), as data, so it can be tested without drawing.
 #[derive(Debug, Clone)]
 pub struct Timeline {
+    /// The caption above the plot.
     pub title: String,
+    /// The x axis title (the time unit).
     pub x_label: String,
+    /// The visible time span, shared with the other charts.
     pub x_range: (f64, f64),
+    /// One row per pauser and priority.
     pub lanes: Vec<Lane>,
+    /// What the legend calls the ordinary spans.
     pub span_label: String,
+    /// What the legend calls the alarm spans.
     pub alarm_label: String,
 }
 
+/// Any chart of the report, so the section builders and the SVG/PNG drawing deal with one type.
 #[derive(Debug, Clone)]
 pub enum Chart {
+    /// Lines and marks over time.
     Line(LineChart),
+    /// Lanes of intervals over time.
     Timeline(Timeline),
 }
 
 impl Chart {
+    /// Pixels high the chart is drawn: a timeline grows with its lanes, a line chart does not.
     pub fn height(&self) -> u32 {
         match self {
             Chart::Line(_) => HEIGHT,

@@ -58,7 +58,7 @@ tr.rest td { font-style: italic; background: #fafafa; }
 
 /// Builds the page from sections whose bodies are already HTML (escaped where needed by their builders).
 #[derive(Debug, Default)]
-pub struct Page {
+pub(crate) struct Page {
     body: String,
 }
 

@@ -58,9 +58,13 @@ pub use qp_table::MAX_TABLE_ROWS;
 /// What the report is made from: the results of the passes, computed by the caller.
 #[derive(Debug, Clone, Copy)]
 pub struct ReportInput<'a> {
+    /// Counts, the flow table, and per-file summaries: the header, tables and Files section.
     pub stats: &'a StatsReport,
+    /// The DCQCN model and observation per flow: the charts of rates, cuts and alpha.
     pub dcqcn: &'a DcqcnReport,
+    /// What PFC did: the pause timeline and its table.
     pub pauses: &'a PauseReport,
+    /// The diagnoses, which open the page.
     pub findings: &'a [Finding],
     /// Hops, queues and marking, when the capture has taps that saw the same packets.
     pub hops: Option<&'a HopsReport>,
@@ -69,27 +73,44 @@ pub struct ReportInput<'a> {
 /// The files written, for the CLI to list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReportFiles {
+    /// The page (`index.html`), the one to open.
     pub index: PathBuf,
+    /// `summary.json`, the numbers for scripts and regression checks.
     pub summary: PathBuf,
     /// `trace.json`, the timeline for Perfetto.
     pub trace: PathBuf,
+    /// The PNG charts, for slides and tickets.
     pub charts: Vec<PathBuf>,
+    /// The tables (CSV or Parquet), for a closer look in other tools.
     pub tables: Vec<PathBuf>,
 }
 
+/// Why the report could not be written, with what was being written: the CLI adds the advice.
 #[derive(Debug, Error)]
 pub enum ReportError {
+    /// A file or directory of the report could not be made or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory concerned, so the user knows where to look.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// No font could be loaded for the charts' text, which plotters needs to draw any chart.
     #[error("{0}")]
     Font(String),
+    /// plotters failed to draw a chart.
     #[error("chart {chart:?}: {message}")]
-    Chart { chart: String, message: String },
+    Chart {
+        /// The chart's title, to tell which one.
+        chart: String,
+        /// What plotters said.
+        message: String,
+    },
+    /// A table could not be built or written.
     #[error(transparent)]
     Table(#[from] TableError),
+    /// `summary.json` could not be serialized.
     #[error("summary.json: {0}")]
     Json(#[from] serde_json::Error),
 }
@@ -97,7 +118,7 @@ pub enum ReportError {
 /// The report being written: what every section reads (the input, the time axis, the flows chosen for
 /// charts, the kernel events) and what it writes into (the page, the chart files).
 #[derive(Debug)]
-pub struct Report<'a> {
+pub(crate) struct Report<'a> {
     dir: &'a Path,
     pub input: &'a ReportInput<'a>,
     pub axis: TimeAxis,

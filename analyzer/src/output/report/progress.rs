@@ -46,6 +46,7 @@ impl Progress {
         self.bar.set_position(pos);
     }
 
+    /// Changes the words before the bar, when the work moves on to another stage.
     pub fn set_message(&self, message: &str) {
         self.bar.set_message(message.to_string());
     }
@@ -55,6 +56,7 @@ impl Progress {
         self.bar.finish_and_clear();
     }
 
+    /// How far the bar has got, so a test can check what was reported without a terminal.
     pub fn position(&self) -> u64 {
         self.bar.position()
     }

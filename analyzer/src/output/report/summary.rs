@@ -16,7 +16,7 @@ use roce_core::recorded::KernelSummary;
 /// A DCQCN flow as `summary.json` and `dcqcn_flows.*` carry it: its numbers, and its series in a few more
 /// (their counts, the first and last CNP, the mean observed cut).
 #[derive(Debug, Clone, Serialize)]
-pub struct DcqcnFlowRow {
+pub(crate) struct DcqcnFlowRow {
     #[serde(flatten)]
     pub flow: FlowSummary,
     pub first_cnp_ns: Option<u64>,

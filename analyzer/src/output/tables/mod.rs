@@ -18,21 +18,36 @@ pub mod examples;
 /// learn from a row: [`TableRow::example`] gives one, never written, only read for its column names and types
 /// (see [`examples`]).
 pub trait TableRow: Serialize {
+    /// A row with every field present, for the columns of an empty table.
     fn example() -> Self;
 }
 
+/// Why a table could not be written, with the file or table concerned.
 #[derive(Debug, Error)]
 pub enum TableError {
+    /// The file could not be created or written.
     #[error("{path}: {source}")]
     Io {
+        /// The table's file, so the user knows where to look.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// polars could not build or write the table.
     #[error("{path}: {source}")]
-    Polars { path: PathBuf, source: PolarsError },
+    Polars {
+        /// The table's file.
+        path: PathBuf,
+        /// What polars said.
+        source: PolarsError,
+    },
+    /// The rows do not make one table (a row that does not serialize, chunks whose columns differ): a bug
+    /// in the caller, not in the input.
     #[error("table {table}: {source}")]
     Shape {
+        /// The table's name.
         table: String,
+        /// What did not fit.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
@@ -40,7 +55,9 @@ pub enum TableError {
 /// File formats a table can be written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TableFormat {
+    /// Plain text that any spreadsheet or script reads.
     Csv,
+    /// Typed and compressed, for notebooks and Spark.
     Parquet,
 }
 
