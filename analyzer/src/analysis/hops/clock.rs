@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 
 /// A line `a + b (t − t_ref)`: the hop's offset plus base transit at time `t` (upstream clock, ns).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Line {
+pub(crate) struct Line {
     pub a: f64,
     pub b: f64,
     pub t_ref: u64,
@@ -28,7 +28,7 @@ impl Line {
 /// Each window's least delay and when it was seen (not the window's middle: under a drift of 100 ppm, half a
 /// window of 10 ms is 500 ns), for the windows still needed.
 #[derive(Debug, Clone)]
-pub struct ClockTrack {
+pub(crate) struct ClockTrack {
     window_ns: u64,
     /// (window index, least delay, when it was seen), oldest first; the last one may still be filling.
     windows: VecDeque<(u64, i64, u64)>,
@@ -42,11 +42,6 @@ impl ClockTrack {
             windows: VecDeque::new(),
             least: i64::MAX,
         }
-    }
-
-    /// The least delay over everything seen.
-    pub fn least(&self) -> i64 {
-        self.least
     }
 
     #[inline]

@@ -37,7 +37,7 @@ pub fn value(idx: usize) -> f64 {
 
 /// Counts per bucket, grown to the largest bucket used.
 #[derive(Debug, Clone, Default)]
-pub struct Hist {
+pub(crate) struct Hist {
     counts: Vec<u64>,
     n: u64,
     max: u64,
@@ -46,8 +46,11 @@ pub struct Hist {
 /// Three percentiles and the maximum, as every hop and queue reports them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Percentiles {
+    /// The median: the typical case.
     pub p50: f64,
+    /// The 99th percentile: the tail that hurts RDMA, short of a lone outlier.
     pub p99: f64,
+    /// The largest value counted.
     pub max: f64,
 }
 
@@ -74,23 +77,8 @@ impl Hist {
         self.max = self.max.max(v);
     }
 
-    pub fn merge(&mut self, o: &Hist) {
-        if o.counts.len() > self.counts.len() {
-            self.counts.resize(o.counts.len(), 0);
-        }
-        for (a, b) in self.counts.iter_mut().zip(&o.counts) {
-            *a += b;
-        }
-        self.n += o.n;
-        self.max = self.max.max(o.max);
-    }
-
     pub fn count(&self) -> u64 {
         self.n
-    }
-
-    pub fn buckets(&self) -> &[u64] {
-        &self.counts
     }
 
     /// The value below which a fraction `q` of the counts lie (the nearest-rank percentile).

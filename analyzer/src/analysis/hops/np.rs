@@ -24,7 +24,7 @@ struct TapNp {
 
 /// The NP check over every tap.
 #[derive(Debug, Default)]
-pub struct NpCheck {
+pub(crate) struct NpCheck {
     /// (tap, data sender, data receiver) → the first CE data packet not yet answered by a CNP.
     pending: FxHashMap<(u32, u128, u128), u64>,
     /// (tap, CNP destination, destination QP) → the previous CNP.
@@ -38,17 +38,21 @@ pub struct NpCheck {
 /// What one tap showed of the notification point.
 #[derive(Debug, Clone, Serialize)]
 pub struct NpReport {
+    /// The tap's name (`FILE:IFACE`).
     pub tap: String,
+    /// CNPs seen at the tap.
     pub cnps: u64,
     /// QPs the CNPs were sent to.
     pub qps: usize,
     /// CNPs that followed a CE-marked data packet to their sender at this tap.
     pub answered: u64,
+    /// From the CE-marked packet to the CNP that answered it: the NP's reaction time as this tap sees it.
     pub ce_to_cnp_ns: Option<Percentiles>,
     /// Least time between two CNPs to one QP.
     pub min_spacing_ns: Option<u64>,
     /// Spacings shorter than the NP's configured least time (`--np-min-gap`).
     pub below_min_gap: u64,
+    /// The least time the check used, so `below_min_gap` can be read against it.
     pub min_gap_ns: u64,
 }
 
