@@ -77,6 +77,18 @@ impl Hist {
         self.max = self.max.max(v);
     }
 
+    /// Adds another histogram's counts, as when two queues turn out to be one.
+    pub fn merge(&mut self, o: &Hist) {
+        if o.counts.len() > self.counts.len() {
+            self.counts.resize(o.counts.len(), 0);
+        }
+        for (a, b) in self.counts.iter_mut().zip(&o.counts) {
+            *a += b;
+        }
+        self.n += o.n;
+        self.max = self.max.max(o.max);
+    }
+
     pub fn count(&self) -> u64 {
         self.n
     }
