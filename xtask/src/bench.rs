@@ -190,6 +190,16 @@ pub fn run(args: &[String]) -> Result<()> {
         file_mb,
         &[&a, "decode", "--json", &f],
     )?;
+    // The per-frame dataset for Spark (docs/spark.md); each run starts from an empty directory, since the
+    // writer refuses to add to a dataset.
+    let dataset = path(&dir.join("dataset"));
+    let write = format!("rm -rf '{dataset}' && exec '{a}' decode --parquet '{dataset}' '{f}'");
+    add(
+        "roce-analyzer decode --parquet",
+        n,
+        file_mb,
+        &["sh", "-c", &write],
+    )?;
     // The tracer writes pcapng, so users' own captures are read through the other format's path.
     let ng = file.with_extension("pcapng");
     if !ng.exists() {

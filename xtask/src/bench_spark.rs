@@ -11,9 +11,7 @@ use std::process::Command;
 
 use anyhow::{Result, bail};
 
-use crate::bench::{
-    bulk_capture, bulk_spec, cpu_model, measure, path, splice, time_once, wrapper_overhead,
-};
+use crate::bench::{bulk_capture, bulk_spec, cpu_model, path, splice};
 use crate::{install, root, sh, target_dir};
 
 /// `spark-submit` on PATH, else in the virtual environment `cargo xtask install` makes.
@@ -59,15 +57,15 @@ pub fn run(args: &[String]) -> Result<()> {
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work)?;
     // Warm the page cache, as the analyzer bench does.
-    time_once(&[&a, "stats", &f], 0.0)?;
-    let overhead = wrapper_overhead()?;
+    cpu_once(&[&a, "stats", &f])?;
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     eprintln!("xtask: measuring stats");
-    let (stats_s, stats_rss) = measure(&[&a, "stats", &f], overhead)?;
+    let stats = median_of_3(&[&a, "stats", &f])?;
     eprintln!("xtask: measuring decode --parquet");
     // Each run starts from an empty directory: the writer refuses to add to a dataset.
     let write =
         format!("rm -rf '{ds}' && exec '{a}' decode --parquet '{ds}' --collector bulk '{f}'");
-    let (write_s, write_rss) = measure(&["sh", "-c", &write], overhead)?;
+    let written = median_of_3(&["sh", "-c", &write])?;
     let ds_mb = dir_mb(&work.join("dataset"))?;
     sh(Command::new(&a).args([
         "decode",
@@ -79,44 +77,56 @@ pub fn run(args: &[String]) -> Result<()> {
         &small,
         &f,
     ]))?;
-    let spark = |dataset: &str| -> Result<(f64, f64)> {
+    let spark = |dataset: &str| -> Result<Cpu> {
         eprintln!("xtask: spark-submit --master local[1] on {dataset}");
-        time_once(
-            &[
-                &submit,
-                "--master",
-                "local[1]",
-                "--driver-memory",
-                "2g",
-                "--conf",
-                "spark.sql.shuffle.partitions=4",
-                "--conf",
-                "spark.ui.enabled=false",
-                &job,
-                dataset,
-                &tables,
-            ],
-            overhead,
+        cpu_once(&[
+            &submit,
+            "--master",
+            "local[1]",
+            "--driver-memory",
+            "2g",
+            "--conf",
+            "spark.sql.shuffle.partitions=4",
+            "--conf",
+            "spark.ui.enabled=false",
+            &job,
+            dataset,
+            &tables,
+        ])
+    };
+    let startup = spark(&small)?;
+    let job_run = spark(&ds)?;
+    let n = spec.frames as f64;
+    let job_cpu = (job_run.cpu - startup.cpu).max(0.001);
+    let row = |what: &str, c: &Cpu| {
+        format!(
+            "| {what} | {:.2} | {:.2e} | {:.2} | {:.2e} | {:.0} |\n",
+            c.wall,
+            n / c.wall,
+            c.cpu,
+            n / c.cpu,
+            c.rss_mb
         )
     };
-    let (startup_s, _) = spark(&small)?;
-    let (job_s, job_rss) = spark(&ds)?;
-    let n = spec.frames as f64;
     let report = format!(
-        "Machine: {} cores of {}; every command pinned to core 0 (`taskset -c 0`), wall time around the \
-         process, warm page cache. `stats` and `decode --parquet`: median of 3 runs; the Spark job: one run \
-         (`spark-submit --master local[1]`, PySpark {}, {}).\n\n\
+        "Machine: {} cores of {}, load average {} at the start (other work shares the cores: wall time \
+         stretches with it, CPU time much less, so frames/s is given for both); every command pinned to core \
+         0 (`taskset -c 0`), warm page cache. `stats` and `decode --parquet`: the run of median wall time of \
+         3; the Spark job: one run (`spark-submit --master local[1]`, PySpark {}, {}).\n\n\
          Capture: `samples::bulk`, {} frames over {} QPs, snap length {} ({:.0} MB); the dataset {:.0} MB.\n\n\
-         | what | seconds | frames/s | peak RSS MB |\n|---|---:|---:|---:|\n\
-         | `roce-analyzer stats` (one core) | {stats_s:.2} | {:.2e} | {stats_rss:.0} |\n\
-         | `roce-analyzer decode --parquet` (one core) | {write_s:.2} | {:.2e} | {write_rss:.0} |\n\
-         | Spark job, one executor core (local[1]), whole run | {job_s:.1} | {:.2e} | {job_rss:.0} |\n\
-         | Spark job, the same less start-up ({startup_s:.1} s on 1,000 frames) | {:.1} | {:.2e} | – |\n\n\
-         Per core, the Spark job reads and aggregates {:.1}× fewer frames per second than `stats` (the \
-         start-up excluded); a cluster makes that up with cores: the job's work divides over the row groups \
-         (one task each), and its shuffles carry one row per flow, pause source or distinct packet.\n",
+         | what | wall s | frames/s (wall) | CPU s (user+sys) | frames/s (CPU) | peak RSS MB |\n\
+         |---|---:|---:|---:|---:|---:|\n{}{}{}\
+         | Spark job less its start-up ({:.1} CPU s on 1,000 frames) | – | – | {job_cpu:.1} | {:.2e} | – |\n\n\
+         Per core, the Spark job processes {:.0}× fewer frames per CPU second than `stats` (start-up \
+         excluded), and `decode --parquet` {:.1}× fewer; a cluster makes the job's share up with cores (its work \
+         divides over the row groups, one task each; its shuffles carry one row per flow, pause source or \
+         distinct packet).\n",
         std::thread::available_parallelism().map_or(0, |c| c.get()),
         cpu_model(),
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
         install::PYSPARK.trim_start_matches("pyspark=="),
         java_version(),
         spec.frames,
@@ -124,12 +134,19 @@ pub fn run(args: &[String]) -> Result<()> {
         spec.snaplen.map_or("none".into(), |s| format!("{s} B")),
         std::fs::metadata(&file)?.len() as f64 / 1e6,
         ds_mb,
-        n / stats_s,
-        n / write_s,
-        n / job_s,
-        (job_s - startup_s).max(0.001),
-        n / (job_s - startup_s).max(0.001),
-        (n / stats_s) / (n / (job_s - startup_s).max(0.001)),
+        row("`roce-analyzer stats`", &stats),
+        row(
+            "`roce-analyzer decode --parquet` (row groups of 2^20)",
+            &written
+        ),
+        row(
+            "Spark job, one executor core (local[1]), whole run",
+            &job_run
+        ),
+        startup.cpu,
+        n / job_cpu,
+        (n / stats.cpu) / (n / job_cpu),
+        (n / stats.cpu) / (n / written.cpu),
     );
     println!("{report}");
     let md = root().join("BENCHMARKS.md");
@@ -179,4 +196,49 @@ fn dir_mb(dir: &std::path::Path) -> Result<f64> {
         }
     }
     Ok(total as f64 / 1e6)
+}
+
+/// One run's wall seconds, CPU seconds (user + system, all threads) and peak RSS.
+struct Cpu {
+    wall: f64,
+    cpu: f64,
+    rss_mb: f64,
+}
+
+/// Runs `argv` on core 0 under GNU time, stdout to /dev/null.
+fn cpu_once(argv: &[&str]) -> Result<Cpu> {
+    let timing = std::env::temp_dir().join("rocetrace-bench-spark-time.txt");
+    let status = Command::new("/usr/bin/time")
+        .args(["-f", "%e %U %S %M", "-o"])
+        .arg(&timing)
+        .args(["taskset", "-c", "0"])
+        .args(argv)
+        .stdout(std::process::Stdio::null())
+        .status()?;
+    if !status.success() {
+        bail!("{} failed ({status})", argv.join(" "));
+    }
+    let text = std::fs::read_to_string(&timing)?;
+    let v: Vec<f64> = text
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let [wall, user, sys, kb] = v[..] else {
+        bail!("unexpected GNU time output {text:?}");
+    };
+    Ok(Cpu {
+        wall: wall.max(0.01),
+        cpu: (user + sys).max(0.01),
+        rss_mb: kb / 1024.0,
+    })
+}
+
+/// The run of median wall time of three.
+fn median_of_3(argv: &[&str]) -> Result<Cpu> {
+    let mut runs = vec![cpu_once(argv)?, cpu_once(argv)?, cpu_once(argv)?];
+    runs.sort_by(|a, b| a.wall.total_cmp(&b.wall));
+    Ok(runs.swap_remove(1))
 }
