@@ -130,6 +130,9 @@ pub fn run(args: &[String]) -> Result<()> {
     if args.first().is_some_and(|a| a == "--spark") {
         return crate::bench_spark::run(&args[1..]);
     }
+    if args.iter().any(|a| a == "--hops") {
+        return crate::bench_hops::run(args);
+    }
     let spec = bulk_spec(args, "bench")?;
     install::ensure_apt(&["tshark", "time"])?;
     build_release_analyzer(&["--example", "bare_pass"])?;

@@ -5,6 +5,7 @@
 //! what it runs, so a red CI log says which step broke.
 
 mod bench;
+mod bench_hops;
 mod bench_scale;
 mod bench_spark;
 mod bench_tracer;
@@ -27,6 +28,8 @@ tasks:
   bench --scale [--per-file N] [--long]    a saturation test's size: 3 rotated files (pcap, gzip, pcapng) of N
                                            frames (5 M), report vs stats, memory, output; --long adds 60 s in 12
                                            zstd files, reported over 3, 6 and 12 of them
+  bench --hops [--us N]                    `hops` over both sides of a simulated switch (N µs of a 4:1 incast
+                                           at 100 Gb/s, 5 taps in 2 files), frames/s and memory
   bench --tracer                           as root: the eBPF probe's cost per frame and each capture engine's
                                            loss at top sender speed (release tracer), update BENCHMARKS.md
   bench --spark [--frames N]               frames/s of decode --parquet, of the Spark job per executor core

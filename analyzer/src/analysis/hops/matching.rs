@@ -36,6 +36,28 @@ pub fn ip_bits(ip: IpAddr) -> u128 {
     }
 }
 
+impl Key {
+    /// Mixes every field into 64 bits (multiply-xorshift rounds): cheaper to hash and move than the key.
+    #[inline]
+    pub fn digest(&self) -> u64 {
+        const K: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut h = 0u64;
+        for w in [
+            self.src as u64,
+            (self.src >> 64) as u64,
+            self.dst as u64,
+            (self.dst >> 64) as u64,
+            ((self.dest_qp as u64) << 32) | self.psn as u64,
+            ((self.opcode as u64) << 32) | self.payload_len as u64,
+            self.icrc.map_or(1 << 32, |c| c as u64),
+        ] {
+            h = (h ^ w).wrapping_mul(K);
+            h ^= h >> 29;
+        }
+        h
+    }
+}
+
 /// One copy of a packet at one tap.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Copy {
@@ -96,14 +118,21 @@ pub fn observe(f: &Frame<'_>) -> Option<(Key, Copy)> {
 }
 
 /// Groups copies within `window_ns` of a packet's first copy; hands out each group once its window has passed.
+/// Groups live in a slab, so the hash map moves only an index, never a group.
 #[derive(Debug)]
 pub struct Matcher {
     window_ns: u64,
-    open: FxHashMap<Key, Group>,
-    /// (first copy's stream time, key), in stream order: the order groups close in.
-    order: VecDeque<(u64, Key)>,
+    /// A 64-bit digest of the key → slot; the slot's own key is checked, so two packets whose digests collide
+    /// are never merged (the later one is then matched only by itself).
+    open: FxHashMap<u64, u32>,
+    slab: Vec<Group>,
+    free: Vec<u32>,
+    /// (first copy's stream time, slot), in stream order: the order groups close in.
+    order: VecDeque<(u64, u32)>,
     /// Copies left out because a group already held MAX_COPIES taps.
     pub overflow: u64,
+    /// Copies left out because another open packet's key had the same digest.
+    pub collisions: u64,
     /// The most groups open at once: the memory the window costs.
     pub peak_open: usize,
 }
@@ -113,8 +142,11 @@ impl Matcher {
         Matcher {
             window_ns,
             open: FxHashMap::default(),
+            slab: Vec::new(),
+            free: Vec::new(),
             order: VecDeque::new(),
             overflow: 0,
+            collisions: 0,
             peak_open: 0,
         }
     }
@@ -122,11 +154,16 @@ impl Matcher {
     /// Adds a copy seen at stream time `now` (its own timestamp), first closing every group whose window
     /// ended before it.
     #[inline]
-    pub fn add(&mut self, key: Key, copy: Copy, mut closed: impl FnMut(Group)) {
+    pub fn add(&mut self, key: Key, copy: Copy, mut closed: impl FnMut(&Group)) {
         self.close_before(copy.ts.saturating_sub(self.window_ns), &mut closed);
-        match self.open.entry(key) {
-            std::collections::hash_map::Entry::Occupied(mut e) => {
-                let g = e.get_mut();
+        let digest = key.digest();
+        match self.open.entry(digest) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let g = &mut self.slab[*e.get() as usize];
+                if g.key != key {
+                    self.collisions += 1;
+                    return;
+                }
                 if let Some(c) = g.copies[..g.n as usize]
                     .iter_mut()
                     .find(|c| c.tap == copy.tap)
@@ -140,30 +177,44 @@ impl Matcher {
                 }
             }
             std::collections::hash_map::Entry::Vacant(e) => {
-                let mut copies = [Copy::default(); MAX_COPIES];
-                copies[0] = copy;
-                e.insert(Group { key, copies, n: 1 });
-                self.order.push_back((copy.ts, key));
+                let slot = match self.free.pop() {
+                    Some(i) => {
+                        let g = &mut self.slab[i as usize];
+                        g.key = key;
+                        g.copies[0] = copy;
+                        g.n = 1;
+                        i
+                    }
+                    None => {
+                        let mut copies = [Copy::default(); MAX_COPIES];
+                        copies[0] = copy;
+                        self.slab.push(Group { key, copies, n: 1 });
+                        (self.slab.len() - 1) as u32
+                    }
+                };
+                e.insert(slot);
+                self.order.push_back((copy.ts, slot));
                 self.peak_open = self.peak_open.max(self.order.len());
             }
         }
     }
 
     /// Closes the groups whose first copy came before `t`.
-    pub fn close_before(&mut self, t: u64, closed: &mut impl FnMut(Group)) {
-        while let Some(&(first, key)) = self.order.front() {
+    pub fn close_before(&mut self, t: u64, closed: &mut impl FnMut(&Group)) {
+        while let Some(&(first, slot)) = self.order.front() {
             if first >= t {
                 break;
             }
             self.order.pop_front();
-            if let Some(g) = self.open.remove(&key) {
-                closed(g);
-            }
+            let g = &self.slab[slot as usize];
+            self.open.remove(&g.key.digest());
+            closed(g);
+            self.free.push(slot);
         }
     }
 
     /// Closes every group.
-    pub fn close_all(&mut self, closed: &mut impl FnMut(Group)) {
+    pub fn close_all(&mut self, closed: &mut impl FnMut(&Group)) {
         self.close_before(u64::MAX, closed);
     }
 }

@@ -194,7 +194,8 @@ pub struct HopsReport {
     pub match_window_ns: u64,
     /// Most packets waiting for their copies at once: the memory the match window cost.
     pub peak_in_flight: usize,
-    /// Copies at more taps than one group records.
+    /// Copies left out of matching: at more taps than one group records, or (rarely) whose key's digest
+    /// equalled another packet's in flight.
     pub copies_left_out: u64,
     /// The capture's first timestamp (series are relative to it).
     #[serde(skip)]
@@ -601,7 +602,7 @@ impl HopsPass {
             findings,
             match_window_ns: opts.match_window_ns,
             peak_in_flight: self.matcher.peak_open,
-            copies_left_out: self.matcher.overflow,
+            copies_left_out: self.matcher.overflow + self.matcher.collisions,
             start_ns: core.start_ns.unwrap_or(0),
         }
     }
@@ -661,10 +662,10 @@ impl Core {
             .unwrap_or(tap as usize)
     }
 
-    fn group(&mut self, g: Group) {
+    fn group(&mut self, g: &Group) {
         match &mut self.learning {
-            Some(buf) => buf.push(g),
-            None => self.process(&g),
+            Some(buf) => buf.push(g.clone()),
+            None => self.process(g),
         }
     }
 
@@ -758,7 +759,8 @@ impl Core {
 
     fn process(&mut self, g: &Group) {
         let (src, dst) = (g.key.src, g.key.dst);
-        let mut order: Vec<Copy> = g.copies().to_vec();
+        let mut copies = g.copies;
+        let order = &mut copies[..g.n as usize];
         // Insertion sort: a handful of copies, and `before` is a comparison, not a key.
         for i in 1..order.len() {
             let mut j = i;

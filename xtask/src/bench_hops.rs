@@ -1,0 +1,100 @@
+//! `cargo xtask bench --hops`: `roce-analyzer hops` over captures of both sides of a switch, as issue #15
+//! states its target (≥ 5 M frames/s over all taps' frames together, memory bounded by the packets in flight).
+//!
+//! The captures come from `roce-sim`: four senders at 100 Gb/s write to one receiver behind one switch, whose
+//! port to the receiver queues and marks; one capturing host taps the four senders' links, another (its
+//! clock 3 ms ahead and 10 ppm fast) the receiver's. Each data packet is seen twice, its ACK twice. The
+//! command runs on one core, timed like `cargo xtask bench` (median of three, peak RSS).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use samples::sim::{self, scenario::Scenario};
+
+use crate::bench::{build_release_analyzer, path, splice, time_once, wrapper_overhead};
+use crate::{root, target_dir};
+
+fn scenario(duration_us: u64) -> String {
+    let mut s = format!(
+        "description = \"hops bench: a 4:1 incast at 100 Gb/s, tapped on both sides of the switch\"\n\
+         seed = 5\nduration_us = {duration_us}\nsnaplen = 96\nqueue_sample_ns = 100000\n\
+         [[switch]]\nname = \"sw\"\nkmin_bytes = 100_000\nkmax_bytes = 400_000\npmax = 0.2\n\
+         mark_at = \"enqueue\"\nbuffer_bytes = 8_000_000\nxoff_bytes = 1_000_000\nxon_bytes = 800_000\n\
+         [[host]]\nname = \"r\"\n[[link]]\na = \"sw\"\nb = \"r\"\ngbps = 100\n\
+         [[file]]\nname = \"rx\"\nclock_offset_ns = 3_000_000\nclock_drift_ppm = 10.0\n\
+         [[tap]]\nname = \"r\"\na = \"sw\"\nb = \"r\"\nfile = \"rx\"\n"
+    );
+    for i in 1..=4 {
+        s.push_str(&format!(
+            "[[host]]\nname = \"s{i}\"\n[[link]]\na = \"s{i}\"\nb = \"sw\"\ngbps = 100\n\
+             [[tap]]\nname = \"s{i}\"\na = \"s{i}\"\nb = \"sw\"\n\
+             [[flow]]\nsrc = \"s{i}\"\ndst = \"r\"\n"
+        ));
+    }
+    s
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let mut duration_us = 800_000;
+    let mut it = args.iter().filter(|a| *a != "--hops");
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--us" => {
+                duration_us = it
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .context("--us needs a number of µs")?
+            }
+            other => anyhow::bail!("unknown option {other:?} for bench --hops"),
+        }
+    }
+    build_release_analyzer(&[])?;
+    let analyzer = target_dir().join("release").join("roce-analyzer");
+    let dir = target_dir()
+        .join("bench")
+        .join(format!("hops-{duration_us}"));
+    let sc = Scenario::from_toml("hops_bench", &scenario(duration_us))?;
+    let files: Vec<PathBuf> = (0..sc.files.len())
+        .map(|i| dir.join(sc.file_name(i)))
+        .collect();
+    if !files.iter().all(|f| f.exists()) {
+        eprintln!("xtask: simulating {duration_us} µs into {}", dir.display());
+        sim::write_run(&sc, &dir)?;
+    }
+    let mut frames = 0u64;
+    let mut mb = 0.0;
+    for f in &files {
+        let mut c = roce_capture::CaptureReader::open(f)?;
+        while c.next_record()?.is_some() {
+            frames += 1;
+        }
+        mb += std::fs::metadata(f)?.len() as f64 / 1e6;
+    }
+    let a = path(&analyzer);
+    let mut argv: Vec<String> = vec![a, "hops".into(), "--json".into()];
+    argv.extend(files.iter().map(|f| path(f)));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    time_once(&argv, 0.0)?; // warm the page cache
+    let overhead = wrapper_overhead()?;
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        runs.push(time_once(&argv, overhead)?);
+    }
+    runs.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let (secs, _) = runs[1];
+    let rss = runs.iter().map(|r| r.1).fold(0.0, f64::max);
+    let body = format!(
+        "Captures: `roce-sim`, {duration_us} µs of a 4:1 incast at 100 Gb/s (snap length 96), the four senders' \
+         links in one file and the receiver's in another (clock 3 ms ahead, 10 ppm fast): {frames} frames \
+         over 5 taps, {mb:.0} MB. One core (taskset -c 0), median of 3 runs, warm page cache.\n\n\
+         | what | frames (all taps) | seconds | frames/s | peak RSS MB | command |\n|---|---:|---:|---:|---:|---|\n\
+         | roce-analyzer hops --json | {frames} | {secs:.3} | {:.2e} | {rss:.1} | `roce-analyzer hops --json hops_bench.pcapng hops_bench.rx.pcapng` |\n",
+        frames as f64 / secs
+    );
+    println!("{body}");
+    let md = root().join("BENCHMARKS.md");
+    let old = std::fs::read_to_string(&md).unwrap_or_default();
+    std::fs::write(&md, splice(&old, "hops", &body))?;
+    eprintln!("xtask: updated {}", md.display());
+    Ok(())
+}
