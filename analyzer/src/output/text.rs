@@ -4,6 +4,7 @@
 use std::io::{self, Write};
 
 use crate::analysis::dcqcn::DcqcnReport;
+use roce_capture::blocks::records::IpDrops;
 use roce_core::passes::StatsReport;
 use roce_core::recorded as blocks;
 use roce_core::text::escape_control as esc;
@@ -508,15 +509,21 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
             .kernel_drops
             .iter()
             .map(|k| {
+                // What the tracer's IP rows counted: a RoCEv2 drop, or any IP packet's (an upper bound).
+                let counts = match k.ip {
+                    Some(IpDrops::Rocev2) => "RoCEv2 only",
+                    Some(IpDrops::Any) => "any IP packet",
+                    Some(IpDrops::Unknown) | None => "",
+                };
                 vec![
                     k.protocol.clone(),
                     k.reason.clone(),
-                    String::new(),
+                    counts.to_string(),
                     k.count.to_string(),
                 ]
             })
             .collect();
-        table(out, &["protocol", "reason", "", "count"], &rows)?;
+        table(out, &["protocol", "reason", "of", "count"], &rows)?;
     }
     if let Some(e) = &c.error {
         writeln!(out, "\nIncomplete: {}", esc(e))?;

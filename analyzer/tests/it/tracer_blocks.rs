@@ -93,6 +93,36 @@ fn stats_show_counter_deltas_and_kernel_drops() {
     );
 }
 
+/// A current tracer's `DROP` record says whether its IP rows are RoCEv2's alone; `stats` says so beside them.
+#[test]
+fn stats_say_what_ip_drop_rows_count() {
+    let mut w = PcapngWriter::new(Vec::new(), &SectionInfo::default()).unwrap();
+    w.add_interface(LinkType::ETHERNET, 65535, Some("eth0"), None)
+        .unwrap();
+    let drops = blocks::records::Drops {
+        version: blocks::VERSION,
+        ts_ns: 1,
+        ip: Some(blocks::records::IpDrops::Rocev2),
+        drops: vec![blocks::records::DropRow {
+            protocol: "ipv4".into(),
+            reason: "NO_SOCKET".into(),
+            count: 3,
+        }],
+    };
+    w.write_custom(PEN, &blocks::encode_record(&drops).unwrap(), true)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("drops.pcapng");
+    std::fs::write(&path, w.into_inner().unwrap()).unwrap();
+    let json = run(analyzer().args(["stats", "--json"]).arg(&path));
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["kernel_drops"][0]["ip"], "rocev2", "{v}");
+    let text = run(analyzer().arg("stats").arg(&path));
+    let text = String::from_utf8_lossy(&text.stdout);
+    let row = text.lines().find(|l| l.contains("NO_SOCKET")).unwrap_or("");
+    assert!(row.contains("RoCEv2 only"), "{text}");
+}
+
 #[test]
 fn fewer_cnps_captured_than_sent_is_a_finding() {
     let mut reader =
