@@ -15,7 +15,7 @@
 
 pub mod clock;
 pub mod hist;
-pub mod matching;
+pub(crate) mod matching;
 pub mod np;
 pub mod red;
 
@@ -93,7 +93,9 @@ impl HopsOptions {
 pub struct TapReport {
     /// `FILE:IFACE`: what hops and queues call it.
     pub tap: String,
+    /// The capture file the tap belongs to: taps of one file share a clock.
     pub file: String,
+    /// The interface's index in that file.
     pub interface: u32,
     /// The interface's recorded name.
     pub name: Option<String>,
@@ -108,8 +110,11 @@ pub struct TapReport {
 /// One hop: a pair of taps some packets crossed one after the other.
 #[derive(Debug, Clone, Serialize)]
 pub struct HopReport {
+    /// The upstream tap (`FILE:IFACE`).
     pub from: String,
+    /// The downstream tap.
     pub to: String,
+    /// Packets seen at both taps, the ones the delays are measured on.
     pub matched: u64,
     /// Packets of this hop's flows seen at only one of its taps (`only_from` + `only_to`).
     pub unmatched: u64,
@@ -133,8 +138,10 @@ pub struct HopReport {
     pub shared_clock: bool,
     /// Whether the order of the two taps was only assumed (one-way traffic between taps with two clocks).
     pub order_assumed: bool,
+    /// Time spent queued on the hop, beyond the least delay: what congestion added.
     pub queue_delay_ns: Percentiles,
     #[serde(skip)]
+    /// Queueing delay over time, for the report's charts (not in the JSON).
     pub series: Series,
 }
 
@@ -145,52 +152,72 @@ pub struct MarkingReport {
     pub ect_in: u64,
     /// Of those, the ones that left CE.
     pub marked: u64,
+    /// Depth at which the fitted curve starts marking; null without a fit.
     pub kmin_bytes: Option<f64>,
+    /// Depth at which it reaches `pmax`; above it, every packet is marked.
     pub kmax_bytes: Option<f64>,
+    /// The marking probability at `kmax`; null without a fit.
     pub pmax: Option<f64>,
+    /// How far the bins' marked fractions lie from the fitted curve, to judge the fit.
     pub fit_rmse: Option<f64>,
     /// ECN-capable packets that found the queue between the fitted Kmin and Kmax: a fit with few of them
     /// says little about the curve's slope.
     pub between: u64,
+    /// Width of the depth bins below.
     pub bin_bytes: u64,
+    /// ECN-capable packets and marks per depth bin: the evidence the curve is fitted to.
     pub bins: Vec<Bin>,
 }
 
 /// One egress queue, as its downstream tap sees it.
 #[derive(Debug, Clone, Serialize)]
 pub struct QueueReport {
+    /// The downstream tap that sees the queue's output.
     pub tap: String,
+    /// The priority (PCP) the queue serves: a switch queues each priority apart.
     pub priority: u8,
     /// The upstream taps whose packets went through it.
     pub from: Vec<String>,
     /// The destination MACs its packets left with: the packets of two upstream taps share a queue when they
     /// share one, so that one tap's two directions stay apart.
     pub dst_macs: Vec<String>,
+    /// Packets counted through the queue.
     pub packets: u64,
     /// The rate it drained at, from `--link-speed` or measured.
     pub drain_gbps: Option<f64>,
     /// Whether `drain_gbps` was measured from back-to-back departures.
     pub drain_measured: bool,
+    /// Time spent queued, beyond the least delay of the hop.
     pub queue_delay_ns: Percentiles,
     /// Bytes ahead of a packet when it entered the queue (delay × drain rate).
     pub queue_bytes: Option<Percentiles>,
+    /// What the queue marked, and the RED curve fitted to it.
     pub marking: MarkingReport,
     /// Median depth when the upstream tap saw PFC pause this priority, when it did.
     pub pfc_depth_bytes: Option<f64>,
     #[serde(skip)]
+    /// Queueing delay over time, for the report's charts (not in the JSON).
     pub series: Series,
     #[serde(skip)]
+    /// (time, depth) of marked packets, up to a bound, for the marks on the depth chart (not in the JSON).
     pub marks: Vec<(u64, f64)>,
 }
 
 /// Everything `hops` found.
 #[derive(Debug, Clone, Serialize)]
 pub struct HopsReport {
+    /// Every tap, with what it saw.
     pub taps: Vec<TapReport>,
+    /// Every hop between two taps, with delays and losses.
     pub hops: Vec<HopReport>,
+    /// Every egress queue, with depth and marking.
     pub queues: Vec<QueueReport>,
+    /// The notification point's CNPs as each tap saw them.
     pub np: Vec<NpReport>,
+    /// What the hops analysis found worth a reader's attention, with evidence (the whole analysis's findings
+    /// include them).
     pub findings: Vec<Finding>,
+    /// How long a packet's copies were awaited, so the numbers can be read against it.
     pub match_window_ns: u64,
     /// Most packets waiting for their copies at once: the memory the match window cost.
     pub peak_in_flight: usize,
@@ -205,18 +232,26 @@ pub struct HopsReport {
 /// One time bin of a hop's or queue's series.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct SeriesBin {
+    /// Packets in the bin.
     pub packets: u32,
+    /// Sum of their queueing delays, for the bin's mean.
     pub sum_ns: f64,
+    /// Their largest queueing delay.
     pub max_ns: u64,
+    /// Packets that arrived ECN-capable.
     pub ect_in: u32,
+    /// Of those, the ones that left CE-marked.
     pub marked: u32,
 }
 
 /// Queueing delay over time, in bins that widen to stay under [`MAX_SERIES_BINS`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
+    /// Start of the first bin.
     pub start_ns: u64,
+    /// Width of each bin (doubles as the series grows).
     pub bin_ns: u64,
+    /// The bins, from `start_ns` on.
     pub bins: Vec<SeriesBin>,
 }
 
@@ -406,6 +441,7 @@ pub struct HopsPass {
 }
 
 impl HopsPass {
+    /// A pass with these options; the taps' files are learnt as the capture is read ([`HopsPass::learn_taps`]).
     pub fn new(opts: HopsOptions) -> Self {
         HopsPass {
             matcher: Matcher::new(opts.match_window_ns),

@@ -11,7 +11,9 @@ use serde::Serialize;
 pub struct Bin {
     /// The bin's lower edge.
     pub depth_bytes: u64,
+    /// Packets in the bin that arrived ECN-capable: only they could be marked.
     pub ect_in: u64,
+    /// Of those, the ones that left CE-marked.
     pub marked: u64,
     /// Mean depth of its packets (the fit's abscissa: a bin's packets are not spread evenly over it).
     #[serde(skip)]
@@ -21,8 +23,11 @@ pub struct Bin {
 /// The fitted curve.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct RedFit {
+    /// Depth below which the curve marks nothing.
     pub kmin_bytes: f64,
+    /// Depth at and above which it marks every packet.
     pub kmax_bytes: f64,
+    /// The marking probability just below `kmax`.
     pub pmax: f64,
     /// Root of the count-weighted mean squared difference between each bin's marked fraction and the curve.
     pub fit_rmse: f64,
