@@ -43,7 +43,7 @@ pub struct Line {
     pub color: RGBColor,
     /// The (x, y) points in chart units, already decimated by the caller or by the drawing.
     pub points: Vec<(f64, f64)>,
-    /// Dashed for references (the line rate, a model) beside solid measurements.
+    /// Dashed to set a secondary line (a total, a target, a limit, a maximum) apart from the ones the chart is about.
     pub dashed: bool,
 }
 
