@@ -7,6 +7,7 @@
 //! Spark's start-up (JVM, session, planning) is measured apart, on a dataset of a thousand frames, and the
 //! rate is given with and without it.
 
+use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Result, bail};
@@ -14,25 +15,26 @@ use anyhow::{Result, bail};
 use crate::bench::{bulk_capture, bulk_spec, cpu_model, path, splice};
 use crate::{install, root, sh, target_dir};
 
-/// `spark-submit` on PATH, else in the virtual environment `cargo xtask install` makes.
+/// The `spark-submit` inside the PySpark package that the machine's Python or the install's venv imports.
 fn spark_submit() -> Result<String> {
     install::ensure_apt(&["default-jre-headless", "time"])?;
     install::ensure_pyspark()?;
-    let on_path = Command::new("python3")
-        .args(["-c", "import pyspark"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if on_path {
-        return Ok("spark-submit".into());
+    let find = "import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), 'bin', 'spark-submit'))";
+    for python in [
+        PathBuf::from("python3"),
+        install::pyspark_venv().join("bin/python3"),
+    ] {
+        if let Ok(out) = Command::new(&python).args(["-c", find]).output() {
+            let submit = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+            if out.status.success() && submit.is_file() {
+                return Ok(path(&submit));
+            }
+        }
     }
-    let venv = install::pyspark_venv().join("bin/spark-submit");
-    if !venv.is_file() {
-        bail!(
-            "no spark-submit after installing PySpark (looked on PATH and at {})",
-            venv.display()
-        );
-    }
-    Ok(path(&venv))
+    bail!(
+        "no spark-submit after installing PySpark (asked python3 and {})",
+        install::pyspark_venv().display()
+    )
 }
 
 pub fn run(args: &[String]) -> Result<()> {

@@ -14,24 +14,30 @@ use crate::common::{analyzer, parquet_rows, run, workspace};
 /// The variable that makes a missing Java or PySpark a failure (set by `.ci/run`).
 const REQUIRE_SPARK: &str = "ROCETRACE_REQUIRE_SPARK";
 
-/// `spark-submit`, when Java and PySpark are installed (on PATH, or in the virtual environment that `cargo
-/// xtask install` makes when the machine's Python lacks PySpark); otherwise says so, or fails under
+/// The `spark-submit` of the PySpark that the machine's Python, or the virtual environment `cargo xtask install`
+/// makes when that Python lacks it, imports (pip puts it inside the package, whatever is on PATH).
+fn spark_submit_of_pyspark() -> Option<PathBuf> {
+    let venv = std::env::var_os("HOME")
+        .map(|h| PathBuf::from(h).join(".cache/rocetrace/pyspark/bin/python3"));
+    let find = "import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), 'bin', 'spark-submit'))";
+    [Some(PathBuf::from("python3")), venv]
+        .into_iter()
+        .flatten()
+        .find_map(|python| {
+            let out = Command::new(python).args(["-c", find]).output().ok()?;
+            let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+            (out.status.success() && path.is_file()).then_some(path)
+        })
+}
+
+/// `spark-submit`, when Java and PySpark are installed; otherwise says so, or fails under
 /// ROCETRACE_REQUIRE_SPARK=1.
 fn spark_submit() -> Option<PathBuf> {
-    let works = |cmd: &mut Command| cmd.output().is_ok_and(|o| o.status.success());
-    let java = works(Command::new("java").arg("-version"));
-    let on_path = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("spark-submit"))
-            .find(|f| f.is_file())
-    });
-    let venv = std::env::var_os("HOME")
-        .map(|h| PathBuf::from(h).join(".cache/rocetrace/pyspark/bin"))
-        .filter(|b| works(Command::new(b.join("python3")).args(["-c", "import pyspark"])))
-        .map(|b| b.join("spark-submit"));
-    let submit = on_path
-        .filter(|_| works(Command::new("python3").args(["-c", "import pyspark"])))
-        .or(venv);
+    let java = Command::new("java")
+        .arg("-version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let submit = spark_submit_of_pyspark();
     match submit {
         Some(s) if java => Some(s),
         _ => {
