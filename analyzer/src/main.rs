@@ -649,24 +649,27 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
         write_model_table(&a.out, log)?;
     }
     // Each line escaped on its own: the line break between them is the headline's.
+    // Written, not printed: `report … | head` closes the pipe, and that ends the command quietly.
+    let mut out = io::stdout().lock();
     for line in headline(&input).to_string().lines() {
-        println!("{}", escape(line));
+        writeln!(out, "{}", escape(line))?;
     }
     let problems = analysis
         .findings
         .iter()
         .filter(|f| f.severity >= Severity::Warning)
         .count();
-    println!(
+    writeln!(
+        out,
         "{}: {} frames, {} flows with CE or CNPs, {} findings ({} warnings or problems)",
         escape(&files.index.display().to_string()),
         analysis.stats.capture.frames,
         analysis.dcqcn.flows.len(),
         analysis.findings.len(),
         problems
-    );
+    )?;
     for f in &analysis.findings {
-        println!("  [{:?}] {}", f.severity, escape(&f.title));
+        writeln!(out, "  [{:?}] {}", f.severity, escape(&f.title))?;
     }
     for limit in analysis.dcqcn.limits() {
         eprintln!("roce-analyzer: warning: {}", escape(&limit));

@@ -391,3 +391,23 @@ fn an_incast_headline_names_the_incast() {
     assert_eq!(t.busiest.len(), t.flows.min(8));
     assert!(t.busiest.windows(2).all(|w| w[0].bytes >= w[1].bytes));
 }
+
+/// `report … | head`: the reader is gone before the headline is written, and the command ends quietly.
+#[test]
+fn report_into_a_closed_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = crate::common::analyzer()
+        .args(["report", "--link-speed", "25G", "-o"])
+        .arg(dir.path())
+        .arg(sample("incast_dcqcn"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(dir.path().join("index.html").is_file());
+}
