@@ -318,9 +318,11 @@ fn samples_decode_in_tshark_without_malformed_frames() {
                 pcap.display(),
                 String::from_utf8_lossy(&out.stdout)
             );
+            // tshark lists the `KNOB` custom block as a frame too; every packet the taps write is Ethernet.
             let count = std::process::Command::new("tshark")
                 .arg("-r")
                 .arg(&pcap)
+                .args(["-Y", "eth"])
                 .output()
                 .unwrap();
             lines += count.stdout.iter().filter(|&&b| b == b'\n').count();
@@ -847,4 +849,53 @@ fn sc_kmin(hops: &[sim::truth::HopTruth]) -> u64 {
         .map(|m| m.kmin_bytes)
         .min()
         .unwrap()
+}
+
+/// Each committed capture carries the knobs its hosts ran with, as the tracer records them, and the
+/// analyzer's reading of them gives back the scenario's values: a sample's receiver that keeps 20 µs between
+/// CNPs is checked against 20 µs, not against the 4 µs default.
+#[test]
+fn samples_record_the_knobs_their_hosts_ran_with() {
+    for sc in scenarios() {
+        for i in 0..sc.files.len() {
+            let mut r = CaptureReader::open(&capture_dir().join(sc.file_name(i))).unwrap();
+            // The block sits before the first packet; reading one makes the reader take it.
+            r.next_record().unwrap();
+            let recorded = roce_core::recorded::recorded_ecn(r.custom_blocks());
+            let taps: Vec<_> = sc.taps.iter().filter(|t| t.file == i).collect();
+            let with_host: Vec<_> = taps
+                .iter()
+                .filter_map(|t| {
+                    let l = &sc.links[t.link];
+                    let h = [l.a, l.b].into_iter().find_map(|n| sc.hosts.get(n))?;
+                    Some((t.name.as_str(), h))
+                })
+                .collect();
+            let what = sc.file_name(i);
+            assert_eq!(recorded.len(), with_host.len(), "{what}: {recorded:?}");
+            for (tap, host) in with_host {
+                let rec = recorded.iter().find(|r| r.iface == tap).unwrap();
+                assert!(rec.captured, "{what}: {tap}");
+                let c = rec
+                    .config(&roce_core::dcqcn::EcnConfig::default())
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_eq!(
+                    u64::from(c.np.min_time_between_cnps) * 1_000,
+                    host.min_time_between_cnps_ns,
+                    "{what}: {tap}"
+                );
+                assert_eq!(c.np.cnp_dscp, u32::from(host.cnp_dscp), "{what}: {tap}");
+                assert_eq!(
+                    c.np.cnp_802p_prio,
+                    u32::from(host.cnp_prio),
+                    "{what}: {tap}"
+                );
+                let read: HashMap<&str, u64> = c.rp.list().map(|e| (e.name, e.value)).collect();
+                for (name, value) in sc.knobs.sysfs() {
+                    assert_eq!(read[name], u64::from(value), "{what}: {tap} {name}");
+                }
+                assert!(c.ignored.is_empty(), "{what}: {:?}", c.ignored);
+            }
+        }
+    }
 }

@@ -135,6 +135,39 @@ impl RpKnobs {
         "first_cnp_cuts",
     ];
 
+    /// The files of a host's `roce_rp/` directory with the values sysfs would show (booleans 0/1): what a
+    /// tracer on the host records, so that a capture of the simulator carries the knobs its senders ran with.
+    /// `first_cnp_cuts` is the description's switch, not a file of the NIC, so it is not among them.
+    pub fn sysfs(&self) -> [(&'static str, u32); 16] {
+        [
+            ("dce_tcp_g", self.dce_tcp_g),
+            ("dce_tcp_rtt", self.dce_tcp_rtt_us),
+            ("initial_alpha_value", self.initial_alpha_value),
+            (
+                "rate_to_set_on_first_cnp",
+                self.rate_to_set_on_first_cnp_mbps,
+            ),
+            ("rpg_gd", self.rpg_gd),
+            ("rpg_min_dec_fac", self.rpg_min_dec_fac),
+            ("rpg_min_rate", self.rpg_min_rate_mbps),
+            (
+                "rate_reduce_monitor_period",
+                self.rate_reduce_monitor_period_us,
+            ),
+            ("clamp_tgt_rate", u32::from(self.clamp_tgt_rate)),
+            (
+                "clamp_tgt_rate_after_time_inc",
+                u32::from(self.clamp_tgt_rate_after_time_inc),
+            ),
+            ("rpg_time_reset", self.rpg_time_reset_us),
+            ("rpg_byte_reset", self.rpg_byte_reset),
+            ("rpg_threshold", self.rpg_threshold),
+            ("rpg_ai_rate", self.rpg_ai_rate_mbps),
+            ("rpg_hai_rate", self.rpg_hai_rate_mbps),
+            ("rpg_max_rate", self.rpg_max_rate_mbps),
+        ]
+    }
+
     /// Sets one knob by its sysfs name; booleans are 0 or 1, as sysfs writes them.
     pub fn set(&mut self, name: &str, value: i64) -> Result<(), KnobError> {
         let range = |lo: i64, hi: i64, why: &'static str| {
@@ -733,5 +766,31 @@ mod tests {
             let mut k = RpKnobs::default();
             k.set(n, 1).unwrap();
         }
+    }
+
+    #[test]
+    fn sysfs_files_read_back_as_the_same_knobs() {
+        // Every value differs from its default, so a file listed under the wrong knob shows.
+        let mut k = RpKnobs::default();
+        for (i, n) in RpKnobs::NAMES.iter().enumerate() {
+            let flag = n.starts_with("clamp") || *n == "first_cnp_cuts";
+            let v = if flag { 1 } else { 2 + i as i64 };
+            k.set(n, v).unwrap();
+        }
+        k.clamp_tgt_rate_after_time_inc = false;
+        let mut back = RpKnobs {
+            first_cnp_cuts: k.first_cnp_cuts,
+            ..RpKnobs::default()
+        };
+        for (n, v) in k.sysfs() {
+            back.set(n, i64::from(v)).unwrap();
+        }
+        assert_eq!(back, k);
+        let files: Vec<&str> = k.sysfs().iter().map(|(n, _)| *n).collect();
+        let not_files: Vec<&&str> = RpKnobs::NAMES
+            .iter()
+            .filter(|n| !files.contains(n))
+            .collect();
+        assert_eq!(not_files, [&"first_cnp_cuts"]);
     }
 }

@@ -5,8 +5,11 @@
 //! and fills in defaults. Every error names the key (and the table it sits in) so that a typo in a teaching file
 //! is found without reading the simulator.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
+use roce_capture::blocks::VERSION;
+use roce_capture::blocks::records::Knobs;
 use serde::Deserialize;
 use thiserror::Error;
 
@@ -937,6 +940,43 @@ impl Scenario {
             Some(f) if !f.name.is_empty() => format!("{}.{}.pcapng", self.name, f.name),
             _ => format!("{}.pcapng", self.name),
         }
+    }
+
+    /// The `KNOB` record a tracer capturing file `file` would write: for each of its taps that mirrors a
+    /// host's link, that host's `roce_rp/` and `roce_np/` knobs under the tap's interface name, as the tracer
+    /// keys a NIC's files by its interface. A tap between two switches is a mirror port with no knobs (of two
+    /// hosts linked directly, `a`'s NIC is the one captured). `None` when no tap of the file has a host, as
+    /// the tracer writes no block when no interface has knobs. The `enable/N` files are not written: the
+    /// hosts' `rp`/`np` switches are what the samples teach to find from the traffic.
+    pub fn knob_record(&self, file: usize) -> Option<Knobs> {
+        let mut knobs = BTreeMap::new();
+        let mut captured = Vec::new();
+        for tap in self.taps.iter().filter(|t| t.file == file) {
+            captured.push(tap.name.clone());
+            let link = &self.links[tap.link];
+            let Some(host) = [link.a, link.b].into_iter().find_map(|n| self.hosts.get(n)) else {
+                continue;
+            };
+            let mut put = |side: &str, name: &str, value: u64| {
+                knobs.insert(format!("{}/{side}/{name}", tap.name), value.to_string());
+            };
+            for (name, value) in self.knobs.sysfs() {
+                put("roce_rp", name, u64::from(value));
+            }
+            put(
+                "roce_np",
+                "min_time_between_cnps",
+                host.min_time_between_cnps_ns / 1_000,
+            );
+            put("roce_np", "cnp_dscp", u64::from(host.cnp_dscp));
+            put("roce_np", "cnp_802p_prio", u64::from(host.cnp_prio));
+        }
+        (!knobs.is_empty()).then(|| Knobs {
+            version: VERSION,
+            ts_ns: self.files.get(file).map_or(0, |f| f.local_ns(0)),
+            knobs,
+            captured,
+        })
     }
 
     /// Node name by index (hosts first, then switches).

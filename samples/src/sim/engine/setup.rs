@@ -184,6 +184,12 @@ impl<'s, W: Write> World<'s, W> {
                 );
                 w.add_interface(LinkType::ETHERNET, snaplen, Some(&t.name), Some(&desc))?;
             }
+            // Where the tracer puts it: after the interfaces, before the first packet.
+            if let Some(record) = sc.knob_record(file) {
+                let data =
+                    roce_capture::blocks::encode_record(&record).map_err(std::io::Error::from)?;
+                w.write_custom(roce_capture::blocks::PEN, &data, true)?;
+            }
             caps.push(w);
         }
         let mut w = World {
