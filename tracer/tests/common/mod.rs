@@ -594,11 +594,13 @@ pub fn every_sample_comes_back_unchanged(engine: &str, extra: &[&str]) {
             got_view, want_view,
             "sample {name}: stats on its part of the capture differ from stats on the sample"
         );
-        // tcpreplay -t sends as fast as it can, so a refresh that came after its XOFF had run out arrives
-        // while it still runs: pauses can merge on replay, never split, and a priority once paused stays so.
+        // A pause ends when its quanta run out, so their count depends on the frames' spacing, which a replay
+        // does not keep: tcpreplay -t sending at full speed merges pauses, and a replay descheduled on a loaded
+        // machine splits them (seen: 17 captured for 16). The frames, XOFFs and XONs are compared above; here
+        // only that a priority paused in the sample is paused in the capture, and only then.
         for (i, (g, w)) in got_pauses.iter().zip(&want_pauses).enumerate() {
             assert!(
-                g <= w && (*g > 0) == (*w > 0),
+                (*g > 0) == (*w > 0),
                 "sample {name}: PFC row {i}: {g} pauses captured, {w} in the sample"
             );
         }
