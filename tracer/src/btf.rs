@@ -6,7 +6,6 @@
 //! start) and `network_header` (the IP header's offset from it). They change between kernels and builds,
 //! so they are looked up in `/sys/kernel/btf/vmlinux` at start. This is a minimal reader of the BTF format
 //! for that one question; aya's own BTF type does not expose struct members.
-#![warn(missing_docs)]
 
 use std::collections::HashMap;
 

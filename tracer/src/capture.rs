@@ -5,7 +5,6 @@
 //! checked at least every 100 ms: SIGINT/SIGTERM, `--duration`, `-c`, the end of `-- CMD`, every interface
 //! gone, or a write error. A second SIGINT/SIGTERM skips writing what is still queued, so the tool exits at
 //! once, still closing the file with its statistics blocks.
-#![warn(missing_docs)]
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;

@@ -10,7 +10,6 @@
 //! On a live system the root is `/sys` and the ethtool statistics come from the `SIOCETHTOOL` ioctl. A
 //! fixture tree (`--sysfs-root`, for tests) is laid out like `/sys` and holds the ethtool statistics as the
 //! text `ethtool -S IFACE` prints, in `<root>/ethtool-S/<iface>`; the ioctl is then never used.
-#![warn(missing_docs)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -5,6 +5,7 @@
 //! [`output`] (a file that is valid whenever the capture stops), feeds `roce-core`'s passes for the
 //! console line ([`live`]) and stores counter samples and knobs in custom blocks ([`counters`], in the
 //! format of `roce_capture::blocks`). Decoding is never done twice: `roce-core`'s decoder is the only one.
+#![warn(missing_docs)]
 pub mod btf;
 pub mod capture;
 pub mod counters;

@@ -14,24 +14,31 @@ use crate::sys::{Cap, missing_caps};
 /// One port of an RDMA device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RdmaPort {
+    /// The RDMA device (`mlx5_0`).
     pub device: String,
+    /// The port number.
     pub port: u32,
     /// `Ethernet` or `InfiniBand`.
     pub link_layer: Option<String>,
     /// `ACTIVE`, `DOWN`...
     pub state: Option<String>,
+    /// The netdev on this port: what `--engine pcap|ebpf` would capture.
     pub netdev: Option<String>,
     /// Soft-RoCE (rxe) and the like: RDMA done by the kernel on top of an ordinary netdev, so the netdev's
     /// capture sees its packets.
     pub software: bool,
+    /// Its GIDs: RoCE v1 or v2 and the address each stands for.
     pub gids: Vec<Gid>,
 }
 
 /// One network interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Netdev {
+    /// The interface name.
     pub name: String,
+    /// Its operational state (`up`, `down`).
     pub state: Option<String>,
+    /// Its MTU, which sizes the rdma engine's receive buffers.
     pub mtu: Option<u32>,
 }
 

@@ -1,6 +1,5 @@
 //! The line per second on the console, computed by the analyzer's own passes over the frames of that second,
 //! so the live numbers and a later `roce-analyzer stats` on the file can never disagree on a definition.
-#![warn(missing_docs)]
 
 use roce_capture::{LinkType, Record};
 use roce_core::decode::{Decoder, Frame, Kind};

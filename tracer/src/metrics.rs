@@ -4,7 +4,6 @@
 //!
 //! The HTTP side is a few lines over `std::net`: one scrape is one short connection, and pulling in an HTTP
 //! stack for that would cost more build time than the whole tracer.
-#![warn(missing_docs)]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -4,7 +4,6 @@
 //! buffer whole blocks and write them to disk in batches: whatever reaches the disk ends on a block boundary.
 //! When a write fails (a full disk), the file is cut back to the last block boundary that was written
 //! completely, so a reader sees every frame before the failure and no torn block after it.
-#![warn(missing_docs)]
 
 use std::cell::RefCell;
 use std::fs::File;

@@ -14,7 +14,6 @@
 //! a snapshot QP would match a flow to or from any host using that number. Each QP event therefore carries
 //! the addresses of its port, read from the port's GID table in sysfs (see [`read_gid_table`]), so that the
 //! analyzer ties it only to flows at that host.
-#![warn(missing_docs)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;

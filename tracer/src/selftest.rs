@@ -16,14 +16,19 @@ use roce_core::frames::Frames;
 /// What the capture held.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Seen {
+    /// Every frame captured.
     pub frames: u64,
+    /// RoCE data and ACK frames: the traffic the check asked for.
     pub roce: u64,
+    /// CNPs.
     pub cnp: u64,
     /// Frames stamped more than [`SLACK_NS`] outside the capture's run.
     pub outside: u64,
     /// Frames stamped earlier than the one before them by more than [`SLACK_NS`].
     pub backwards: u64,
+    /// The first frame's stamp.
     pub first_ns: Option<u64>,
+    /// The last frame's stamp.
     pub last_ns: Option<u64>,
 }
 

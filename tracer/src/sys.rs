@@ -1,5 +1,4 @@
 //! Facts about the running system: who we are, what we may do, and where an interface is.
-#![warn(missing_docs)]
 
 use std::ffi::CString;
 

@@ -9,7 +9,6 @@
 //! The probe is attached through TCX links (kernel 6.6 and later), which belong to this process: they go
 //! away when it exits, even on SIGKILL, so no tc filter or qdisc is ever left behind. Older kernels get
 //! aya's netlink attachment to a clsact qdisc, which we then remove ourselves at exit.
-#![warn(missing_docs)]
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;

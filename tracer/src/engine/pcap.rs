@@ -4,7 +4,6 @@
 //! buffer for bursts, nanosecond timestamps and the BPF filter compiled by libpcap. A short read timeout
 //! lets each thread notice the stop flag within 100 ms; what the kernel still holds then is read out before
 //! the thread ends.
-#![warn(missing_docs)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

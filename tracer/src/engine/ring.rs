@@ -16,7 +16,6 @@
 //! discarded, then 32 bits the kernel keeps for itself; the record, header included, is rounded up to 8
 //! bytes. The walk over the data is a separate function over an [`Area`], so the tests run it on memory laid
 //! out the same way.
-#![warn(missing_docs)]
 
 use std::ffi::c_void;
 use std::ops::ControlFlow;

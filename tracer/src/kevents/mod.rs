@@ -20,7 +20,6 @@
 //! time (libpcap's, or the eBPF engine's monotonic stamp plus the offset it sampled at start), so events get
 //! the same treatment: the monotonic-to-wall-clock offset is sampled once at start and added, which puts
 //! them on the packets' time axis.
-#![warn(missing_docs)]
 
 //!
 //! The parts, each of one job: [`format`](mod@format) reads tracefs format files, [`spec`] says what to record and

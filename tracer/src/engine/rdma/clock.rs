@@ -23,6 +23,7 @@ pub struct NicClock {
 /// One reading of the NIC counter and of the wall clock, taken together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Anchor {
+    /// The NIC's free-running counter.
     pub ticks: u64,
     /// ns since the epoch.
     pub wall_ns: u64,
@@ -32,12 +33,15 @@ pub struct Anchor {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClockError {
     #[error("the device reports a core clock of 0 kHz")]
+    /// A frequency of 0 would divide by zero.
     NoFrequency,
     #[error("the device's timestamp mask {0:#x} is not a run of low bits")]
+    /// The wrap cannot be followed with this mask.
     BadMask(u64),
 }
 
 impl NicClock {
+    /// The clock of a device whose counter runs at `khz` and wraps at `mask`, both as the device reports them.
     pub fn new(khz: u64, mask: u64) -> Result<NicClock, ClockError> {
         if khz == 0 {
             return Err(ClockError::NoFrequency);

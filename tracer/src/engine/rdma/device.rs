@@ -81,6 +81,7 @@ pub struct Sniffer {
 unsafe impl Send for Sniffer {}
 
 impl Sniffer {
+    /// Opens the port and sets up everything the sniffer needs, the flow rule last (see the module doc).
     pub fn open(
         verbs: Arc<Verbs>,
         spec: &PortSpec,

@@ -64,8 +64,11 @@ pub struct IbvContextOps {
 }
 
 pub const CTX_OPS_SLOTS: usize = 32;
+// Slots the code does not call, kept so the layout test pins the table's shape around the ones it does.
+#[cfg(test)]
 pub const OP_POLL_CQ: usize = 11;
 pub const OP_REQ_NOTIFY_CQ: usize = 12;
+#[cfg(test)]
 pub const OP_POST_SEND: usize = 25;
 pub const OP_POST_RECV: usize = 26;
 
@@ -594,6 +597,7 @@ pub unsafe fn ctx_op(ctx: *mut IbvContext, slot: usize) -> Option<*const c_void>
 
 /// `(name, offset or size)` of every field the code relies on, for the layout test: the same names the C
 /// side prints.
+#[cfg(test)]
 pub fn layout() -> Vec<(&'static str, usize)> {
     macro_rules! size {
         ($c:literal, $t:ty) => {

@@ -24,7 +24,7 @@ use super::{Captured, Engine, EngineConfig, Event, IfaceStats, Plumbing};
 
 pub mod clock;
 pub mod device;
-pub mod ffi;
+pub(crate) mod ffi;
 pub mod replay;
 
 use clock::{Anchor, NicClock};
@@ -54,8 +54,11 @@ pub enum Item<'a> {
     /// One received frame: its bytes (at most the snap length the source was asked for), its length on the
     /// wire, and its stamp.
     Frame {
+        /// The bytes kept.
         data: &'a [u8],
+        /// The frame's length on the wire.
         len: u32,
+        /// When the NIC received it.
         stamp: Stamp,
     },
     /// A new pairing of the NIC clock with the wall clock, for the frames after it.
@@ -83,12 +86,16 @@ pub trait CompletionSource: Send {
 /// A source that stopped working mid-capture.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// A verbs call failed while receiving.
     #[error("{what} failed: {source}")]
     Verb {
+        /// The call, as the message names it.
         what: &'static str,
+        /// The errno it returned.
         #[source]
         source: std::io::Error,
     },
+    /// Anything else that ends a source, already worded for the user.
     #[error("{0}")]
     Other(String),
 }
@@ -96,11 +103,14 @@ pub enum SourceError {
 /// `DEVICE[:PORT]` of `-i`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortSpec {
+    /// The RDMA device (`mlx5_0`), not its netdev.
     pub device: String,
+    /// The port, 1 unless given.
     pub port: u8,
 }
 
 impl PortSpec {
+    /// Reads `-i`'s `DEVICE[:PORT]`.
     pub fn parse(s: &str) -> Result<PortSpec, RdmaError> {
         let bad = || RdmaError::BadSpec(s.to_owned());
         let (device, port) = match s.rsplit_once(':') {
@@ -132,41 +142,67 @@ pub enum RdmaError {
     #[error(
         "-i {0}: the rdma engine takes an RDMA device and port, DEVICE or DEVICE:PORT (e.g. mlx5_0 or mlx5_0:1)"
     )]
+    /// `-i` is not `DEVICE[:PORT]`.
     BadSpec(String),
     #[error(
         "no RDMA device named {name}: {known}{hint}. `roce-tracer list` shows the RDMA devices and their netdevs"
     )]
+    /// No RDMA device has that name.
     NoSuchDevice {
+        /// What was asked for.
         name: String,
+        /// The devices there are.
         known: String,
+        /// The device to use when a netdev was named instead.
         hint: String,
     },
     #[error("{device} has no port {port} (its ports: {ports})")]
+    /// The device has no such port.
     NoSuchPort {
+        /// The device.
         device: String,
+        /// The port asked for.
         port: u8,
+        /// The ports it has.
         ports: String,
     },
     #[error(
         "{spec} is an {link_layer} port, not Ethernet: the rdma engine captures RoCE. For InfiniBand use \
          ibdump (NVIDIA's firmware tools)"
     )]
-    NotEthernet { spec: String, link_layer: String },
+    /// The port runs InfiniBand, which carries no RoCE.
+    NotEthernet {
+        /// `DEVICE:PORT`.
+        spec: String,
+        /// What the port runs.
+        link_layer: String,
+    },
     #[error(
         "libibverbs is not available ({0}). Install rdma-core's library and providers: `sudo apt-get install \
          libibverbs1 ibverbs-providers` (Debian, Ubuntu) or `sudo dnf install libibverbs` (Fedora, RHEL)"
     )]
+    /// libibverbs cannot be loaded.
     Library(#[from] ffi::LoadError),
     #[error(
         "the kernel has {name} but libibverbs does not list it ({listed}): install the user-space provider \
          of its driver (Debian: ibverbs-providers; mlx5 needs libmlx5) and check that /dev/infiniband/uverbs* \
          exist and this user may open them"
     )]
-    NotInVerbs { name: String, listed: String },
+    /// The kernel has the device but user space has no provider for it.
+    NotInVerbs {
+        /// The device.
+        name: String,
+        /// The devices libibverbs does list.
+        listed: String,
+    },
     #[error("{what} on {spec} is not permitted ({source}): it needs CAP_NET_RAW; {CAP_FIX}")]
+    /// A step needs CAP_NET_RAW.
     NotPermitted {
+        /// The step.
         what: &'static str,
+        /// `DEVICE:PORT`.
         spec: String,
+        /// The errno (EPERM or EACCES).
         #[source]
         source: std::io::Error,
     },
@@ -176,8 +212,11 @@ pub enum RdmaError {
          the firmware is current (`mlxfwmanager --query`), that `devlink dev eswitch show` does not put the \
          port in switchdev mode, and what `dmesg` says. Meanwhile capture a mirror port, or use ibdump"
     )]
+    /// The NIC refused the sniffer flow rule.
     FlowRefused {
+        /// `DEVICE:PORT`.
         spec: String,
+        /// The errno the driver gave.
         #[source]
         source: std::io::Error,
     },
@@ -185,16 +224,24 @@ pub enum RdmaError {
         "pinning {mib} MiB of receive buffers on {spec} failed ({source}): raise the locked-memory limit \
          (`ulimit -l unlimited`, LimitMEMLOCK=infinity for a service) or run as root"
     )]
+    /// Pinning the receive buffers hit the locked-memory limit.
     MemLock {
+        /// `DEVICE:PORT`.
         spec: String,
+        /// The buffers' size.
         mib: usize,
+        /// The errno.
         #[source]
         source: std::io::Error,
     },
+    /// Any other verbs call failed while setting up.
     #[error("{what} on {spec} failed")]
     Verb {
+        /// The call.
         what: &'static str,
+        /// `DEVICE:PORT`.
         spec: String,
+        /// The errno.
         #[source]
         source: std::io::Error,
     },
@@ -202,12 +249,16 @@ pub enum RdmaError {
     #[error(transparent)]
     Filter(#[from] super::ebpf::EbpfStartError),
     #[error("cannot read the recorded completions in {path}")]
+    /// A recording of completions (the tests' stand-in for a NIC) cannot be read.
     Replay {
+        /// The recording.
         path: String,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
     #[error("cannot start the capture thread")]
+    /// The reader thread could not be started.
     Thread(#[from] std::io::Error),
 }
 
@@ -384,6 +435,7 @@ pub fn start_with(
     })
 }
 
+/// The running capture: one reader thread per port, and the drops each has counted.
 #[derive(Debug)]
 pub struct RdmaEngine {
     threads: Vec<JoinHandle<IfaceStats>>,

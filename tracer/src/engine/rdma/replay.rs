@@ -27,6 +27,7 @@ use super::{CompletionSource, Item, RdmaError, SourceError, Stamp};
 /// Items handed over per poll at most, so that the stop flag is seen between batches.
 const BATCH: usize = 1024;
 
+/// Recorded completions played back as a source, so the engine runs end to end without a NIC.
 #[derive(Debug)]
 pub struct Replay {
     path: String,
@@ -41,6 +42,7 @@ pub struct Replay {
 }
 
 impl Replay {
+    /// Opens a recording, keeping `snaplen` bytes of each frame as a NIC source would.
     pub fn open(path: &Path, snaplen: u32) -> Result<Replay, RdmaError> {
         let err = |source| RdmaError::Replay {
             path: path.display().to_string(),
