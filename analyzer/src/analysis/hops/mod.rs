@@ -1090,6 +1090,10 @@ fn mac_string(m: &[u8; 6]) -> String {
     roce_core::decode::mac_to_string(m)
 }
 
+/// The marking curve's depth bins at most: 64 Ki bins of the default 4 KiB reach 256 MiB, beyond the largest
+/// shared buffer of today's switches.
+const MAX_CURVE_BINS: usize = 1 << 16;
+
 fn queue_report(
     q: QueueAcc,
     gbps: Option<f64>,
@@ -1111,6 +1115,12 @@ fn queue_report(
             }
             let depth = hist::value(b) * k;
             let i = (depth / opts.bin_bytes as f64) as usize;
+            // Deeper than any switch buffer: a delay the clock line could not explain (a corrupt or skewed
+            // timestamp), not a queue. It stays in the ECT/marked totals but not on the curve, whose bins are
+            // dense and would otherwise take memory in proportion to the bogus depth (the fuzzer found 27 GB).
+            if i >= MAX_CURVE_BINS {
+                continue;
+            }
             if i >= bins.len() {
                 bins.resize(i + 1, Bin::default());
                 sum_depth.resize(i + 1, 0.0);
