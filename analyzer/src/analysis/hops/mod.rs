@@ -651,7 +651,8 @@ impl RateAcc {
             && ts > last
             && ts - last < 100_000
         {
-            let gbps = (len + WIRE_OVERHEAD) as f64 * 8.0 / (ts - last) as f64;
+            let gbps =
+                (u64::from(len) + u64::from(WIRE_OVERHEAD)) as f64 * 8.0 / (ts - last) as f64;
             if (RATE_MIN_GBPS..RATE_MAX_GBPS).contains(&gbps) {
                 let i = (gbps / RATE_STEP_GBPS) as usize;
                 if i >= self.hist.len() {
@@ -762,7 +763,7 @@ impl Core {
                 if self.tap_file.get(lo.tap as usize) == self.tap_file.get(hi.tap as usize) {
                     continue;
                 }
-                let d = hi.ts as i64 - lo.ts as i64;
+                let d = diff(hi.ts, lo.ts);
                 self.classes
                     .entry((lo.tap, hi.tap, g.key.src, g.key.dst))
                     .and_modify(|c| {
@@ -784,7 +785,7 @@ impl Core {
         } else {
             (y, x, false)
         };
-        let d = hi.ts as i64 - lo.ts as i64;
+        let d = diff(hi.ts, lo.ts);
         let threshold = self.threshold.get(&(lo.tap, hi.tap)).copied();
         let (lo_first, _) = *self
             .decided
@@ -828,8 +829,8 @@ impl Core {
                     // A copy that could only have reached `t` after `t`'s capture ended is not missing.
                     let (first, last) = self.span(t);
                     let h = self.hop(p, t);
-                    let reach = ts as i64 + h.raw_max.max(0);
-                    if reach > last as i64 || (ts as i64) < first as i64 - h.raw_max.max(0) {
+                    let reach = ns(ts).saturating_add(h.raw_max.max(0));
+                    if reach > ns(last) || ns(ts) < ns(first).saturating_sub(h.raw_max.max(0)) {
                         h.outside_capture += 1;
                     } else {
                         h.only_from += 1;
@@ -842,7 +843,7 @@ impl Core {
                     // Nor one that passed `t` before `t`'s capture began.
                     let (first, _) = self.span(t);
                     let h = self.hop(t, n);
-                    if (ts as i64) - h.raw_max.max(0) < first as i64 {
+                    if ns(ts).saturating_sub(h.raw_max.max(0)) < ns(first) {
                         h.outside_capture += 1;
                     } else {
                         h.only_to += 1;
@@ -862,15 +863,16 @@ impl Core {
                 h.retransmitted += 1;
                 continue;
             }
-            let raw = d.ts as i64 - u.ts as i64;
+            let raw = diff(d.ts, u.ts);
             h.raw_min = h.raw_min.min(raw);
             h.raw_max = h.raw_max.max(raw);
             let ser = link.map_or(0, |bps| {
-                ((d.len + WIRE_OVERHEAD) as u128 * 8 * 1_000_000_000 / bps as u128) as i64
+                ((u128::from(d.len) + u128::from(WIRE_OVERHEAD)) * 8 * 1_000_000_000 / bps as u128)
+                    as i64
             });
             let s = Sample {
                 t: u.ts,
-                d: raw - ser,
+                d: raw.saturating_sub(ser),
                 queue,
                 ect: matches!(u.ecn, 1 | 2),
                 marked: matches!(u.ecn, 1 | 2) && d.ecn == ECN_CE,
@@ -1084,6 +1086,17 @@ fn loss_verdict(
         ));
     }
     (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// A timestamp as signed ns; past 2262 (a corrupt record) it saturates rather than wrapping negative.
+fn ns(t: u64) -> i64 {
+    i64::try_from(t).unwrap_or(i64::MAX)
+}
+
+/// `a - b` in signed ns, saturating: a corrupt timestamp makes a huge delay, never an overflow.
+fn diff(a: u64, b: u64) -> i64 {
+    let d = i128::from(a) - i128::from(b);
+    i64::try_from(d).unwrap_or(if d < 0 { i64::MIN } else { i64::MAX })
 }
 
 fn mac_string(m: &[u8; 6]) -> String {
