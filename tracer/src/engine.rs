@@ -85,3 +85,51 @@ pub struct Plumbing {
     /// Set when the capture ends: the threads stop reading.
     pub stop: Arc<AtomicBool>,
 }
+
+/// One reader thread per interface and the drop count each publishes while it runs: what the two
+/// thread-per-interface engines (libpcap, rdma) share, so the live line's drops and the end's join are one code.
+#[derive(Debug)]
+pub struct ReaderThreads {
+    threads: Vec<std::thread::JoinHandle<IfaceStats>>,
+    dropped: Arc<Vec<std::sync::atomic::AtomicU64>>,
+}
+
+impl ReaderThreads {
+    /// Room for `ifaces` interfaces' drop counters, all at 0.
+    pub fn new(ifaces: usize) -> Self {
+        ReaderThreads {
+            threads: Vec::new(),
+            dropped: Arc::new((0..ifaces).map(|_| Default::default()).collect()),
+        }
+    }
+
+    /// Starts a reader thread named `name`; `run` gets every interface's counters and stores into its own.
+    pub fn spawn(
+        &mut self,
+        name: String,
+        run: impl FnOnce(&[std::sync::atomic::AtomicU64]) -> IfaceStats + Send + 'static,
+    ) -> std::io::Result<()> {
+        let dropped = Arc::clone(&self.dropped);
+        let handle = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || run(&dropped))?;
+        self.threads.push(handle);
+        Ok(())
+    }
+
+    /// Each interface's drops as its thread last published them.
+    pub fn dropped_so_far(&self) -> Vec<u64> {
+        self.dropped
+            .iter()
+            .map(|d| d.load(std::sync::atomic::Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Waits for every thread; a thread that panicked reports empty statistics rather than none.
+    pub fn join(self) -> Vec<IfaceStats> {
+        self.threads
+            .into_iter()
+            .map(|t| t.join().unwrap_or_default())
+            .collect()
+    }
+}

@@ -5,9 +5,7 @@
 //! lets each thread notice the stop flag within 100 ms; what the kernel still holds then is read out before
 //! the thread ends.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use roce_capture::LinkType;
@@ -15,7 +13,7 @@ use std::os::fd::AsRawFd;
 
 use pcap::{Active, Capture, Precision};
 
-use super::{Captured, Engine, EngineConfig, Event, IfaceStats, Plumbing};
+use super::{Captured, Engine, EngineConfig, Event, IfaceStats, Plumbing, ReaderThreads};
 use crate::sys;
 
 /// Kernel buffer per interface.
@@ -55,9 +53,8 @@ pub enum PcapStartError {
 pub struct PcapEngine {
     links: Vec<LinkType>,
     filter: String,
-    threads: Vec<JoinHandle<IfaceStats>>,
-    /// Each interface's drop count as of its last statistics poll (about once a second).
-    dropped: Arc<Vec<AtomicU64>>,
+    /// The readers; each interface's drop count is as of its last statistics poll (about once a second).
+    readers: ReaderThreads,
 }
 
 /// Opens every interface (so that a bad name, a missing permission or a bad filter fails before anything
@@ -98,24 +95,19 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<PcapEngine, P
         .iter()
         .map(|c| LinkType(u16::try_from(c.get_datalink().0).unwrap_or(u16::MAX)))
         .collect();
-    let mut threads = Vec::new();
-    let dropped: Arc<Vec<AtomicU64>> = Arc::new(caps.iter().map(|_| AtomicU64::new(0)).collect());
+    let mut readers = ReaderThreads::new(caps.len());
     for (i, cap) in caps.into_iter().enumerate() {
         let plumbing = plumbing.clone();
-        let dropped = Arc::clone(&dropped);
         let iface = i as u32;
         let name = config.interfaces.get(i).cloned().unwrap_or_default();
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("pcap-{name}"))
-                .spawn(move || read_loop(cap, iface, plumbing, &dropped))?,
-        );
+        readers.spawn(format!("pcap-{name}"), move |dropped| {
+            read_loop(cap, iface, plumbing, dropped)
+        })?;
     }
     Ok(PcapEngine {
         links,
         filter: filter.to_owned(),
-        threads,
-        dropped,
+        readers,
     })
 }
 
@@ -219,19 +211,11 @@ impl Engine for PcapEngine {
     }
 
     fn dropped_so_far(&self) -> Vec<u64> {
-        self.dropped
-            .iter()
-            .map(|d| d.load(Ordering::Relaxed))
-            .collect()
+        self.readers.dropped_so_far()
     }
 
     fn finish(self: Box<Self>) -> (Vec<IfaceStats>, Option<Vec<u8>>) {
-        let stats = self
-            .threads
-            .into_iter()
-            .map(|t| t.join().unwrap_or_default())
-            .collect();
-        (stats, None)
+        (self.readers.join(), None)
     }
 }
 

@@ -15,12 +15,11 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use roce_capture::LinkType;
 
-use super::{Captured, Engine, EngineConfig, Event, IfaceStats, Plumbing};
+use super::{Captured, Engine, EngineConfig, Event, IfaceStats, Plumbing, ReaderThreads};
 
 pub mod clock;
 pub mod device;
@@ -410,27 +409,21 @@ pub fn start_with(
             d
         })
         .collect();
-    let dropped: Arc<Vec<AtomicU64>> =
-        Arc::new(sources.iter().map(|_| AtomicU64::new(0)).collect());
-    let mut threads = Vec::new();
+    let mut readers = ReaderThreads::new(sources.len());
     for (i, source) in sources.into_iter().enumerate() {
         let filter = filter_text
             .as_deref()
             .map(super::ebpf::compile_filter)
             .transpose()?;
         let plumbing = plumbing.clone();
-        let dropped = Arc::clone(&dropped);
         let name = config.interfaces.get(i).cloned().unwrap_or_default();
         let iface = i as u32;
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("rdma-{name}"))
-                .spawn(move || read_loop(source, iface, filter, &plumbing, &dropped, &name))?,
-        );
+        readers.spawn(format!("rdma-{name}"), move |dropped| {
+            read_loop(source, iface, filter, &plumbing, dropped, &name)
+        })?;
     }
     Ok(RdmaEngine {
-        threads,
-        dropped,
+        readers,
         descriptions,
     })
 }
@@ -438,8 +431,7 @@ pub fn start_with(
 /// The running capture: one reader thread per port, and the drops each has counted.
 #[derive(Debug)]
 pub struct RdmaEngine {
-    threads: Vec<JoinHandle<IfaceStats>>,
-    dropped: Arc<Vec<AtomicU64>>,
+    readers: ReaderThreads,
     descriptions: Vec<String>,
 }
 
@@ -565,19 +557,11 @@ impl Engine for RdmaEngine {
     }
 
     fn dropped_so_far(&self) -> Vec<u64> {
-        self.dropped
-            .iter()
-            .map(|d| d.load(Ordering::Relaxed))
-            .collect()
+        self.readers.dropped_so_far()
     }
 
     fn finish(self: Box<Self>) -> (Vec<IfaceStats>, Option<Vec<u8>>) {
-        let stats = self
-            .threads
-            .into_iter()
-            .map(|t| t.join().unwrap_or_default())
-            .collect();
-        (stats, None)
+        (self.readers.join(), None)
     }
 }
 
