@@ -4,11 +4,12 @@
 //! [`DcqcnPass`] streams the capture once (pairing evidence, per-flow rate bins, CNP arrival times per sender
 //! QP); [`DcqcnPass::finish`] then replays the reaction-point model per paired flow, finds the observed rate
 //! change after each burst of CNPs, and fits the two knobs that shape a cut most (alpha gain and cut factor).
-//! The model's events are consumed as they are made: the cuts are kept, Rc is integrated over each busy rate
-//! bin, and the model series keeps, in each of [`MODEL_COLUMNS`] columns over the capture, only the events a
+//! The model's events are consumed as they are made: the cuts are kept, Rc is integrated over stretches long
+//! enough to hold several of the flow's frames (to tell a sender above its limiter from a rate quantised by
+//! the bins), and the model series keeps, in each of [`MODEL_COLUMNS`] columns over the capture, only the events a
 //! chart of Rc, Rt and alpha needs (the first, the last, and those where each of the three is lowest and
 //! highest); every event can also be handed to a caller, who writes them to disk (`report --model-table`).
-//! The fit's replays keep nothing but the integral.
+//! The fit's replays keep nothing but the same stretches' tallies.
 //!
 //! Bins in which the flow's priority was paused by PFC (or the link by PAUSE) say nothing about the rate
 //! limiter: the sender may not send whatever its rate. They are left out of every comparison of model and
@@ -234,8 +235,10 @@ pub struct ObservedCut {
     pub ratio: f64,
 }
 
-/// The knob values that make the model follow the observed rate best, by mean absolute error over the bins
-/// where the flow sent something after its first CNP, unpaused, up to its [`FIT_CNPS`]th CNP.
+/// The knob values that make the model follow the observed rate best, by the mean absolute error between
+/// what the flow sent and what the model allowed over the stretches after its first CNP (each long enough to
+/// hold several frames at the model's rate, none paused; see `FlowSummary::stretches_compared`), up to its
+/// [`FIT_CNPS`]th CNP.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Fit {
     /// The alpha gain (`dce_tcp_g`) that fitted best.
@@ -246,8 +249,8 @@ pub struct Fit {
     pub error_gbps: f64,
     /// The same error with the knobs the analysis was given, for comparison.
     pub given_error_gbps: f64,
-    /// How many bins the errors are averaged over, so a fit on few bins can be discounted.
-    pub bins_compared: usize,
+    /// How many stretches the given knobs' error is averaged over, so a fit on few can be discounted.
+    pub stretches_compared: usize,
     /// Knob pairs replayed to find it.
     pub candidates: usize,
 }
@@ -272,6 +275,10 @@ pub struct FlowDcqcn {
     pub observed: Vec<Observed>,
     /// The rate drops seen after each CNP burst, to set beside the model's cuts.
     pub observed_cuts: Vec<ObservedCut>,
+    /// The flow's frame in bits (the largest mean frame of a bin), which sizes the stretches the model is
+    /// compared over; the fit needs it after the bins are gone.
+    #[serde(skip)]
+    pub frame_bits: f64,
 }
 
 /// The numbers are the flow's own, not a view of it, so the flow reads as them.
@@ -321,9 +328,14 @@ pub struct FlowSummary {
     pub cnps: u64,
     /// CE-marked data packets of the flow (at the tap its rates come from).
     pub ce_packets: u64,
-    /// Share of the unpaused bins with traffic after the first CNP in which the observed rate exceeded the
-    /// modeled Rc by more than 20 %. Rc is a ceiling, so a sender that obeys its limiter stays low here.
+    /// Share of the compared stretches (see `stretches_compared`) in which the flow sent more than 1.2 times
+    /// what the modeled Rc allowed plus one frame. Rc is a ceiling, so a sender that obeys its limiter stays
+    /// low here, at any rate.
     pub above_model_fraction: f64,
+    /// Stretches after the first CNP compared with the model: each starts at a busy bin and holds whole bins
+    /// until the model allows 8 of the flow's frames, so that a rate of less than a frame per bin is not
+    /// misread; those with a paused bin are left out.
+    pub stretches_compared: usize,
     /// Bins with traffic after the first CNP left out of the comparisons because PFC paused the flow.
     pub paused_bins: usize,
     /// Over every event of the model (not only those the decimated series keeps): how many there were, the
@@ -1053,70 +1065,175 @@ fn model_times(cnp_ts: &[u64], opts: &Options) -> Vec<u64> {
         .collect()
 }
 
-/// Rc integrated over the busy bins of a flow (those of its observed series), from the events of a replay as
-/// they come: before the first event the flow is at the line rate.
+/// Frames of the flow's size the model must allow in a stretch before the stretch is compared: below a few
+/// frames per stretch the observed rate is quantised (one 4 KiB frame in a 10 µs bin reads 3.3 Gb/s whatever
+/// the sender's rate), and a sender paced exactly at Rc would read as above it.
+pub const RESOLVE_FRAMES: f64 = 8.0;
+
+/// How far above the model's allowance a stretch's bytes must be to count as above it: Rc is a ceiling, and a
+/// sender that obeys it stays under it except for the frame straddling the stretch's start (the allowance
+/// adds one frame for it) and the jitter of the queues on the way to the tap.
+pub const ABOVE_MODEL_FACTOR: f64 = 1.2;
+
+/// Model versus observation over stretches the capture can resolve, built as the model's events come.
+///
+/// A stretch starts at a busy bin and runs over whole bins (idle ones included) until the model's Rc,
+/// integrated over it, allows [`RESOLVE_FRAMES`] of the flow's frames; the next one starts at the next busy bin.
+/// A stretch counts as above the model when the flow sent more than [`ABOVE_MODEL_FACTOR`] × that allowance
+/// plus one frame: an obedient sender sends at most the allowance plus the frame it had started at the
+/// stretch's start, whatever its rate, where a sender ignoring its CNPs sends far more at any rate. A sender
+/// that has sent that much before the model allows the full count is above whatever follows, so its stretch
+/// ends there (a model squeezed to a few Mb/s would otherwise take longer than the capture to allow it).
+/// Stretches that hold a PFC-paused bin or end after a guard stop are left out, as bins are.
 #[derive(Debug)]
-struct RcBins<'a> {
-    width: u64,
-    /// The bins' starts, in order.
-    starts: &'a [u64],
-    /// Mb/s × ns per bin.
-    area: Vec<f64>,
-    /// The first bin that does not end at or before `t`.
+struct Stretches<'a> {
+    observed: &'a [Observed],
+    window: Window,
+    /// The flow's frame, bits.
+    frame_bits: f64,
+    /// The first bin not yet in a stretch or passed over.
     next: usize,
+    open: Option<Stretch>,
     t: u64,
     rc: f64,
+    tally: Tally,
 }
 
-impl<'a> RcBins<'a> {
-    fn new(starts: &'a [u64], width: u64, line_mbps: f64) -> RcBins<'a> {
-        RcBins {
-            width,
-            starts,
-            area: vec![0.0; starts.len()],
+/// A stretch being built.
+#[derive(Debug, Clone, Copy)]
+struct Stretch {
+    start: u64,
+    /// What the model allowed in it so far.
+    model_bits: f64,
+    /// What the flow sent in the bins of it that have ended.
+    sent_bits: f64,
+    /// Its end, once the model has allowed enough.
+    end: Option<u64>,
+    /// A bin of it was paused or ends after the guard stop.
+    spoiled: bool,
+}
+
+/// What the stretches came to.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    compared: usize,
+    above: usize,
+    /// |sent − allowed| summed over the compared stretches, bits, and their length, ns: their ratio is the
+    /// mean error in Gb/s the fit minimises.
+    error_bits: f64,
+    span_ns: u64,
+}
+
+impl<'a> Stretches<'a> {
+    fn new(observed: &'a [Observed], window: Window, frame_bits: f64, line_mbps: f64) -> Self {
+        Stretches {
+            observed,
+            window,
+            frame_bits,
             next: 0,
+            open: None,
             t: 0,
             rc: line_mbps,
+            tally: Tally::default(),
         }
     }
 
     /// An event at `t` set Rc to `rc`.
     fn at(&mut self, t: u64, rc: f64) {
-        self.fill(t);
+        self.advance(t);
         self.rc = rc;
     }
 
-    /// Integrates the current Rc from the last instant up to `t`, over the bins that overlap that span.
-    fn fill(&mut self, t: u64) {
-        if t <= self.t {
-            return;
+    /// Integrates the current Rc up to `to`, opening and closing stretches on the way.
+    fn advance(&mut self, to: u64) {
+        let need = RESOLVE_FRAMES * self.frame_bits;
+        let decisive = ABOVE_MODEL_FACTOR * need + self.frame_bits;
+        let width = self.window.width.max(1);
+        // Mb/s is bits per µs: bits per ns is a thousandth of it.
+        let per_ns = self.rc / 1000.0;
+        while self.t < to {
+            let Some(mut st) = self.open else {
+                while self
+                    .observed
+                    .get(self.next)
+                    .is_some_and(|o| !self.window.admits(o, true))
+                {
+                    self.next += 1;
+                }
+                match self.observed.get(self.next) {
+                    Some(o) if o.t_ns < to => {
+                        self.t = self.t.max(o.t_ns);
+                        self.open = Some(Stretch {
+                            start: o.t_ns,
+                            model_bits: 0.0,
+                            sent_bits: 0.0,
+                            end: None,
+                            spoiled: false,
+                        });
+                    }
+                    _ => self.t = to,
+                }
+                continue;
+            };
+            if st.end.is_none() && per_ns > 0.0 {
+                let cross = self
+                    .t
+                    .saturating_add(((need - st.model_bits) / per_ns).ceil().max(1.0) as u64);
+                // Reached before Rc changes again: the stretch ends with the bin it is reached in.
+                if cross <= to {
+                    let bins = cross.saturating_sub(st.start).div_ceil(width).max(1);
+                    st.end = Some(st.start.saturating_add(bins.saturating_mul(width)));
+                }
+            }
+            // The next instant something is decided: the end of the stretch's next busy bin, or its end.
+            let bin = self
+                .observed
+                .get(self.next)
+                .filter(|o| st.end.is_none_or(|e| o.t_ns < e));
+            let bin_end = bin.map(|o| o.t_ns.saturating_add(width));
+            let stop = [Some(to), st.end, bin_end]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(to);
+            st.model_bits += (stop - self.t) as f64 * per_ns;
+            self.t = stop;
+            if let (Some(o), true) = (bin, bin_end == Some(stop)) {
+                st.spoiled |= !self.window.admits(o, true);
+                st.sent_bits += o.gbps * width as f64;
+                self.next += 1;
+                if st.spoiled || st.sent_bits > decisive {
+                    self.close(st, stop);
+                    continue;
+                }
+            }
+            if st.end == Some(stop) {
+                self.close(st, stop);
+            } else {
+                self.open = Some(st);
+            }
         }
-        let mut k = self.next;
-        while let Some(&a) = self.starts.get(k) {
-            if a >= t {
-                break;
-            }
-            let b = a.saturating_add(self.width);
-            let (lo, hi) = (a.max(self.t), b.min(t));
-            if hi > lo {
-                self.area[k] += self.rc * (hi - lo) as f64;
-            }
-            if b > t {
-                break;
-            }
-            k += 1;
-        }
-        self.next = k;
-        self.t = t;
     }
 
-    /// Mean Rc per bin, Gb/s.
-    fn means(mut self) -> Vec<f64> {
-        if let Some(&last) = self.starts.last() {
-            self.fill(last.saturating_add(self.width));
+    fn close(&mut self, st: Stretch, end: u64) {
+        self.open = None;
+        if st.spoiled || self.window.until.is_some_and(|u| end > u) {
+            return;
         }
-        let w = self.width.max(1) as f64;
-        self.area.iter().map(|a| a / w / 1000.0).collect()
+        let t = &mut self.tally;
+        t.compared += 1;
+        if st.sent_bits > ABOVE_MODEL_FACTOR * st.model_bits + self.frame_bits {
+            t.above += 1;
+        }
+        t.error_bits += (st.sent_bits - st.model_bits).abs();
+        t.span_ns += end - st.start;
+    }
+
+    /// The tally once the model has been integrated up to `end`; a stretch still open there never reached
+    /// its allowance and is not compared.
+    fn finish(mut self, end: u64) -> Tally {
+        self.advance(end);
+        self.tally
     }
 }
 
@@ -1165,14 +1282,30 @@ fn analyse_flow(
         model_times(&cnp_ts, opts)
     };
     let observed = observed_series(&s.bins, grid, |a, b| paused.during(s.priority, a, b));
-    let starts: Vec<u64> = observed.iter().map(|o| o.t_ns).collect();
     let mut cuts = Vec::new();
     let (mut model_events, mut min_rc, mut max_alpha) = (0u64, f64::INFINITY, f64::NEG_INFINITY);
     let mut model = Decimator::new(columns);
-    let mut rc_bins = RcBins::new(&starts, grid.width, opts.line_mbps);
+    // The stretches need the window, which needs the instant the guard stops the model: until then, every bin
+    // from the first CNP counts, and a stretch that ends after the stop is dropped at the end.
+    let frame_bits = s
+        .bins
+        .iter()
+        .filter(|b| b.packets > 0)
+        .map(|b| b.bytes as f64 * 8.0 / f64::from(b.packets))
+        .fold(0.0, f64::max);
+    let mut stretches = times.first().map(|&first| {
+        let w = Window {
+            width: grid.width,
+            first_cnp: first,
+            until: None,
+        };
+        Stretches::new(&observed, w, frame_bits, opts.line_mbps)
+    });
     let stopped_ns = run_model(opts, &opts.knobs, &times, end, |e| {
         on_event(&id, &e);
-        rc_bins.at(e.t_ns, e.rc_mbps);
+        if let Some(s) = stretches.as_mut() {
+            s.at(e.t_ns, e.rc_mbps);
+        }
         if e.kind == EventKind::Cut {
             cuts.push(Cut {
                 t_ns: e.t_ns,
@@ -1197,22 +1330,27 @@ fn analyse_flow(
         first_cnp: first,
         until: stopped_ns,
     });
-    let rc = rc_bins.means();
-    let (above_model_fraction, paused_bins) = match window {
-        Some(w) => {
-            let pairs = model_vs_observed(&rc, &observed, w);
-            let above = if pairs.is_empty() {
-                0.0
-            } else {
-                pairs.iter().filter(|(rc, obs)| *obs > 1.2 * rc).count() as f64 / pairs.len() as f64
-            };
+    let (above_model_fraction, stretches_compared, paused_bins) = match (window, stretches) {
+        (Some(w), Some(mut st)) => {
+            st.window.until = w.until;
+            let last = observed
+                .last()
+                .map_or(0, |o| o.t_ns.saturating_add(w.width));
+            let Tally {
+                compared, above, ..
+            } = st.finish(w.until.map_or(last, |u| u.min(last)));
             let paused_bins = observed
                 .iter()
                 .filter(|o| o.paused && w.admits(o, false))
                 .count();
-            (above, paused_bins)
+            let fraction = if compared == 0 {
+                0.0
+            } else {
+                above as f64 / compared as f64
+            };
+            (fraction, compared, paused_bins)
         }
-        None => (0.0, 0),
+        _ => (0.0, 0, 0),
     };
     let summary = FlowSummary {
         sender: s.key.src,
@@ -1230,6 +1368,7 @@ fn analyse_flow(
         cnps: cnp_ts.len() as u64,
         ce_packets: s.bins.iter().map(|b| u64::from(b.ce)).sum(),
         above_model_fraction,
+        stretches_compared,
         paused_bins,
         model_events,
         min_rc_gbps: (model_events > 0).then_some(min_rc),
@@ -1245,6 +1384,7 @@ fn analyse_flow(
         model,
         observed,
         observed_cuts,
+        frame_bits,
     })
 }
 
@@ -1353,16 +1493,6 @@ impl Window {
     }
 }
 
-/// (mean Rc, observed) in Gb/s for every bin of the window.
-fn model_vs_observed(rc: &[f64], observed: &[Observed], window: Window) -> Vec<(f64, f64)> {
-    observed
-        .iter()
-        .zip(rc)
-        .filter(|(o, _)| window.admits(o, true))
-        .map(|(o, &rc)| (rc, o.gbps))
-        .collect()
-}
-
 /// Groups CNPs into bursts and measures the rate before each burst and its low point after it, in unpaused
 /// bins only.
 fn observed_cuts(
@@ -1423,7 +1553,7 @@ const FIT_GD: [u32; 5] = [9, 10, 11, 12, 13];
 ///
 /// Coordinate descent over the grid rather than all 40 pairs: from the grid point nearest the given knobs,
 /// every cut factor with the gain held, then every gain with the best cut factor held, until neither moves
-/// (most flows settle in two sweeps, about 15 replays). Each replay keeps only Rc integrated per bin, and
+/// (most flows settle in two sweeps, about 15 replays). Each replay keeps only its stretches' tally, and
 /// stops at the flow's [`FIT_CNPS`]th CNP.
 fn fit_knobs(
     cnps: &[u64],
@@ -1453,18 +1583,24 @@ fn fit_knobs(
         until,
     };
     let replay_end = until.unwrap_or(end).min(end);
-    let starts: Vec<u64> = f.observed.iter().map(|o| o.t_ns).collect();
+    let last = f
+        .observed
+        .last()
+        .map_or(0, |o| o.t_ns.saturating_add(grid.width));
     let error = |knobs: &Knobs| -> Result<Option<(f64, usize)>, DcqcnError> {
-        let mut rc = RcBins::new(&starts, grid.width, opts.line_mbps);
-        let stopped = run_model(opts, knobs, cnps, replay_end, |e| rc.at(e.t_ns, e.rc_mbps))?;
+        let mut st = Stretches::new(&f.observed, window, f.frame_bits, opts.line_mbps);
+        let stopped = run_model(opts, knobs, cnps, replay_end, |e| st.at(e.t_ns, e.rc_mbps))?;
         if stopped.is_some_and(|s| until.is_none_or(|u| s < u)) {
-            // Not modeled over the same bins as the others, so its error would not compare.
+            // Not modeled over the same stretch of time as the others, so its error would not compare.
             return Ok(None);
         }
-        let pairs = model_vs_observed(&rc.means(), &f.observed, window);
-        let n = pairs.len();
-        let sum: f64 = pairs.iter().map(|(rc, obs)| (rc - obs).abs()).sum();
-        Ok(Some((if n > 0 { sum / n as f64 } else { 0.0 }, n)))
+        let t = st.finish(until.map_or(last, |u| u.min(last)));
+        let error = if t.span_ns > 0 {
+            t.error_bits / t.span_ns as f64
+        } else {
+            0.0
+        };
+        Ok(Some((error, t.compared)))
     };
     let Some((given_error, n)) = error(&opts.knobs)? else {
         return Ok(None);
@@ -1530,7 +1666,7 @@ fn fit_knobs(
         rpg_gd,
         error_gbps,
         given_error_gbps: given_error,
-        bins_compared: n,
+        stretches_compared: n,
         candidates,
     }))
 }

@@ -43,8 +43,9 @@ pub struct Finding {
 pub struct Rules {
     /// CNPs a flow must have received before "no cut followed" means anything.
     pub min_cnps_for_cut_check: u64,
-    /// Share of the bins after the first CNP in which the flow sent above the modeled Rc (by more than 20 %)
-    /// that marks a sender ignoring CNPs.
+    /// Share of the stretches after the first CNP in which the flow sent above what the modeled Rc allowed
+    /// (by more than 20 % and a frame; see `FlowSummary::stretches_compared`) that marks a sender ignoring
+    /// CNPs.
     pub above_model_share: f64,
     /// The fitted knobs must explain the observed rate this much better than the given ones (error ratio).
     pub fit_gain: f64,
@@ -54,8 +55,8 @@ impl Default for Rules {
     fn default() -> Self {
         Rules {
             min_cnps_for_cut_check: 5,
-            // A sender that obeys its limiter exceeds Rc only in bins where the rate just rose; half the time
-            // is far beyond that.
+            // A sender that obeys its limiter exceeds Rc's allowance only by the frame straddling a stretch's
+            // start and the queues' jitter, both within the margin; half the stretches is far beyond that.
             above_model_share: 0.5,
             fit_gain: 0.7,
         }
@@ -263,11 +264,12 @@ fn cnps_without_cuts(dcqcn: &DcqcnReport, rules: &Rules, out: &mut Vec<Finding>)
         .filter(|f| ignores_cnps(f, rules))
         .map(|f| {
             format!(
-                "{}: {} CNPs, yet sent above the modeled rate ceiling in {:.0} % of the bins after the first \
-                 (the model's last Rc {:.0} Mb/s)",
+                "{}: {} CNPs, yet sent above the modeled rate ceiling in {:.0} % of the {} stretches after the \
+                 first (the model's last Rc {:.0} Mb/s)",
                 flow_name(f.sender, f.receiver, f.receiver_qp),
                 f.cnps,
                 f.above_model_fraction * 100.0,
+                f.stretches_compared,
                 f.cuts.last().map_or(dcqcn.line_gbps, |c| c.rc_after_gbps) * 1000.0
             )
         })

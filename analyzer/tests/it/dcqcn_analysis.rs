@@ -39,6 +39,8 @@ struct Sender {
     pcp: Option<u8>,
     /// Whether the sender's RP acts on CNPs (`roce_rp/enable/N` on its priority).
     rp_on: bool,
+    /// The most the application offers, Mb/s: the sender sends at the lower of this and Rc.
+    offered_mbps: f64,
 }
 
 impl Sender {
@@ -51,6 +53,7 @@ impl Sender {
             silent_us: Vec::new(),
             pcp: None,
             rp_on: true,
+            offered_mbps: LINE_MBPS,
         }
     }
 
@@ -126,7 +129,7 @@ impl Sender {
             }
             psn += 1;
             // Pacing gap: the frame's bits at Rc (Mb/s = bits per µs).
-            t += (bits / rp.rc_mbps() * 1000.0).ceil() as u64;
+            t += (bits / rp.rc_mbps().min(self.offered_mbps) * 1000.0).ceil() as u64;
         }
         // PFC on priority 3 from the switch: XOFF (the longest pause, refreshed by the XON's end) and XON.
         for &(a, b) in &self.silent_us {
@@ -499,7 +502,9 @@ fn pfc_paused_bins_are_left_out_of_the_comparisons() {
         .iter()
         .filter(|o| o.t_ns >= T0 + 100 * US && o.gbps > 0.0 && !o.paused)
         .count();
-    assert_eq!(fit.bins_compared, busy_unpaused);
+    // At 50 Gb/s a bin holds far more than the frames a stretch needs: one stretch per bin, the paused left out.
+    assert_eq!(fit.stretches_compared, busy_unpaused);
+    assert_eq!(f.stretches_compared, busy_unpaused);
 }
 
 /// Only the flows with the most CNPs are fitted, as many as `fit_flows` says; the others keep their model.
@@ -830,4 +835,86 @@ fn cnps_seen_at_two_taps_are_counted_once() {
     assert_eq!((t.iface, t.cnp_iface), (0, Some(0)));
     assert_eq!(t.cuts, o.cuts);
     assert!(two.unpaired_cnps.is_empty(), "{:?}", two.unpaired_cnps);
+}
+
+/// Knobs and CNPs that squeeze the model under 1 Gb/s and keep it there (clamp_tgt_rate: every cut also lowers
+/// the target, so only the additive steps raise it): fewer than one 4 KiB frame per 10 µs bin.
+fn squeezed() -> (Knobs, Vec<u64>) {
+    let mut knobs = Knobs::default();
+    knobs.set("clamp_tgt_rate", "1").unwrap();
+    // Eight CNPs within one alpha update: alpha stays near 1 and each cut about halves Rc, to 0.7 Gb/s;
+    // the additive steps bring it back to 1.3 Gb/s in 6 ms.
+    (knobs, (0..8).map(|i| 100 + 5 * i).collect())
+}
+
+fn bins10() -> Options {
+    Options {
+        bin_ns: Some(10_000),
+        ..Options::default()
+    }
+}
+
+/// A sender paced exactly at a model Rc below one frame per bin: every bin that holds a frame reads 3.4 Gb/s,
+/// far above Rc, and the per-bin comparison called this obedient sender one that ignores its CNPs
+/// (incast_clamp's false `cnps_without_cuts`). Over stretches that hold several frames it is where the model
+/// says.
+#[test]
+fn a_sender_paced_below_a_frame_per_bin_is_not_above_its_model() {
+    let (knobs, cnps) = squeezed();
+    let sender = Sender {
+        duration_us: 6_000,
+        ..Sender::new(&knobs, &cnps)
+    };
+    let opts = Options {
+        knobs: knobs.clone(),
+        ..bins10()
+    };
+    let report = analyse(sender.pcap(), &opts);
+    let f = &report.flows[0];
+    assert!(f.min_rc_gbps.unwrap() < 1.0, "{:?}", f.min_rc_gbps);
+    // The quantisation the rule must see through: most busy bins after the squeeze read above 3 Gb/s.
+    let late: Vec<f64> = f
+        .observed
+        .iter()
+        .filter(|o| o.t_ns > T0 + 1_000 * US)
+        .map(|o| o.gbps)
+        .collect();
+    assert!(
+        late.iter().filter(|&&g| g > 3.0).count() * 2 > late.len(),
+        "{late:?}"
+    );
+    assert!(f.stretches_compared >= 5, "{}", f.stretches_compared);
+    assert!(f.above_model_fraction < 0.1, "{}", f.above_model_fraction);
+}
+
+/// The same CNPs to a sender whose RP ignores them, offering 2 Gb/s (a frame every 17 µs, also less than one
+/// per bin): the model squeezes it under 1 Gb/s, it keeps its 2 Gb/s, and the finding must still fire.
+#[test]
+fn a_slow_sender_that_ignores_its_cnps_is_still_found() {
+    use analyzer::analysis::{self as pipeline, PipelineOptions};
+    let (knobs, cnps) = squeezed();
+    let sender = Sender {
+        duration_us: 6_000,
+        rp_on: false,
+        offered_mbps: 2_000.0,
+        ..Sender::new(&knobs, &cnps)
+    };
+    let bytes = pcapng_with_knobs(
+        &sender.frames(),
+        serde_json::json!({"eth0/roce_rp/clamp_tgt_rate": "1"}),
+    );
+    let report = analyse(bytes.clone(), &bins10());
+    let f = &report.flows[0];
+    assert!(f.stretches_compared >= 5, "{}", f.stretches_compared);
+    assert!(f.above_model_fraction > 0.9, "{}", f.above_model_fraction);
+    // Through the whole analysis, as `report` runs it.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ignores.pcapng");
+    std::fs::write(&path, &bytes).unwrap();
+    let mut reader = roce_capture::Capture::open_file(&path).unwrap();
+    let mut opts = PipelineOptions::default();
+    opts.dcqcn.bin_ns = Some(10_000);
+    let a = pipeline::run(&mut reader, &opts, |_| {}).unwrap();
+    let codes: Vec<&str> = a.findings.iter().map(|f| f.code).collect();
+    assert!(codes.contains(&"cnps_without_cuts"), "{:?}", a.findings);
 }
