@@ -142,8 +142,8 @@ struct ReportArgs {
 /// How the reaction-point model runs (shared by `dcqcn` and `report`).
 #[derive(Debug, Args)]
 struct ModelArgs {
-    /// DSCP → priority entries for untagged frames, on top of DSCP/8 (e.g. 26=3,48=6); a map the tracer
-    /// recorded in the capture wins. See docs/priority.md.
+    /// DSCP → priority entries for untagged frames (e.g. 26=3,48=6), on top of the map the tracer recorded
+    /// in the capture, else of DSCP/8; they win over both. See docs/priority.md.
     #[arg(long, value_name = "DSCP=PRIO,...", value_parser = parse_dscp_map)]
     dscp_map: Option<PriorityMap>,
     /// Line rate of the senders: the model's starting and maximum rate; also converts pause quanta to time.
@@ -245,8 +245,8 @@ struct StatsArgs {
     /// Link speed that converts PFC/PAUSE quanta into time (512 bit times each).
     #[arg(long, default_value = "100G", value_parser = units::parse_speed)]
     link_speed: u64,
-    /// DSCP → priority entries for untagged frames, on top of DSCP/8 (e.g. 26=3,48=6); a map the tracer
-    /// recorded in the capture wins. See docs/priority.md.
+    /// DSCP → priority entries for untagged frames (e.g. 26=3,48=6), on top of the map the tracer recorded
+    /// in the capture, else of DSCP/8; they win over both. See docs/priority.md.
     #[arg(long, value_name = "DSCP=PRIO,...", value_parser = parse_dscp_map)]
     dscp_map: Option<PriorityMap>,
     /// One JSON document with the keys capture, flows, cnps, pfc.

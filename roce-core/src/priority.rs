@@ -4,8 +4,9 @@
 //! VLAN-tagged frame carries it in its PCP. An untagged frame does not, yet NVIDIA's standard lossless setup
 //! sends RoCE untagged with the NIC and switch in DSCP trust: DSCP 26 travels on priority 3 (with PFC), CNPs
 //! with DSCP 48 on priority 6. For those frames the priority comes from a DSCP → priority map: DSCP/8 by
-//! default (what ConnectX and most switches map by default), a map given with `--dscp-map`, or the one the
-//! tracer recorded from the host (which wins when present).
+//! default (what ConnectX and most switches map by default), the one the tracer recorded from the host (which
+//! replaces the default), and the entries given with `--dscp-map` (which win over both: the person running
+//! the analysis may know better than a recording, say of another host).
 //!
 //! Passes keep each flow's PCP and DSCP and resolve the priority once the map is known, after the capture
 //! (a recorded map arrives in the capture's custom blocks, possibly after the first frames).
@@ -37,8 +38,12 @@ pub struct PriorityMap {
     pub dscp: [u8; 64],
     /// The entries that differ from DSCP/8, as `dscp=prio` (for the report).
     pub changes: Vec<(u8, u8)>,
-    /// Where the map came from: `default`, `--dscp-map`, or `recorded (IFACE)`.
+    /// Where the map came from: `default`, `--dscp-map`, `recorded (IFACE)`, or `--dscp-map over recorded
+    /// (IFACE)`.
     pub source: String,
+    /// The entries given with `--dscp-map`, kept so that they can be laid over a recorded map.
+    #[serde(skip)]
+    pub given: Vec<(u8, u8)>,
 }
 
 /// The classification a port trusts.
@@ -71,6 +76,7 @@ impl Default for PriorityMap {
             dscp: std::array::from_fn(|d| (d / 8) as u8),
             changes: Vec::new(),
             source: "default".into(),
+            given: Vec::new(),
         }
     }
 }
@@ -94,6 +100,7 @@ impl PriorityMap {
                 .filter(|&(d, p)| d < 64 && p < 8)
                 .ok_or_else(|| PriorityMapError::Entry(entry.to_string()))?;
             m.set(d, p);
+            m.given.push((d, p));
         }
         Ok(m)
     }
@@ -148,11 +155,20 @@ impl PriorityMap {
 }
 
 impl PriorityMap {
-    /// The map to use: the one recorded in `blocks` when there is one, else this one. A recorded map that
-    /// cannot be read leaves this one, and says why in `source`.
+    /// The map to use: the one recorded in `blocks` when there is one (its trust and entries), with the
+    /// entries given with `--dscp-map` laid over it; else this one. A recorded map that cannot be read leaves
+    /// this one, and says why in `source`.
     pub fn effective(&self, blocks: &[CustomBlock]) -> PriorityMap {
         match PriorityMap::recorded(blocks) {
-            Some(Ok(m)) => m,
+            Some(Ok(m)) if self.given.is_empty() => m,
+            Some(Ok(mut m)) => {
+                for &(d, p) in &self.given {
+                    m.set(d, p);
+                }
+                m.given.clone_from(&self.given);
+                m.source = format!("--dscp-map over {}", m.source);
+                m
+            }
             Some(Err(e)) => PriorityMap {
                 source: format!("{} (the recorded map was refused: {e})", self.source),
                 ..self.clone()

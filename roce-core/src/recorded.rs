@@ -23,6 +23,9 @@ pub struct RecordedEcn {
     pub captured: bool,
     /// Each file of its `ecn/` directory (`roce_rp/NAME`, `roce_np/enable/3`, ...) with its value, by path.
     pub files: Vec<(String, String)>,
+    /// The addresses of the host the NIC is in (its RoCE GIDs), which tell whose knobs these are; empty when
+    /// the record does not say (written before it could), or an address did not parse.
+    pub addrs: Vec<IpAddr>,
 }
 
 impl RecordedEcn {
@@ -55,6 +58,13 @@ pub fn recorded_ecn(blocks: &[CustomBlock]) -> Vec<RecordedEcn> {
         return Vec::new();
     };
     let captured = &record.captured;
+    let addrs_of = |iface: &str| -> Vec<IpAddr> {
+        record
+            .addrs
+            .get(iface)
+            .map(|v| v.iter().filter_map(|a| a.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    };
     let mut by_iface: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
     for (path, v) in &record.knobs {
         if let Some((iface, file)) = path.split_once('/') {
@@ -69,6 +79,7 @@ pub fn recorded_ecn(blocks: &[CustomBlock]) -> Vec<RecordedEcn> {
         .map(|(iface, files)| RecordedEcn {
             iface: iface.to_string(),
             captured: captured.iter().any(|c| c == iface),
+            addrs: addrs_of(iface),
             files,
         })
         .collect();

@@ -867,15 +867,20 @@ fn samples_record_the_knobs_their_hosts_ran_with() {
                 .iter()
                 .filter_map(|t| {
                     let l = &sc.links[t.link];
-                    let h = [l.a, l.b].into_iter().find_map(|n| sc.hosts.get(n))?;
-                    Some((t.name.as_str(), h))
+                    let (n, h) = [l.a, l.b]
+                        .into_iter()
+                        .find_map(|n| Some((n, sc.hosts.get(n)?)))?;
+                    Some((t.name.as_str(), n, h))
                 })
                 .collect();
             let what = sc.file_name(i);
             assert_eq!(recorded.len(), with_host.len(), "{what}: {recorded:?}");
-            for (tap, host) in with_host {
+            for (tap, n, host) in with_host {
                 let rec = recorded.iter().find(|r| r.iface == tap).unwrap();
                 assert!(rec.captured, "{what}: {tap}");
+                // Host n is 10.0.0.n+1 (samples/README.md), and its NIC's knobs say so.
+                let ip: std::net::IpAddr = format!("10.0.0.{}", n + 1).parse().unwrap();
+                assert_eq!(rec.addrs, [ip], "{what}: {tap}");
                 let c = rec
                     .config(&roce_core::dcqcn::EcnConfig::default())
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -895,6 +900,11 @@ fn samples_record_the_knobs_their_hosts_ran_with() {
                     assert_eq!(read[name], u64::from(value), "{what}: {tap} {name}");
                 }
                 assert!(c.ignored.is_empty(), "{what}: {:?}", c.ignored);
+                // The scenario's rp/np switches act on every priority: all eight enable/N files say so.
+                for p in 0..8 {
+                    assert_eq!(c.rp_enable.get(p), Some(host.rp), "{what}: {tap} rp {p}");
+                    assert_eq!(c.np_enable.get(p), Some(host.np), "{what}: {tap} np {p}");
+                }
             }
         }
     }

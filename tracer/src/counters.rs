@@ -5,11 +5,17 @@
 //! `np_cnp_sent`, `rp_cnp_handled`, `out_of_sequence` and friends there), and every ethtool statistic of each
 //! captured interface (what `ethtool -S` prints: mlx5's per-priority `rx_prio3_pause`,
 //! `rx_prio3_pause_duration`, `rx_prio3_pause_transition`, ...), under the key `ethtool/<iface>/<name>`.
-//! Knobs: every file under `class/net/*/ecn/roce_rp/` and `roce_np/`, read once.
+//! Knobs: every file under `class/net/*/ecn/roce_rp/` and `roce_np/`, read once; beside them, for each of
+//! those interfaces, the port's QoS trust (`IFACE/trust`: `pcp` or `dscp`) and DSCP → priority map
+//! (`IFACE/dscp2prio/DSCP`), as `mlnx_qos -i IFACE` prints them (the driver keeps them behind DCB netlink, not
+//! in sysfs), and the addresses of each interface's RoCE GIDs (`addrs`), which tell a reader whose knobs
+//! these are.
 //!
-//! On a live system the root is `/sys` and the ethtool statistics come from the `SIOCETHTOOL` ioctl. A
-//! fixture tree (`--sysfs-root`, for tests) is laid out like `/sys` and holds the ethtool statistics as the
-//! text `ethtool -S IFACE` prints, in `<root>/ethtool-S/<iface>`; the ioctl is then never used.
+//! On a live system the root is `/sys`, the ethtool statistics come from the `SIOCETHTOOL` ioctl and the QoS
+//! from running `mlnx_qos` (a host without it records none). A fixture tree (`--sysfs-root`, for tests) is
+//! laid out like `/sys` and holds the ethtool statistics as the text `ethtool -S IFACE` prints, in
+//! `<root>/ethtool-S/<iface>`, and the QoS as the text `mlnx_qos -i IFACE` prints, in
+//! `<root>/mlnx_qos/<iface>`; neither the ioctl nor the tool is then used.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,6 +44,19 @@ pub enum EthtoolSource {
     Files(PathBuf),
 }
 
+/// Where a port's QoS trust and DSCP → priority map come from.
+#[derive(Debug, Clone)]
+pub enum QosSource {
+    /// Running `mlnx_qos -i IFACE`, for at most [`QOS_TIMEOUT`].
+    Command,
+    /// `mlnx_qos -i IFACE` text files, one per interface, in this directory.
+    Files(PathBuf),
+}
+
+/// How long `mlnx_qos` may take for one interface before its answer is given up (it answers in well under a
+/// second; a stuck DCB query must not hold the capture's start).
+pub const QOS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Reads the NIC counters, ethtool statistics and DCQCN knobs into their custom blocks.
 #[derive(Debug)]
 pub struct Sampler {
@@ -46,6 +65,7 @@ pub struct Sampler {
     /// Counter files found at start, relative to the root.
     files: Vec<String>,
     ethtool: EthtoolSource,
+    qos: QosSource,
 }
 
 fn sorted_dir(path: &Path) -> Vec<PathBuf> {
@@ -88,13 +108,17 @@ impl Sampler {
         )
     }
 
-    /// A fixture tree laid out like `/sys`, with `ethtool-S/<iface>` files for the ethtool statistics.
+    /// A fixture tree laid out like `/sys`, with `ethtool-S/<iface>` files for the ethtool statistics and
+    /// `mlnx_qos/<iface>` files for the QoS.
     pub fn fixture(root: &Path, interfaces: &[String]) -> Self {
-        Self::new(
-            root,
-            interfaces,
-            EthtoolSource::Files(root.join("ethtool-S")),
-        )
+        Sampler {
+            qos: QosSource::Files(root.join("mlnx_qos")),
+            ..Self::new(
+                root,
+                interfaces,
+                EthtoolSource::Files(root.join("ethtool-S")),
+            )
+        }
     }
 
     /// Finds the counter files once; devices that appear later are not picked up.
@@ -118,6 +142,7 @@ impl Sampler {
             interfaces: interfaces.to_vec(),
             files,
             ethtool,
+            qos: QosSource::Command,
         }
     }
 
@@ -187,7 +212,46 @@ impl Sampler {
                 let dir = net.join(&iface).join("ecn").join(side);
                 walk(&dir, &format!("{iface}/{side}"), 0, &mut out);
             }
+            // The QoS of the ports that do DCQCN: what turns an untagged frame's DSCP into its priority.
+            if net.join(&iface).join("ecn").is_dir()
+                && let Some(text) = self.qos_text(&iface)
+            {
+                for (file, value) in parse_mlnx_qos(&text) {
+                    out.insert(format!("{iface}/{file}"), value);
+                }
+            }
         }
+        out
+    }
+
+    /// What `mlnx_qos -i IFACE` prints, from the tool or the fixture; `None` when it cannot say.
+    fn qos_text(&self, iface: &str) -> Option<String> {
+        match &self.qos {
+            QosSource::Files(dir) => std::fs::read_to_string(dir.join(iface)).ok(),
+            QosSource::Command => run_for(
+                std::process::Command::new("mlnx_qos").args(["-i", iface]),
+                QOS_TIMEOUT,
+            ),
+        }
+    }
+
+    /// The addresses of each interface's RoCE GIDs, for the interfaces that have knobs: `iface` → addresses.
+    pub fn addrs(&self, knobs: &BTreeMap<String, String>) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for port in crate::list::rdma_ports(&self.root) {
+            let Some(netdev) = port.netdev else { continue };
+            if !knobs.keys().any(|k| k.starts_with(&format!("{netdev}/"))) {
+                continue;
+            }
+            let known = out.entry(netdev).or_default();
+            for a in crate::qp_owners::port_addrs(&port.gids) {
+                let a = a.to_string();
+                if !known.contains(&a) {
+                    known.push(a);
+                }
+            }
+        }
+        out.retain(|_, v| !v.is_empty());
         out
     }
 
@@ -221,6 +285,7 @@ impl Sampler {
         blocks::encode_record(&records::Knobs {
             version: records::VERSION,
             ts_ns: sys::now_ns(),
+            addrs: self.addrs(&knobs),
             knobs,
             captured: self.interfaces.clone(),
         })
@@ -239,6 +304,68 @@ impl Sampler {
             counters,
         })
         .ok()
+    }
+}
+
+/// The trust and DSCP → priority map in the text `mlnx_qos -i IFACE` prints, as knob files: `trust` from its
+/// `Priority trust state: dscp` line, and `dscp2prio/DSCP` → priority from each `prio:P dscp:D,D,...,` line
+/// (a priority may take several lines). Lines it does not know are skipped; nothing is made up for DSCPs it
+/// does not list.
+pub fn parse_mlnx_qos(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some((_, state)) = line.split_once("trust state:") {
+            let state = state.trim();
+            if matches!(state, "pcp" | "dscp") {
+                out.push(("trust".to_string(), state.to_string()));
+            }
+            continue;
+        }
+        let Some((prio, dscps)) = line
+            .strip_prefix("prio:")
+            .and_then(|rest| rest.split_once("dscp:"))
+        else {
+            continue;
+        };
+        let Some(prio) = prio.trim().parse::<u8>().ok().filter(|p| *p < 8) else {
+            continue;
+        };
+        for d in dscps.split(',').filter_map(|d| d.trim().parse::<u8>().ok()) {
+            if d < 64 {
+                out.push((format!("dscp2prio/{d}"), prio.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// The standard output of `cmd` when it ran and succeeded within `limit`; `None` otherwise (not installed,
+/// failed, or too slow: then it is killed).
+fn run_for(cmd: &mut std::process::Command, limit: std::time::Duration) -> Option<String> {
+    use std::io::Read as _;
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let start = std::time::Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut text = String::new();
+                child.stdout.take()?.read_to_string(&mut text).ok()?;
+                return status.success().then_some(text);
+            }
+            Ok(None) if start.elapsed() < limit => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
     }
 }
 
@@ -351,6 +478,129 @@ mod tests {
         let record: records::Knobs = blocks::decode(&block).expect("our own record");
         assert_eq!(record.captured, ["eth2"]);
         assert_eq!(record.knobs, k);
+    }
+
+    /// `mlnx_qos -i eth0` on a host in NVIDIA's lossless setup with two DSCPs moved: 30 to priority 6 and 26
+    /// to 4 (both off the DSCP/8 default), so that a reader falling back to the default would be caught.
+    const MLNX_QOS: &str = "DCBX mode: OS controlled
+Priority trust state: dscp
+dscp2prio mapping:
+        prio:0 dscp:07,06,05,04,03,02,01,00,
+        prio:1 dscp:15,14,13,12,11,10,09,08,
+        prio:2 dscp:23,22,21,20,19,18,17,16,
+        prio:3 dscp:31,29,28,27,25,24,
+        prio:4 dscp:39,38,37,36,35,34,33,32,
+        prio:4 dscp:26,
+        prio:5 dscp:47,46,45,44,43,42,41,40,
+        prio:6 dscp:30,55,54,53,52,51,50,49,
+        prio:6 dscp:48,
+        prio:7 dscp:63,62,61,60,59,58,57,56,
+Cable len: 7
+PFC configuration:
+        priority    0   1   2   3   4   5   6   7
+        enabled     0   0   0   1   0   0   0   0
+";
+
+    /// The host's QoS and its NIC's address travel in the `KNOB` block beside the ECN knobs, and the analyzer's
+    /// reading of the block gives back the host's map and trust, and knows whose knobs they are.
+    #[test]
+    fn the_qos_map_and_the_addresses_are_recorded_and_read_back() {
+        let d = fixture();
+        let put = |rel: &str, v: &str| {
+            let p = d.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, v).unwrap();
+        };
+        put("mlnx_qos/eth0", MLNX_QOS);
+        // eth1 has knobs but its tool's answer is not there (a host without mlnx_qos): no map for it.
+        let gid = "class/infiniband/mlx5_0/ports/1";
+        put(
+            &format!("{gid}/gids/0"),
+            "fe80:0000:0000:0000:0000:0000:0000:0001\n",
+        );
+        put(
+            &format!("{gid}/gids/1"),
+            "0000:0000:0000:0000:0000:ffff:0a00:0001\n",
+        );
+        put(
+            &format!("{gid}/gids/2"),
+            "0000:0000:0000:0000:0000:0000:0000:0000\n",
+        );
+        for i in 0..2 {
+            put(&format!("{gid}/gid_attrs/ndevs/{i}"), "eth0\n");
+            put(&format!("{gid}/gid_attrs/types/{i}"), "RoCE v2\n");
+        }
+        let s = Sampler::fixture(d.path(), &["eth0".to_string()]);
+        let k = s.knobs();
+        assert_eq!(k.get("eth0/trust").map(String::as_str), Some("dscp"));
+        assert_eq!(k.get("eth0/dscp2prio/26").map(String::as_str), Some("4"));
+        assert_eq!(k.get("eth0/dscp2prio/30").map(String::as_str), Some("6"));
+        assert_eq!(k.get("eth0/dscp2prio/48").map(String::as_str), Some("6"));
+        assert_eq!(
+            k.keys()
+                .filter(|k| k.starts_with("eth0/dscp2prio/"))
+                .count(),
+            64
+        );
+        assert!(
+            !k.keys()
+                .any(|k| k.starts_with("eth1/trust") || k.starts_with("eth1/dscp2prio"))
+        );
+        let block = s.knobs_block().expect("knobs were found");
+        let record: records::Knobs = blocks::decode(&block).expect("our own record");
+        assert_eq!(record.addrs.len(), 1, "{:?}", record.addrs);
+        assert_eq!(record.addrs["eth0"], ["fe80::1", "10.0.0.1"]);
+        // The analyzer's side, from the block as a capture would hold it.
+        let held = [roce_capture::CustomBlock {
+            pen: blocks::PEN,
+            data: block,
+        }];
+        let map = roce_core::priority::PriorityMap::recorded(&held)
+            .expect("a map was recorded")
+            .expect("it reads");
+        assert_eq!(map.source, "recorded (eth0)");
+        assert_eq!(map.trust, roce_core::priority::Trust::Dscp);
+        assert_eq!(map.resolve(None, Some(26)).map(|p| p.0), Some(4));
+        assert_eq!(map.resolve(Some(3), Some(30)).map(|p| p.0), Some(6));
+        let ecn = roce_core::recorded::recorded_ecn(&held);
+        let eth0 = ecn.iter().find(|r| r.iface == "eth0").unwrap();
+        assert_eq!(
+            eth0.addrs,
+            [
+                "fe80::1".parse::<std::net::IpAddr>().unwrap(),
+                [10, 0, 0, 1].into()
+            ]
+        );
+        assert!(
+            ecn.iter()
+                .find(|r| r.iface == "eth1")
+                .unwrap()
+                .addrs
+                .is_empty()
+        );
+    }
+
+    /// A host without `mlnx_qos`, a tool that fails, and one that hangs all leave the QoS out, the last within
+    /// its limit.
+    #[test]
+    fn a_missing_failing_or_stuck_tool_records_nothing() {
+        use std::process::Command;
+        let limit = std::time::Duration::from_millis(300);
+        assert_eq!(
+            run_for(Command::new("sh").args(["-c", "echo trust"]), limit).as_deref(),
+            Some("trust\n")
+        );
+        assert_eq!(
+            run_for(&mut Command::new("rocetrace-no-such-tool"), limit),
+            None
+        );
+        assert_eq!(
+            run_for(Command::new("sh").args(["-c", "exit 3"]), limit),
+            None
+        );
+        let start = std::time::Instant::now();
+        assert_eq!(run_for(Command::new("sleep").arg("30"), limit), None);
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
     }
 
     #[test]

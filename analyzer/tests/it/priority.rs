@@ -152,22 +152,32 @@ fn a_given_dscp_map_moves_the_data() {
     assert!(a.pauses.stalls.is_empty());
 }
 
-/// The map the tracer recorded (`eth0/dscp2prio/26` = 3) wins over a given one, and stays out of the ECN
-/// knobs (which would have refused the whole recorded set).
+/// The map the tracer recorded (`eth0/dscp2prio/26` = 5, off the DSCP/8 default) wins over the default, and
+/// stays out of the ECN knobs (which would have refused the whole recorded set); `--dscp-map` wins over both,
+/// laid over the recorded map (whose trust and other entries stay).
 #[test]
-fn the_recorded_map_wins() {
-    let mut opts = PipelineOptions::default();
-    opts.dcqcn.priorities = PriorityMap::parse("26=5").unwrap();
+fn the_recorded_map_wins_over_the_default_and_a_given_one_over_both() {
     let recorded = serde_json::json!({
         "eth0/trust": "dscp",
-        "eth0/dscp2prio/26": "3",
-        "eth0/dscp2prio/48": "6",
+        "eth0/dscp2prio/26": "5",
+        "eth0/dscp2prio/48": "7",
         "eth0/roce_np/min_time_between_cnps": "4",
     });
+    let a = analyse(Some(recorded.clone()), &PipelineOptions::default());
+    let data = a.stats.flows.iter().find(|f| f.dest_qp == 0x100).unwrap();
+    assert_eq!(data.priority, Some(5));
+    assert_eq!(a.stats.priority_map.source, "recorded (eth0)");
+    assert!(codes(&a).contains(&"pause_without_roce"));
+    let mut opts = PipelineOptions::default();
+    opts.dcqcn.priorities = PriorityMap::parse("26=3").unwrap();
     let a = analyse(Some(recorded), &opts);
     let data = a.stats.flows.iter().find(|f| f.dest_qp == 0x100).unwrap();
     assert_eq!(data.priority, Some(3));
-    assert_eq!(a.stats.priority_map.source, "recorded (eth0)");
+    assert_eq!(
+        a.stats.priority_map.source,
+        "--dscp-map over recorded (eth0)"
+    );
+    assert_eq!(a.stats.priority_map.changes, [(48, 7)]);
     assert!(
         a.dcqcn.knob_source.contains("recorded"),
         "{}",

@@ -68,6 +68,14 @@ pub struct Knobs {
     /// (a mirror port has none). Absent from the oldest blocks.
     #[serde(deserialize_with = "lenient_list")]
     pub captured: Vec<String>,
+    /// `<iface>` → the addresses its RoCE GIDs stand for, so that the reader can tell whose knobs are whose: a
+    /// check of the notification point wants the receiver's, a model of the reaction point the sender's.
+    /// Absent from blocks written before it (the reader then cannot tell).
+    #[serde(
+        deserialize_with = "lenient_map",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub addrs: BTreeMap<String, Vec<String>>,
 }
 
 /// `CTRS`, every `--interval`: one reading of every NIC counter.

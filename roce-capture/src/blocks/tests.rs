@@ -34,6 +34,7 @@ fn knobs_round_trip() {
         ts_ns: 5,
         knobs: map(&[("eth0/roce_rp/rpg_gd", "11".to_string())]),
         captured: vec!["eth0".into()],
+        addrs: [("eth0".to_string(), vec!["10.0.0.1".to_string()])].into(),
     });
 }
 

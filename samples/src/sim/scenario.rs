@@ -946,17 +946,24 @@ impl Scenario {
     /// host's link, that host's `roce_rp/` and `roce_np/` knobs under the tap's interface name, as the tracer
     /// keys a NIC's files by its interface. A tap between two switches is a mirror port with no knobs (of two
     /// hosts linked directly, `a`'s NIC is the one captured). `None` when no tap of the file has a host, as
-    /// the tracer writes no block when no interface has knobs. The `enable/N` files are not written: the
-    /// hosts' `rp`/`np` switches are what the samples teach to find from the traffic.
+    /// the tracer writes no block when no interface has knobs. The hosts' `rp`/`np` switches act on every
+    /// priority, so they are written as all eight `enable/N` files of each side; the host's address goes in
+    /// `addrs`, as a tracer records its GIDs' addresses, so that a reader can tell whose knobs they are.
     pub fn knob_record(&self, file: usize) -> Option<Knobs> {
         let mut knobs = BTreeMap::new();
         let mut captured = Vec::new();
+        let mut addrs = BTreeMap::new();
         for tap in self.taps.iter().filter(|t| t.file == file) {
             captured.push(tap.name.clone());
             let link = &self.links[tap.link];
-            let Some(host) = [link.a, link.b].into_iter().find_map(|n| self.hosts.get(n)) else {
+            let Some((h, host)) = [link.a, link.b]
+                .into_iter()
+                .find_map(|n| Some((n, self.hosts.get(n)?)))
+            else {
                 continue;
             };
+            let ip = std::net::Ipv4Addr::from(super::engine::host_ip(h));
+            addrs.insert(tap.name.clone(), vec![ip.to_string()]);
             let mut put = |side: &str, name: &str, value: u64| {
                 knobs.insert(format!("{}/{side}/{name}", tap.name), value.to_string());
             };
@@ -970,12 +977,17 @@ impl Scenario {
             );
             put("roce_np", "cnp_dscp", u64::from(host.cnp_dscp));
             put("roce_np", "cnp_802p_prio", u64::from(host.cnp_prio));
+            for prio in 0..8 {
+                put("roce_rp", &format!("enable/{prio}"), u64::from(host.rp));
+                put("roce_np", &format!("enable/{prio}"), u64::from(host.np));
+            }
         }
         (!knobs.is_empty()).then(|| Knobs {
             version: VERSION,
             ts_ns: self.files.get(file).map_or(0, |f| f.local_ns(0)),
             knobs,
             captured,
+            addrs,
         })
     }
 

@@ -165,7 +165,7 @@ pub(super) struct World<'s, W: Write> {
     io_error: Option<std::io::Error>,
 }
 
-fn host_ip(h: usize) -> [u8; 4] {
+pub(crate) fn host_ip(h: usize) -> [u8; 4] {
     [10, 0, (h >> 8) as u8, (h & 0xff) as u8 + 1]
 }
 fn host_mac(h: usize) -> [u8; 6] {
