@@ -219,10 +219,10 @@ struct DecodeArgs {
     /// side as one dataset partitioned by collector.
     #[arg(long, value_name = "NAME", requires = "parquet", value_parser = collector_name)]
     collector: Option<String>,
-    /// With --parquet: rows per row group (about a million by default; their buffers take about 150 bytes
-    /// a row while filling).
-    #[arg(long, value_name = "N", requires = "parquet", default_value_t = dataset::DEFAULT_GROUP_ROWS)]
-    row_group_rows: usize,
+    /// With --parquet: rows at most per row group. By default a group closes at 128 MiB encoded (several
+    /// million frames, Spark's block size); the encoded group is held in memory until it is written.
+    #[arg(long, value_name = "N", requires = "parquet")]
+    row_group_rows: Option<usize>,
 }
 
 /// A collector name becomes a directory name and a partition value: no separators, nothing Hive would escape.

@@ -138,7 +138,7 @@ pub fn run(args: &[String]) -> Result<()> {
         ds_mb,
         row("`roce-analyzer stats`", &stats),
         row(
-            "`roce-analyzer decode --parquet` (row groups of 2^20)",
+            "`roce-analyzer decode --parquet` (both threads on the one core)",
             &written
         ),
         row(

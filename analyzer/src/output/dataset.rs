@@ -1,10 +1,23 @@
 //! `decode --parquet`: every frame as one row of a columnar dataset, for engines that read many collectors'
 //! captures at once (Spark, see docs/spark.md), where no single machine could merge them.
 //!
-//! Memory stays bounded whatever the capture's size: rows gather in plain column buffers until a row group is
-//! full, the group is encoded and written, and the buffers are cleared and filled again. A file holds a few
-//! row groups and is then closed under its final name, so a reader listing the directory meanwhile sees only
-//! whole files (Spark and Hive pass over names that start with a dot).
+//! The writer streams in bounded memory and splits the work over two threads. The decoding thread fills
+//! plain column buffers for a page's worth of rows ([`PAGE_ROWS`]) and hands them over; the encoding thread
+//! turns each column of them into one Parquet data page while the next page is being decoded. Pages gather
+//! in memory, already encoded (a few bytes a row), until the row group reaches [`DEFAULT_GROUP_BYTES`], the
+//! size Spark's readers and planners expect; then the group is written out and its pages dropped. So memory
+//! holds one encoded row group plus a few pages of buffers, whatever the capture's length.
+//!
+//! The pages are written through the Parquet layer under polars with an encoding chosen per column rather
+//! than tried: integers DELTA_BINARY_PACKED (counters and times cost a few bits a row, fields that rarely
+//! change almost nothing), text as a dictionary built while the rows arrive (addresses, taps and kinds repeat
+//! a handful of values, so a row costs a hash lookup and a few bits, and no string is made twice), booleans
+//! PLAIN (one bit each). With that, a general-purpose compressor would add time and save little, so pages
+//! are stored uncompressed. Readers see the same columns and types as ever: encodings are not part of the
+//! schema.
+//!
+//! A file holds a few row groups and is then closed under its final name, so a reader listing the directory
+//! meanwhile sees only whole files (Spark and Hive pass over names that start with a dot).
 //!
 //! Columns are signed integers, booleans and strings only: Spark reads Parquet's unsigned 32-bit integers as
 //! 64-bit ones and its unsigned 64-bit integers as decimals, so signed types one size up keep every engine's
@@ -15,12 +28,31 @@
 
 use std::collections::hash_map::Entry;
 use std::fs::File;
+use std::hash::Hash;
 use std::io::BufWriter;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
 
-use polars::io::parquet::write::BatchedWriter;
-use polars::prelude::*;
+use polars::prelude::PlSmallStr;
+use polars_parquet::parquet::CowBuffer;
+use polars_parquet::parquet::compression::Compression;
+use polars_parquet::parquet::encoding::hybrid_rle;
+use polars_parquet::parquet::error::ParquetError;
+use polars_parquet::parquet::metadata::{Descriptor, KeyValue, SchemaDescriptor};
+use polars_parquet::parquet::page::{
+    CompressedDataPage, CompressedDictPage, CompressedPage, DataPageHeader, DataPageHeaderV1,
+    FormatEncoding,
+};
+use polars_parquet::parquet::schema::Repetition;
+use polars_parquet::parquet::schema::types::{
+    IntegerType, ParquetType, PhysicalType, PrimitiveConvertedType, PrimitiveLogicalType,
+};
+use polars_parquet::parquet::write::{
+    DynIter, DynStreamingIterator, FileWriter, Version, WriteOptions,
+};
+use polars_parquet::write::fallible_streaming_iterator;
 use roce_capture::Capture;
 use roce_core::decode::{Frame, Kind, mac_to_string};
 use roce_wire::pfc::MacControlRepr;
@@ -33,12 +65,19 @@ use super::tables::TableError;
 pub const SCHEMA_VERSION: i32 = 1;
 /// The file metadata key that holds [`SCHEMA_VERSION`].
 pub const SCHEMA_VERSION_KEY: &str = "rocetrace.schema_version";
-/// Rows per row group: about a million (2^20). Spark plans one task per row group or file split; a group of a
-/// million frames is 10–30 MB compressed, and its column buffers about 150 MB while being filled.
-pub const DEFAULT_GROUP_ROWS: usize = 1 << 20;
-/// Row groups per file before the next `part-NNNNN.parquet` starts: files of a few hundred MB, the size
-/// object stores and Spark's split planning handle best.
-pub const DEFAULT_GROUPS_PER_FILE: usize = 8;
+/// Encoded bytes at which a row group is closed: 128 MiB, Spark's (and parquet-mr's) block size, so that a
+/// group is a task's worth of input and a file splits where Spark plans its splits. At a dozen or two bytes
+/// a row that is several million frames.
+pub const DEFAULT_GROUP_BYTES: usize = 128 << 20;
+/// Row groups per file before the next `part-NNNNN.parquet` starts: files of about half a gigabyte, which
+/// object stores and Spark's split planning handle well.
+pub const DEFAULT_GROUPS_PER_FILE: usize = 4;
+/// Rows per data page, which is also the batch the decoding thread hands over: large enough that a page's
+/// header and the hand-over cost nothing per row, small enough that the buffers in flight stay near 10 MB.
+pub const PAGE_ROWS: usize = 1 << 16;
+/// Distinct values a text column's dictionary may reach before its row group is closed early: a scan of
+/// many hosts still keeps the dictionaries (and readers' memory for them) small.
+const DICT_MAX: usize = 1 << 16;
 
 /// Why a dataset could not be written.
 #[derive(Debug, Error)]
@@ -46,6 +85,14 @@ pub enum DatasetError {
     /// Writing a file failed (the same errors as the tables').
     #[error(transparent)]
     Write(#[from] TableError),
+    /// The Parquet layer refused a page or the footer.
+    #[error("writing {path}: {source}")]
+    Parquet {
+        /// The file being written.
+        path: PathBuf,
+        /// What the Parquet writer said.
+        source: ParquetError,
+    },
     /// The directory already holds part files: adding to them would count their frames twice.
     #[error(
         "{path} already holds part files of a dataset; remove them or write elsewhere (another --collector \
@@ -53,6 +100,12 @@ pub enum DatasetError {
     )]
     NotEmpty {
         /// The directory, so the user knows what to clear.
+        path: PathBuf,
+    },
+    /// The encoding thread stopped without saying why (it panicked).
+    #[error("the dataset writer's encoding thread stopped unexpectedly while writing {path}")]
+    Encoder {
+        /// The dataset's directory.
         path: PathBuf,
     },
 }
@@ -66,12 +119,10 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> DatasetError + '_ {
     }
 }
 
-fn polars_error(path: &Path) -> impl FnOnce(PolarsError) -> DatasetError + '_ {
-    move |source| {
-        DatasetError::Write(TableError::Polars {
-            path: path.to_path_buf(),
-            source,
-        })
+fn parquet_error(path: &Path) -> impl FnOnce(ParquetError) -> DatasetError + '_ {
+    move |source| DatasetError::Parquet {
+        path: path.to_path_buf(),
+        source,
     }
 }
 
@@ -79,8 +130,8 @@ fn polars_error(path: &Path) -> impl FnOnce(PolarsError) -> DatasetError + '_ {
 /// clearing and reserving cannot forget a column.
 macro_rules! rows {
     ($($name:ident: $ty:ty,)*) => {
-        /// The column buffers of one row group: raw values, turned into text (addresses, tap names) only when
-        /// the group is written, so a row costs a handful of stores.
+        /// The column buffers of one page's rows: raw values, looked up in the dictionaries (addresses, tap
+        /// names) only on the encoding thread, so a row costs the decoding thread a handful of stores.
         #[derive(Debug, Default)]
         struct Rows {
             $($name: Vec<$ty>,)*
@@ -236,55 +287,470 @@ impl<T> Buffer for Vec<T> {
     }
 }
 
-/// Text of addresses seen before: most frames repeat a few thousand addresses, and formatting each anew
-/// would cost more than the rest of the row. Cleared when it grows large, so a scan of many hosts stays
-/// bounded.
-#[derive(Debug)]
-struct Names<K> {
-    text: FxHashMap<K, Box<str>>,
+/// A column's Parquet type, declared as polars' own writer declared it, so that readers see the same schema
+/// whichever rocetrace version wrote a dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Type {
+    Int32,
+    Int64,
+    UInt64,
+    Bool,
+    Text,
 }
 
-impl<K> Default for Names<K> {
-    fn default() -> Self {
-        Names {
-            text: FxHashMap::default(),
+/// Every column, in the documented order (docs/spark.md). [`Encoder::encode`] fills them in this order.
+const COLUMNS: &[(&str, Type)] = &[
+    ("schema_version", Type::Int32),
+    ("frame", Type::Int64),
+    ("time_ns", Type::Int64),
+    ("tap", Type::Text),
+    ("kind", Type::Text),
+    ("len", Type::Int64),
+    ("caplen", Type::Int64),
+    ("src_mac", Type::Text),
+    ("dst_mac", Type::Text),
+    ("vlan", Type::Int32),
+    ("pcp", Type::Int32),
+    ("inner_vlan", Type::Int32),
+    ("src", Type::Text),
+    ("dst", Type::Text),
+    ("dscp", Type::Int32),
+    ("ecn", Type::Int32),
+    ("ip_len", Type::Int32),
+    ("roce_version", Type::Int32),
+    ("sport", Type::Int32),
+    ("opcode", Type::Int32),
+    ("dest_qp", Type::Int32),
+    ("psn", Type::Int32),
+    ("se", Type::Bool),
+    ("migreq", Type::Bool),
+    ("pad", Type::Int32),
+    ("tver", Type::Int32),
+    ("pkey", Type::Int32),
+    ("fecn", Type::Bool),
+    ("becn", Type::Bool),
+    ("ack_req", Type::Bool),
+    ("payload_len", Type::Int32),
+    ("icrc_ok", Type::Bool),
+    ("aeth_syndrome", Type::Int32),
+    ("aeth_msn", Type::Int32),
+    ("reth_va", Type::UInt64),
+    ("reth_rkey", Type::Int64),
+    ("reth_len", Type::Int64),
+    ("deth_src_qp", Type::Int32),
+    ("pfc_enable", Type::Int32),
+    ("pfc_quanta_0", Type::Int32),
+    ("pfc_quanta_1", Type::Int32),
+    ("pfc_quanta_2", Type::Int32),
+    ("pfc_quanta_3", Type::Int32),
+    ("pfc_quanta_4", Type::Int32),
+    ("pfc_quanta_5", Type::Int32),
+    ("pfc_quanta_6", Type::Int32),
+    ("pfc_quanta_7", Type::Int32),
+    ("pause_quanta", Type::Int32),
+];
+
+fn schema() -> Result<SchemaDescriptor, ParquetError> {
+    let fields = COLUMNS
+        .iter()
+        .map(|&(name, t)| {
+            let (physical, converted, logical) = match t {
+                Type::Int32 => (PhysicalType::Int32, None, None),
+                Type::Int64 => (PhysicalType::Int64, None, None),
+                Type::UInt64 => (
+                    PhysicalType::Int64,
+                    Some(PrimitiveConvertedType::Uint64),
+                    Some(PrimitiveLogicalType::Integer(IntegerType::UInt64)),
+                ),
+                Type::Bool => (PhysicalType::Boolean, None, None),
+                Type::Text => (
+                    PhysicalType::ByteArray,
+                    Some(PrimitiveConvertedType::Utf8),
+                    Some(PrimitiveLogicalType::String),
+                ),
+            };
+            ParquetType::try_from_primitive(
+                PlSmallStr::from_static(name),
+                physical,
+                Repetition::Optional,
+                converted,
+                logical,
+                None,
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(SchemaDescriptor::new(
+        PlSmallStr::from_static("root"),
+        fields,
+    ))
+}
+
+fn uleb128(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return;
         }
+        out.push(byte | 0x80);
     }
 }
 
-const NAMES_MAX: usize = 1 << 16;
-
-impl<K: std::hash::Hash + Eq + Copy> Names<K> {
-    fn get(&mut self, key: K, format: impl Fn(&K) -> String) -> &str {
-        if self.text.len() >= NAMES_MAX && !self.text.contains_key(&key) {
-            self.text.clear();
-        }
-        match self.text.entry(key) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => e.insert(format(&key).into_boxed_str()),
-        }
-    }
-
-    fn column(
-        &mut self,
-        name: &str,
-        values: &[Option<K>],
-        format: impl Fn(&K) -> String,
-    ) -> Column {
-        let mut b = StringChunkedBuilder::new(name.into(), values.len());
-        for v in values {
-            match v {
-                Some(k) => b.append_value(self.get(*k, &format)),
-                None => b.append_null(),
+/// Appends `n` definition levels (1 = present) from a validity bitmap (LSB first), as Parquet's RLE/bit-packed
+/// hybrid behind the 4-byte length a v1 data page puts before it. Whole bitmap bytes that are all present or
+/// all absent become runs; mixed bytes are copied as they are, since at one bit a value a bitmap byte is
+/// exactly a bit-packed group of eight. The cost is per byte, not per row, which matters with 48 columns
+/// most of which are all present or all absent page after page.
+fn def_levels(out: &mut Vec<u8>, valid: &[u8], n: usize) {
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    let whole = n / 8;
+    let rest = n % 8;
+    let mut literal_from: Option<usize> = None;
+    let mut tail_in_run = false;
+    let mut i = 0;
+    while i < whole {
+        let b = valid[i];
+        if b == 0 || b == 0xff {
+            let mut j = i + 1;
+            while j < whole && valid[j] == b {
+                j += 1;
+            }
+            // A run of at least 16 rows is shorter as a run than as two literal bytes.
+            if j - i >= 2 {
+                if let Some(from) = literal_from.take() {
+                    packed(out, &valid[from..i]);
+                }
+                let mut count = (j - i) * 8;
+                if j == whole && rest > 0 {
+                    let mask = (1u8 << rest) - 1;
+                    if valid[whole] & mask == b & mask {
+                        count += rest;
+                        tail_in_run = true;
+                    }
+                }
+                uleb128(out, (count as u64) << 1);
+                out.push(b & 1);
+                i = j;
+                continue;
             }
         }
-        b.finish().into_column()
+        literal_from.get_or_insert(i);
+        i += 1;
+    }
+    // The last partial byte, unless a run took it, closes the last group: values past `n` are padding that
+    // readers ignore (they know the page's value count), which the format allows in the final group only.
+    let end = if rest > 0 && !tail_in_run {
+        literal_from.get_or_insert(whole);
+        whole + 1
+    } else {
+        whole
+    };
+    if let Some(from) = literal_from {
+        packed(out, &valid[from..end]);
+    }
+    let len = (out.len() - at - 4) as u32;
+    out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+}
+
+/// Values of a DELTA_BINARY_PACKED block, and of each of its miniblocks (the layout parquet-mr writes).
+const DELTA_BLOCK: usize = 128;
+const DELTA_MINIBLOCKS: usize = 4;
+const DELTA_PER_MINIBLOCK: usize = DELTA_BLOCK / DELTA_MINIBLOCKS;
+
+fn zigzag(out: &mut Vec<u8>, v: i64) {
+    uleb128(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+/// Appends `values` as Parquet's DELTA_BINARY_PACKED: the first value, then per block of 128 the least
+/// delta and each miniblock's deltas above it at the bits the largest needs. A column of an INT32 type is
+/// differenced in 32-bit arithmetic, as the format defines it for that type (so no width exceeds 32).
+fn delta_binary_packed(out: &mut Vec<u8>, values: &[i64], int32: bool) {
+    uleb128(out, DELTA_BLOCK as u64);
+    uleb128(out, DELTA_MINIBLOCKS as u64);
+    uleb128(out, values.len() as u64);
+    let Some((&first, rest)) = values.split_first() else {
+        zigzag(out, 0);
+        return;
+    };
+    zigzag(out, first);
+    let mut prev = first;
+    let mut deltas = [0u64; DELTA_BLOCK];
+    for block in rest.chunks(DELTA_BLOCK) {
+        let mut min = i64::MAX;
+        for (d, &v) in deltas.iter_mut().zip(block) {
+            let delta = if int32 {
+                i64::from((v as i32).wrapping_sub(prev as i32))
+            } else {
+                v.wrapping_sub(prev)
+            };
+            *d = delta as u64;
+            min = min.min(delta);
+            prev = v;
+        }
+        zigzag(out, min);
+        let mut widths = [0u8; DELTA_MINIBLOCKS];
+        for (m, width) in widths.iter_mut().enumerate() {
+            let from = m * DELTA_PER_MINIBLOCK;
+            let to = (from + DELTA_PER_MINIBLOCK).min(block.len());
+            let mut any = 0u64;
+            for d in deltas.iter_mut().take(to).skip(from) {
+                *d = if int32 {
+                    u64::from((*d as i32).wrapping_sub(min as i32) as u32)
+                } else {
+                    (*d as i64).wrapping_sub(min) as u64
+                };
+                any |= *d;
+            }
+            // Padding past the last value is packed as zeros.
+            for d in deltas.iter_mut().take(from + DELTA_PER_MINIBLOCK).skip(to) {
+                *d = 0;
+            }
+            *width = (u64::BITS - any.leading_zeros()) as u8;
+        }
+        out.extend_from_slice(&widths);
+        let used = block.len().div_ceil(DELTA_PER_MINIBLOCK);
+        for (m, &width) in widths.iter().enumerate().take(used) {
+            let from = m * DELTA_PER_MINIBLOCK;
+            bit_pack(
+                out,
+                &deltas[from..from + DELTA_PER_MINIBLOCK],
+                u32::from(width),
+            );
+        }
+    }
+}
+
+/// Packs values LSB first at `width` bits each; 32 values fill whole bytes at any width.
+fn bit_pack(out: &mut Vec<u8>, values: &[u64], width: u32) {
+    if width == 0 {
+        return;
+    }
+    let mut acc: u128 = 0;
+    let mut bits = 0u32;
+    for &v in values {
+        acc |= u128::from(v) << bits;
+        bits += width;
+        if bits >= 64 {
+            out.extend_from_slice(&(acc as u64).to_le_bytes());
+            acc >>= 64;
+            bits -= 64;
+        }
+    }
+    out.extend_from_slice(&(acc as u64).to_le_bytes()[..(bits / 8) as usize]);
+}
+
+/// An INT32 column's buffer as the integers [`Pager::int`] takes.
+fn int32(v: &[Option<i32>]) -> impl Iterator<Item = Option<i64>> + '_ {
+    v.iter().map(|x| x.map(i64::from))
+}
+
+/// A bit-packed group run of one-bit values: a header, then the bytes as they are.
+fn packed(out: &mut Vec<u8>, bytes: &[u8]) {
+    uleb128(out, ((bytes.len() as u64) << 1) | 1);
+    out.extend_from_slice(bytes);
+}
+
+/// One column chunk of the row group being gathered: its pages, already encoded, and for a text column the
+/// dictionary its pages index into (PLAIN byte arrays: a 4-byte length, then the UTF-8 bytes).
+#[derive(Debug)]
+struct Chunk {
+    descriptor: Descriptor,
+    text: bool,
+    pages: Vec<CompressedPage>,
+    dictionary: Vec<u8>,
+    entries: usize,
+}
+
+/// A text column's dictionary index over one row group: each distinct value is formatted once, and a row
+/// costs one hash lookup (none when it repeats the previous row's value, as taps and kinds mostly do).
+#[derive(Debug)]
+struct Dict<K> {
+    index: FxHashMap<K, u32>,
+    last: Option<(K, u32)>,
+}
+
+impl<K> Default for Dict<K> {
+    fn default() -> Self {
+        Dict {
+            index: FxHashMap::default(),
+            last: None,
+        }
+    }
+}
+
+impl<K: Hash + Eq + Copy> Dict<K> {
+    fn key(&mut self, k: K, text: &impl Fn(&K) -> String, chunk: &mut Chunk) -> u32 {
+        if let Some((last, i)) = self.last
+            && last == k
+        {
+            return i;
+        }
+        let i = match self.index.entry(k) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => {
+                let s = text(&k);
+                chunk
+                    .dictionary
+                    .extend_from_slice(&(s.len() as u32).to_le_bytes());
+                chunk.dictionary.extend_from_slice(s.as_bytes());
+                let i = chunk.entries as u32;
+                chunk.entries += 1;
+                *e.insert(i)
+            }
+        };
+        self.last = Some((k, i));
+        i
+    }
+
+    fn clear(&mut self) {
+        self.index.clear();
+        self.last = None;
+    }
+}
+
+/// Buffers reused from page to page.
+#[derive(Debug, Default)]
+struct Scratch {
+    valid: Vec<u8>,
+    ints: Vec<i64>,
+    keys: Vec<u32>,
+    bits: Vec<u8>,
+}
+
+impl Scratch {
+    fn start(&mut self, n: usize) {
+        self.valid.clear();
+        self.valid.resize(n.div_ceil(8), 0);
+        self.ints.clear();
+        self.keys.clear();
+        self.bits.clear();
+    }
+
+    #[inline]
+    fn set_valid(&mut self, i: usize) {
+        self.valid[i >> 3] |= 1 << (i & 7);
+    }
+}
+
+/// Encodes one page of each column in turn, in [`COLUMNS`] order.
+struct Pager<'a> {
+    chunks: &'a mut [Chunk],
+    scratch: &'a mut Scratch,
+    at: usize,
+    n: usize,
+    bytes: usize,
+}
+
+impl Pager<'_> {
+    fn next_chunk(&mut self, want: &[Type]) -> usize {
+        let at = self.at;
+        debug_assert!(
+            want.contains(&COLUMNS[at].1),
+            "column {} encoded as {want:?}",
+            COLUMNS[at].0
+        );
+        self.at += 1;
+        at
+    }
+
+    fn page(&mut self, at: usize, buf: Vec<u8>, encoding: FormatEncoding) {
+        let header = DataPageHeader::V1(DataPageHeaderV1 {
+            num_values: self.n as i32,
+            encoding,
+            definition_level_encoding: FormatEncoding::RLE,
+            repetition_level_encoding: FormatEncoding::RLE,
+            statistics: None,
+        });
+        let len = buf.len();
+        self.bytes += len;
+        let chunk = &mut self.chunks[at];
+        chunk
+            .pages
+            .push(CompressedPage::Data(CompressedDataPage::new(
+                header,
+                CowBuffer::Owned(buf),
+                Compression::Uncompressed,
+                len,
+                chunk.descriptor.clone(),
+                self.n,
+            )));
+    }
+
+    /// An integer column, DELTA_BINARY_PACKED: a monotonic counter or a field that rarely changes costs
+    /// next to nothing, a random one (a PSN across interleaved flows) its width in bits.
+    fn int(&mut self, values: impl Iterator<Item = Option<i64>>) {
+        let at = self.next_chunk(&[Type::Int32, Type::Int64, Type::UInt64]);
+        let s = &mut *self.scratch;
+        s.start(self.n);
+        for (i, v) in values.enumerate() {
+            if let Some(v) = v {
+                s.set_valid(i);
+                s.ints.push(v);
+            }
+        }
+        let mut buf = Vec::with_capacity(64 + s.ints.len() * 2);
+        def_levels(&mut buf, &s.valid, self.n);
+        delta_binary_packed(&mut buf, &s.ints, COLUMNS[at].1 == Type::Int32);
+        self.page(at, buf, FormatEncoding::DELTA_BINARY_PACKED);
+    }
+
+    /// A boolean column, PLAIN: the present values one bit each.
+    fn boolean(&mut self, values: impl Iterator<Item = Option<bool>>) {
+        let at = self.next_chunk(&[Type::Bool]);
+        let s = &mut *self.scratch;
+        s.start(self.n);
+        let mut present = 0usize;
+        for (i, v) in values.enumerate() {
+            if let Some(v) = v {
+                s.set_valid(i);
+                if present.is_multiple_of(8) {
+                    s.bits.push(0);
+                }
+                if v {
+                    *s.bits.last_mut().unwrap_or(&mut 0) |= 1 << (present % 8);
+                }
+                present += 1;
+            }
+        }
+        let mut buf = Vec::with_capacity(16 + s.valid.len() + s.bits.len());
+        def_levels(&mut buf, &s.valid, self.n);
+        buf.extend_from_slice(&s.bits);
+        self.page(at, buf, FormatEncoding::PLAIN);
+    }
+
+    /// A text column, RLE_DICTIONARY: each row's index into the chunk's dictionary, at the fewest bits the
+    /// dictionary so far needs, runs of one value as runs.
+    fn text<K: Hash + Eq + Copy>(
+        &mut self,
+        dict: &mut Dict<K>,
+        values: impl Iterator<Item = Option<K>>,
+        text: impl Fn(&K) -> String,
+    ) -> std::io::Result<()> {
+        let at = self.next_chunk(&[Type::Text]);
+        let s = &mut *self.scratch;
+        s.start(self.n);
+        let chunk = &mut self.chunks[at];
+        for (i, v) in values.enumerate() {
+            if let Some(k) = v {
+                s.set_valid(i);
+                s.keys.push(dict.key(k, &text, chunk));
+            }
+        }
+        let width = (usize::BITS - chunk.entries.saturating_sub(1).leading_zeros()).max(1);
+        let mut buf = Vec::with_capacity(64 + s.keys.len() / 2);
+        def_levels(&mut buf, &s.valid, self.n);
+        buf.push(width as u8);
+        hybrid_rle::encode::<u32, _, _>(&mut buf, s.keys.iter().copied(), width)?;
+        self.page(at, buf, FormatEncoding::RLE_DICTIONARY);
+        Ok(())
     }
 }
 
 /// The file being filled, under its temporary name until it is closed.
 struct Part {
-    writer: BatchedWriter<BufWriter<File>>,
+    writer: FileWriter<BufWriter<File>>,
     temp: PathBuf,
     path: PathBuf,
     groups: usize,
@@ -302,8 +768,11 @@ impl std::fmt::Debug for Part {
 /// Sizes of the dataset's row groups and files.
 #[derive(Debug, Clone, Copy)]
 pub struct Layout {
-    /// Rows per Parquet row group, the unit a reader skips or reads whole.
-    pub group_rows: usize,
+    /// Rows at most per row group, when a reader wants smaller groups than the byte size gives (tests, or
+    /// a collector short of memory: the encoded group is held until it is written).
+    pub group_rows: Option<usize>,
+    /// Encoded bytes at which a row group is closed.
+    pub group_bytes: usize,
     /// Row groups per part file, which sizes the files for object stores and Spark.
     pub groups_per_file: usize,
 }
@@ -311,24 +780,319 @@ pub struct Layout {
 impl Default for Layout {
     fn default() -> Self {
         Layout {
-            group_rows: DEFAULT_GROUP_ROWS,
+            group_rows: None,
+            group_bytes: DEFAULT_GROUP_BYTES,
             groups_per_file: DEFAULT_GROUPS_PER_FILE,
         }
     }
 }
 
-/// Writes the frames of one capture as `part-NNNNN.parquet` files into a directory.
+/// What the decoding thread hands the encoding thread.
+enum Message {
+    /// A page's worth of rows; the names of taps that appeared since the last batch; whether the row
+    /// group ends with these rows (its row limit reached).
+    Rows {
+        rows: Box<Rows>,
+        new_taps: Vec<String>,
+        end_group: bool,
+    },
+    /// The capture is over: write what is left and close the last file.
+    Finish,
+}
+
+/// The encoding thread's state: the row group being gathered and the file it goes to.
+#[derive(Debug)]
+struct Encoder {
+    dir: PathBuf,
+    layout: Layout,
+    schema: SchemaDescriptor,
+    chunks: Vec<Chunk>,
+    scratch: Scratch,
+    taps: Vec<String>,
+    tap: Dict<u32>,
+    kind: Dict<Kind>,
+    src_mac: Dict<[u8; 6]>,
+    dst_mac: Dict<[u8; 6]>,
+    src: Dict<IpAddr>,
+    dst: Dict<IpAddr>,
+    rows: usize,
+    bytes: usize,
+    part: Option<Part>,
+    parts: usize,
+    frames: u64,
+}
+
+impl Encoder {
+    fn new(dir: PathBuf, layout: Layout) -> Result<Self, DatasetError> {
+        let schema = schema().map_err(parquet_error(&dir))?;
+        let chunks = schema
+            .columns()
+            .iter()
+            .zip(COLUMNS)
+            .map(|(c, (_, t))| Chunk {
+                descriptor: c.descriptor.clone(),
+                text: *t == Type::Text,
+                pages: Vec::new(),
+                dictionary: Vec::new(),
+                entries: 0,
+            })
+            .collect();
+        Ok(Encoder {
+            dir,
+            layout,
+            schema,
+            chunks,
+            scratch: Scratch::default(),
+            taps: Vec::new(),
+            tap: Dict::default(),
+            kind: Dict::default(),
+            src_mac: Dict::default(),
+            dst_mac: Dict::default(),
+            src: Dict::default(),
+            dst: Dict::default(),
+            rows: 0,
+            bytes: 0,
+            part: None,
+            parts: 0,
+            frames: 0,
+        })
+    }
+
+    fn run(
+        mut self,
+        from: Receiver<Message>,
+        back: std::sync::mpsc::Sender<Box<Rows>>,
+    ) -> Result<u64, DatasetError> {
+        while let Ok(message) = from.recv() {
+            match message {
+                Message::Rows {
+                    mut rows,
+                    new_taps,
+                    end_group,
+                } => {
+                    self.taps.extend(new_taps);
+                    self.encode(&rows).map_err(io_error(&self.dir))?;
+                    if end_group || self.group_full() {
+                        self.close_group()?;
+                    }
+                    rows.clear();
+                    // The decoding side reuses the buffers; gone, it no longer needs them.
+                    let _ = back.send(rows);
+                }
+                Message::Finish => return self.finish(),
+            }
+        }
+        // The decoding side stopped without finishing (its input failed): the file in progress keeps its
+        // temporary name, so no reader takes it for a whole one.
+        Ok(self.frames)
+    }
+
+    fn group_full(&self) -> bool {
+        self.bytes >= self.layout.group_bytes
+            || self.layout.group_rows.is_some_and(|n| self.rows >= n)
+            || self.chunks.iter().any(|c| c.entries >= DICT_MAX)
+    }
+
+    /// One page of every column from `r`.
+    fn encode(&mut self, r: &Rows) -> std::io::Result<()> {
+        let n = r.len();
+        let mut p = Pager {
+            chunks: &mut self.chunks,
+            scratch: &mut self.scratch,
+            at: 0,
+            n,
+            bytes: 0,
+        };
+        p.int(std::iter::repeat_n(Some(i64::from(SCHEMA_VERSION)), n));
+        p.int(r.frame.iter().map(|&v| Some(v)));
+        p.int(r.time_ns.iter().map(|&v| Some(v)));
+        let taps = &self.taps;
+        p.text(
+            &mut self.tap,
+            r.iface
+                .iter()
+                .map(|&i| ((i as usize) < taps.len()).then_some(i)),
+            |&i| taps[i as usize].clone(),
+        )?;
+        p.text(&mut self.kind, r.kind.iter().map(|&k| Some(k)), |k| {
+            k.as_str().to_string()
+        })?;
+        p.int(r.len.iter().map(|&v| Some(v)));
+        p.int(r.caplen.iter().map(|&v| Some(v)));
+        p.text(&mut self.src_mac, r.src_mac.iter().copied(), mac_to_string)?;
+        p.text(&mut self.dst_mac, r.dst_mac.iter().copied(), mac_to_string)?;
+        p.int(int32(&r.vlan));
+        p.int(int32(&r.pcp));
+        p.int(int32(&r.inner_vlan));
+        p.text(&mut self.src, r.src.iter().copied(), IpAddr::to_string)?;
+        p.text(&mut self.dst, r.dst.iter().copied(), IpAddr::to_string)?;
+        p.int(int32(&r.dscp));
+        p.int(int32(&r.ecn));
+        p.int(int32(&r.ip_len));
+        p.int(int32(&r.roce_version));
+        p.int(int32(&r.sport));
+        p.int(int32(&r.opcode));
+        p.int(int32(&r.dest_qp));
+        p.int(int32(&r.psn));
+        p.boolean(r.se.iter().copied());
+        p.boolean(r.migreq.iter().copied());
+        p.int(int32(&r.pad));
+        p.int(int32(&r.tver));
+        p.int(int32(&r.pkey));
+        p.boolean(r.fecn.iter().copied());
+        p.boolean(r.becn.iter().copied());
+        p.boolean(r.ack_req.iter().copied());
+        p.int(int32(&r.payload_len));
+        p.boolean(r.icrc_ok.iter().copied());
+        p.int(int32(&r.aeth_syndrome));
+        p.int(int32(&r.aeth_msn));
+        // The full 64 bits, as Parquet stores an unsigned 64-bit integer.
+        p.int(r.reth_va.iter().map(|x| x.map(|v| v as i64)));
+        p.int(r.reth_rkey.iter().copied());
+        p.int(r.reth_len.iter().copied());
+        p.int(int32(&r.deth_src_qp));
+        p.int(int32(&r.pfc_enable));
+        for q in &r.pfc_quanta {
+            p.int(int32(q));
+        }
+        p.int(int32(&r.pause_quanta));
+        debug_assert_eq!(p.at, COLUMNS.len());
+        self.bytes += p.bytes;
+        self.rows += n;
+        Ok(())
+    }
+
+    /// Writes the gathered pages as one row group: each text column's dictionary page first, as the format
+    /// wants it, then the data pages in order.
+    fn close_group(&mut self) -> Result<(), DatasetError> {
+        if self.rows == 0 {
+            return Ok(());
+        }
+        let columns: Vec<Vec<CompressedPage>> = self
+            .chunks
+            .iter_mut()
+            .map(|c| {
+                let mut pages = Vec::with_capacity(c.pages.len() + 1);
+                if c.text {
+                    let dictionary = std::mem::take(&mut c.dictionary);
+                    let len = dictionary.len();
+                    pages.push(CompressedPage::Dict(CompressedDictPage::new(
+                        CowBuffer::Owned(dictionary),
+                        Compression::Uncompressed,
+                        len,
+                        c.entries,
+                        false,
+                    )));
+                    c.entries = 0;
+                }
+                pages.append(&mut c.pages);
+                pages
+            })
+            .collect();
+        for d in [&mut self.src_mac, &mut self.dst_mac] {
+            d.clear();
+        }
+        for d in [&mut self.src, &mut self.dst] {
+            d.clear();
+        }
+        self.tap.clear();
+        self.kind.clear();
+        let rows = std::mem::take(&mut self.rows);
+        self.bytes = 0;
+        self.frames += rows as u64;
+        let part = self.part()?;
+        let group = DynIter::new(columns.iter().map(|pages| {
+            Ok(DynStreamingIterator::new(
+                fallible_streaming_iterator::convert(pages.iter().map(Ok::<_, ParquetError>)),
+            ))
+        }));
+        part.writer
+            .write(rows as u64, group)
+            .map_err(parquet_error(&part.temp))?;
+        part.groups += 1;
+        if part.groups >= self.layout.groups_per_file {
+            self.close_part()?;
+        }
+        Ok(())
+    }
+
+    /// The file being filled, opened when the first group of it is written.
+    fn part(&mut self) -> Result<&mut Part, DatasetError> {
+        if self.part.is_none() {
+            let name = format!("part-{:05}.parquet", self.parts);
+            self.parts += 1;
+            let path = self.dir.join(&name);
+            let temp = self.dir.join(format!(".{name}.inprogress"));
+            let file = File::create(&temp).map_err(io_error(&temp))?;
+            let writer = FileWriter::new(
+                BufWriter::with_capacity(1 << 20, file),
+                self.schema.clone(),
+                WriteOptions {
+                    write_statistics: false,
+                    version: Version::V1,
+                },
+                Some(format!("rocetrace {}", env!("CARGO_PKG_VERSION"))),
+            );
+            self.part = Some(Part {
+                writer,
+                temp,
+                path,
+                groups: 0,
+            });
+        }
+        Ok(self.part.as_mut().expect("opened above"))
+    }
+
+    fn close_part(&mut self) -> Result<(), DatasetError> {
+        let Some(mut part) = self.part.take() else {
+            return Ok(());
+        };
+        part.writer
+            .end(Some(vec![KeyValue {
+                key: SCHEMA_VERSION_KEY.to_string(),
+                value: Some(SCHEMA_VERSION.to_string()),
+            }]))
+            .map_err(parquet_error(&part.temp))?;
+        let mut file = part.writer.into_inner();
+        std::io::Write::flush(&mut file).map_err(io_error(&part.temp))?;
+        drop(file);
+        std::fs::rename(&part.temp, &part.path).map_err(io_error(&part.path))
+    }
+
+    /// Writes what is left and closes the last file. An empty capture still leaves one file, with the
+    /// schema and no rows, so a reader of the directory finds the columns.
+    fn finish(mut self) -> Result<u64, DatasetError> {
+        self.close_group()?;
+        if self.parts == 0 {
+            self.part()?;
+        }
+        self.close_part()?;
+        Ok(self.frames)
+    }
+}
+
+/// Writes the frames of one capture as `part-NNNNN.parquet` files into a directory, encoding on a second
+/// thread.
 #[derive(Debug)]
 pub struct DatasetWriter {
     dir: PathBuf,
-    layout: Layout,
-    rows: Rows,
-    part: Option<Part>,
-    parts: usize,
-    ips: Names<IpAddr>,
-    macs: Names<[u8; 6]>,
-    /// Frames written so far.
-    pub frames: u64,
+    rows: Box<Rows>,
+    batch: usize,
+    group_rows: usize,
+    in_group: usize,
+    taps_sent: usize,
+    to_encoder: Option<SyncSender<Message>>,
+    recycled: Receiver<Box<Rows>>,
+    encoder: Option<JoinHandle<Result<u64, DatasetError>>>,
+}
+
+impl std::fmt::Debug for Message {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Message::Rows { rows, .. } => write!(f, "Rows({})", rows.len()),
+            Message::Finish => write!(f, "Finish"),
+        }
+    }
 }
 
 impl DatasetWriter {
@@ -344,156 +1108,169 @@ impl DatasetWriter {
             }
         }
         let layout = Layout {
-            group_rows: layout.group_rows.max(1),
+            group_rows: layout.group_rows.map(|n| n.max(1)),
+            group_bytes: layout.group_bytes.max(1),
             groups_per_file: layout.groups_per_file.max(1),
         };
+        let group_rows = layout.group_rows.unwrap_or(usize::MAX);
+        let batch = PAGE_ROWS.min(group_rows);
+        let encoder = Encoder::new(dir.to_path_buf(), layout)?;
+        // One batch queued while one is encoded and one filled: the decoding thread waits rather than
+        // letting buffers pile up when encoding is the slower side.
+        let (to_encoder, from_decoder) = sync_channel(1);
+        let (back, recycled) = std::sync::mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name("parquet-encoder".into())
+            .spawn(move || encoder.run(from_decoder, back))
+            .map_err(io_error(dir))?;
         Ok(DatasetWriter {
             dir: dir.to_path_buf(),
-            layout,
-            rows: Rows::with_capacity(layout.group_rows),
-            part: None,
-            parts: 0,
-            ips: Names::default(),
-            macs: Names::default(),
-            frames: 0,
+            rows: Box::new(Rows::with_capacity(batch)),
+            batch,
+            group_rows,
+            in_group: 0,
+            taps_sent: 0,
+            to_encoder: Some(to_encoder),
+            recycled,
+            encoder: Some(handle),
         })
     }
 
-    /// Adds a frame; returns true when the row group is full and [`DatasetWriter::flush`] is due (the frame
+    /// Adds a frame; returns true when a batch is full and [`DatasetWriter::flush`] is due (the frame
     /// borrows the capture that `flush` reads tap names from, so the caller calls it once the frame is gone).
     #[inline]
     pub fn push(&mut self, f: &Frame<'_>) -> bool {
         self.rows.push(f);
-        self.rows.len() >= self.layout.group_rows
+        let n = self.rows.len();
+        n >= self.batch || self.in_group + n >= self.group_rows
     }
 
-    /// Writes the buffered rows as one row group, naming taps as `capture` does.
+    /// Hands the buffered rows to the encoding thread, naming taps as `capture` does.
     pub fn flush(&mut self, capture: &Capture) -> Result<(), DatasetError> {
         if self.rows.len() == 0 {
             return Ok(());
         }
-        let df = self.frame_of_rows(capture)?;
-        let part = match &mut self.part {
-            Some(p) => p,
-            None => {
-                let p = self.open_part(&df)?;
-                self.part.insert(p)
-            }
-        };
-        part.writer
-            .write_batch(&df)
-            .map_err(polars_error(&part.temp))?;
-        part.groups += 1;
-        self.frames += self.rows.len() as u64;
-        self.rows.clear();
-        if part.groups >= self.layout.groups_per_file {
-            self.close_part()?;
+        self.in_group += self.rows.len();
+        let end_group = self.in_group >= self.group_rows;
+        if end_group {
+            self.in_group = 0;
         }
-        Ok(())
-    }
-
-    /// Writes what is left and closes the last file. An empty capture still leaves one file, with the
-    /// schema and no rows, so a reader of the directory finds the columns.
-    pub fn finish(mut self, capture: &Capture) -> Result<u64, DatasetError> {
-        if self.rows.len() == 0 && self.parts == 0 && self.part.is_none() {
-            let df = self.frame_of_rows(capture)?;
-            let p = self.open_part(&df)?;
-            self.part = Some(p);
-        }
-        self.flush(capture)?;
-        self.close_part()?;
-        Ok(self.frames)
-    }
-
-    fn open_part(&mut self, df: &DataFrame) -> Result<Part, DatasetError> {
-        let name = format!("part-{:05}.parquet", self.parts);
-        self.parts += 1;
-        let path = self.dir.join(&name);
-        let temp = self.dir.join(format!(".{name}.inprogress"));
-        let file = File::create(&temp).map_err(io_error(&temp))?;
-        let writer = ParquetWriter::new(BufWriter::with_capacity(1 << 20, file))
-            .with_compression(ParquetCompression::Snappy)
-            .with_key_value_metadata(Some(KeyValueMetadata::from_static(vec![(
-                SCHEMA_VERSION_KEY.to_string(),
-                SCHEMA_VERSION.to_string(),
-            )])))
-            .batched(df.schema())
-            .map_err(polars_error(&temp))?;
-        Ok(Part {
-            writer,
-            temp,
-            path,
-            groups: 0,
+        let taps = capture.taps();
+        let new_taps = taps
+            .get(self.taps_sent..)
+            .unwrap_or_default()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
+        self.taps_sent = self.taps_sent.max(taps.len());
+        let fresh = self
+            .recycled
+            .try_recv()
+            .unwrap_or_else(|_| Box::new(Rows::with_capacity(self.batch)));
+        let rows = std::mem::replace(&mut self.rows, fresh);
+        self.send(Message::Rows {
+            rows,
+            new_taps,
+            end_group,
         })
     }
 
-    fn close_part(&mut self) -> Result<(), DatasetError> {
-        let Some(part) = self.part.take() else {
+    fn send(&mut self, message: Message) -> Result<(), DatasetError> {
+        let sent = self
+            .to_encoder
+            .as_ref()
+            .is_some_and(|tx| tx.send(message).is_ok());
+        if sent {
             return Ok(());
-        };
-        part.writer.finish().map_err(polars_error(&part.temp))?;
-        drop(part.writer);
-        std::fs::rename(&part.temp, &part.path).map_err(io_error(&part.path))
+        }
+        // The encoding thread stopped: its error says why.
+        match self.join() {
+            Err(e) => Err(e),
+            Ok(_) => Err(DatasetError::Encoder {
+                path: self.dir.clone(),
+            }),
+        }
     }
 
-    /// The row group as polars columns, in the documented order.
-    fn frame_of_rows(&mut self, capture: &Capture) -> Result<DataFrame, DatasetError> {
-        let r = &self.rows;
-        let n = r.len();
-        let taps = capture.taps();
-        let tap: StringChunked = r
-            .iface
-            .iter()
-            .map(|&i| taps.get(i as usize).map(|t| t.name.as_str()))
-            .collect();
-        let kind: StringChunked = r.kind.iter().map(|k| Some(k.as_str())).collect();
-        let int = |name: &str, v: &[Option<i32>]| Column::new(name.into(), v);
-        let flag = |name: &str, v: &[Option<bool>]| Column::new(name.into(), v);
-        let mut cols = vec![
-            Column::new("schema_version".into(), vec![SCHEMA_VERSION; n]),
-            Column::new("frame".into(), &r.frame[..]),
-            Column::new("time_ns".into(), &r.time_ns[..]),
-            tap.with_name("tap".into()).into_column(),
-            kind.with_name("kind".into()).into_column(),
-            Column::new("len".into(), &r.len[..]),
-            Column::new("caplen".into(), &r.caplen[..]),
-            self.macs.column("src_mac", &r.src_mac, mac_to_string),
-            self.macs.column("dst_mac", &r.dst_mac, mac_to_string),
-            int("vlan", &r.vlan),
-            int("pcp", &r.pcp),
-            int("inner_vlan", &r.inner_vlan),
-            self.ips.column("src", &r.src, IpAddr::to_string),
-            self.ips.column("dst", &r.dst, IpAddr::to_string),
-            int("dscp", &r.dscp),
-            int("ecn", &r.ecn),
-            int("ip_len", &r.ip_len),
-            int("roce_version", &r.roce_version),
-            int("sport", &r.sport),
-            int("opcode", &r.opcode),
-            int("dest_qp", &r.dest_qp),
-            int("psn", &r.psn),
-            flag("se", &r.se),
-            flag("migreq", &r.migreq),
-            int("pad", &r.pad),
-            int("tver", &r.tver),
-            int("pkey", &r.pkey),
-            flag("fecn", &r.fecn),
-            flag("becn", &r.becn),
-            flag("ack_req", &r.ack_req),
-            int("payload_len", &r.payload_len),
-            flag("icrc_ok", &r.icrc_ok),
-            int("aeth_syndrome", &r.aeth_syndrome),
-            int("aeth_msn", &r.aeth_msn),
-            Column::new("reth_va".into(), &r.reth_va[..]),
-            Column::new("reth_rkey".into(), &r.reth_rkey[..]),
-            Column::new("reth_len".into(), &r.reth_len[..]),
-            int("deth_src_qp", &r.deth_src_qp),
-            int("pfc_enable", &r.pfc_enable),
-        ];
-        for (prio, q) in r.pfc_quanta.iter().enumerate() {
-            cols.push(int(&format!("pfc_quanta_{prio}"), q));
+    fn join(&mut self) -> Result<u64, DatasetError> {
+        self.to_encoder = None;
+        match self.encoder.take().map(JoinHandle::join) {
+            Some(Ok(result)) => result,
+            _ => Err(DatasetError::Encoder {
+                path: self.dir.clone(),
+            }),
         }
-        cols.push(int("pause_quanta", &r.pause_quanta));
-        DataFrame::new(n, cols).map_err(polars_error(&self.dir))
+    }
+
+    /// Writes what is left, closes the last file and returns the frames written.
+    pub fn finish(mut self, capture: &Capture) -> Result<u64, DatasetError> {
+        self.flush(capture)?;
+        self.send(Message::Finish)?;
+        self.join()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decodes a hybrid run sequence of one-bit values back into bools, as a reader would.
+    fn read_levels(bytes: &[u8], n: usize) -> Vec<bool> {
+        let len = u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize;
+        assert_eq!(len, bytes.len() - 4, "length prefix");
+        let mut data = &bytes[4..];
+        let mut out = Vec::new();
+        while out.len() < n {
+            let (mut header, mut shift) = (0u64, 0);
+            loop {
+                let b = data[0];
+                data = &data[1..];
+                header |= u64::from(b & 0x7f) << shift;
+                shift += 7;
+                if b & 0x80 == 0 {
+                    break;
+                }
+            }
+            if header & 1 == 1 {
+                let groups = (header >> 1) as usize;
+                for byte in &data[..groups] {
+                    out.extend((0..8).map(|i| byte >> i & 1 == 1));
+                }
+                data = &data[groups..];
+            } else {
+                let count = (header >> 1) as usize;
+                out.extend(std::iter::repeat_n(data[0] == 1, count));
+                data = &data[1..];
+            }
+        }
+        assert!(data.is_empty(), "trailing bytes");
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn definition_levels_round_trip() {
+        let patterns: Vec<Vec<bool>> = vec![
+            vec![],
+            vec![true; 5],
+            vec![false; 70],
+            (0..70).map(|i| i != 33).collect(),
+            (0..200).map(|i| i % 3 == 0).collect(),
+            (0..131).map(|i| !(40..100).contains(&i)).collect(),
+            (0..1000).map(|i| i < 500 || i % 7 == 0).collect(),
+            (0..23).map(|i| i >= 16).collect(),
+        ];
+        for want in patterns {
+            let n = want.len();
+            let mut valid = vec![0u8; n.div_ceil(8)];
+            for (i, &v) in want.iter().enumerate() {
+                if v {
+                    valid[i >> 3] |= 1 << (i & 7);
+                }
+            }
+            let mut out = Vec::new();
+            def_levels(&mut out, &valid, n);
+            assert_eq!(read_levels(&out, n), want, "{n} values");
+        }
     }
 }
