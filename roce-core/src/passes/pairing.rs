@@ -22,10 +22,14 @@
 //! A CNP stream with candidates but no clear winner is reported as ambiguous, with every candidate's evidence.
 //! Each pair is also checked to be one-to-one: two streams that claim one flow on equal evidence lose it both.
 //!
-//! For the check of the notification point, the pass also notes, per tap, stream and candidate flow, which CE
-//! mark each CNP could be answering (the first CE of the flow after the stream's previous CNP).
+//! For the check of the notification point, the pass also notes which CE mark each CNP of a paired stream could
+//! be answering (the first CE of the flow after the stream's previous CNP). Which flow a stream pairs with is
+//! only known at the end, and a stream has as many candidates as its host pair has flows (64 in a saturation
+//! test), so nothing is worked out per candidate as the frames pass: each flow logs its CE marks and each
+//! stream its CNPs per tap (compactly, a few bytes each), and [`PairingPass::finish`] replays the two logs of
+//! each pair made, and of no other.
 //!
-//! State is per flow, per stream and per candidate pair, never per packet.
+//! State is per flow, per stream and per candidate pair, plus those two logs of marks and CNPs.
 
 use std::net::IpAddr;
 
@@ -111,21 +115,104 @@ impl RequestPsns {
     }
 }
 
-/// What one flow S→R did at one tap, for the timing evidence.
+/// Times in the order the pass met them, each with the pass's frame number (which orders a flow's marks
+/// against a stream's CNPs, also where timestamps tie or run backwards): deltas as LEB128 varints, the time's
+/// zigzagged, so an entry of a busy flow takes a few bytes.
 #[derive(Debug, Default)]
+struct EventLog {
+    bytes: Vec<u8>,
+    last_ts: u64,
+    last_seq: u64,
+}
+
+impl EventLog {
+    fn push(&mut self, ts: u64, seq: u64) {
+        let dt = ts.wrapping_sub(self.last_ts) as i64;
+        put_varint(&mut self.bytes, ((dt << 1) ^ (dt >> 63)) as u64);
+        put_varint(&mut self.bytes, seq.wrapping_sub(self.last_seq));
+        self.last_ts = ts;
+        self.last_seq = seq;
+    }
+
+    /// (time, frame number) in the order pushed.
+    fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let mut at = 0;
+        let (mut ts, mut seq) = (0u64, 0u64);
+        std::iter::from_fn(move || {
+            if at >= self.bytes.len() {
+                return None;
+            }
+            let z = get_varint(&self.bytes, &mut at);
+            let dt = ((z >> 1) as i64) ^ -((z & 1) as i64);
+            ts = ts.wrapping_add(dt as u64);
+            seq = seq.wrapping_add(get_varint(&self.bytes, &mut at));
+            Some((ts, seq))
+        })
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(bytes: &[u8], at: &mut usize) -> u64 {
+    let mut v = 0u64;
+    let mut shift = 0;
+    while let Some(&b) = bytes.get(*at) {
+        *at += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        shift += 7;
+        if b < 0x80 {
+            break;
+        }
+    }
+    v
+}
+
+/// A request flow from one host to another: its receiver's QP and PSNs.
+#[derive(Debug)]
+struct RequestFlow {
+    qp: u32,
+    psns: RequestPsns,
+}
+
+/// The responses B→A to q_A (ACK/NAK/READ response).
+#[derive(Debug, Default)]
+struct Responses {
+    count: u64,
+    /// Per request flow A→B, in its group's order: how many responses fitted its PSNs. Counted here and
+    /// turned into evidence at the end, as every response meets every request flow of the host pair.
+    fits: Vec<u64>,
+}
+
+/// What one flow S→R did at one tap, for the timing evidence.
+#[derive(Debug)]
 struct TapFlow {
-    first_ce: Option<u64>,
+    receiver_qp: u32,
     last_ce: Option<u64>,
     last_tx: Option<u64>,
-    /// Streams that had a CNP since this flow's last CE mark: the next mark is the first after their CNP.
-    waiting: Vec<FlowKey>,
+    /// Every CE mark, for the NP check of the pair the flow may end in.
+    ce_log: EventLog,
+}
+
+/// The flows S→R at one tap, in the order they were first seen there: a CNP R→S meets them all.
+#[derive(Debug, Default)]
+struct TapGroup {
+    flows: Vec<TapFlow>,
 }
 
 /// A CNP stream at one tap.
 #[derive(Debug, Default)]
 struct TapStream {
-    cnps: u64,
-    last_cnp: Option<u64>,
+    /// Per flow of the group, in its order: CNPs after one of its CE marks, CNPs while it sent. A flow is a
+    /// candidate once this covers it.
+    hits: Vec<(u64, u64)>,
+    /// Every CNP, for the NP check.
+    log: EventLog,
 }
 
 /// The least gaps between two CNPs to one QP (`min_time_between_cnps`, µs) for which the first CE mark after
@@ -133,30 +220,6 @@ struct TapStream {
 /// notification point answers the first mark after its gap, and which one that is depends on the gap, which is
 /// only known once the knobs are (after the capture is read).
 pub const NP_GAPS_US: [u64; 8] = [0, 1, 2, 4, 8, 16, 32, 50];
-
-/// A stream and a candidate flow at one tap, for the NP check: since the stream's last CNP at `since`, the
-/// flow's first CE mark at or after `since` + each of [`NP_GAPS_US`].
-#[derive(Debug, Default)]
-struct Waiting {
-    /// On the flow's waiting list (some slot still open).
-    listed: bool,
-    /// Counting from a CNP of the stream.
-    started: bool,
-    since: u64,
-    marks: [Option<u64>; NP_GAPS_US.len()],
-}
-
-impl Waiting {
-    /// A mark at `c`: fills the slots whose gap has passed; whether any slot is still open.
-    fn mark(&mut self, c: u64) -> bool {
-        for (slot, g) in self.marks.iter_mut().zip(NP_GAPS_US) {
-            if slot.is_none() && c >= self.since.saturating_add(g * 1_000) {
-                *slot = Some(c);
-            }
-        }
-        self.marks.iter().any(Option::is_none)
-    }
-}
 
 /// For each CNP of a stream (its time), the first CE mark of the flow after each gap of [`NP_GAPS_US`] since the
 /// stream's previous CNP, as ns before the CNP (`u32::MAX`: none, or further back than 4 s).
@@ -213,18 +276,19 @@ pub struct Ambiguous {
 pub struct PairingPass {
     /// CM REQs waiting for their REP: (requester, responder, requester's comm ID) → requester's QP.
     cm_req: FxHashMap<(IpAddr, IpAddr, u32), u32>,
-    /// Request flows' PSNs, and the request flows per (src, dst).
-    requests: FxHashMap<FlowKey, RequestPsns>,
-    requests_by_pair: FxHashMap<(IpAddr, IpAddr), Vec<u32>>,
+    /// Request flows' PSNs, grouped per (src, dst): (request flow) → (group, index in it).
+    requests: FxHashMap<FlowKey, (u32, u32)>,
+    request_groups: Vec<Vec<RequestFlow>>,
+    request_groups_by_pair: FxHashMap<(IpAddr, IpAddr), u32>,
     /// Responses (ACK/NAK/READ response) per stream.
-    responses: FxHashMap<FlowKey, u64>,
-    /// Flows per (tap, sender, receiver) and their timing state.
-    tap_flows: FxHashMap<(u32, FlowKey), TapFlow>,
-    tap_flows_by_pair: FxHashMap<(u32, IpAddr, IpAddr), Vec<u32>>,
+    responses: FxHashMap<FlowKey, Responses>,
+    /// Flows per (tap, sender, receiver) and their timing state: (tap, flow) → (group, index in it).
+    tap_flows: FxHashMap<(u32, FlowKey), (u32, u32)>,
+    tap_groups: Vec<TapGroup>,
+    tap_groups_by_pair: FxHashMap<(u32, IpAddr, IpAddr), u32>,
     tap_streams: FxHashMap<(u32, FlowKey), TapStream>,
-    waiting: FxHashMap<(u32, FlowKey, FlowKey), Waiting>,
-    /// (tap, stream, flow) → per CNP, the marks it may answer.
-    triggers: FxHashMap<(u32, FlowKey, FlowKey), Vec<NpMarks>>,
+    /// Frames met so far: the order of the logs' entries.
+    seq: u64,
     /// CNPs per stream, over all taps (the timing shares' denominator, counted as the hits are).
     cnps: FxHashMap<FlowKey, u64>,
     /// (stream, candidate receiver QP) → evidence.
@@ -315,6 +379,49 @@ impl Pairing {
     }
 }
 
+/// For each CNP of a stream at one tap, the marks of a flow there it may answer, from the two logs: after the
+/// stream's previous CNP, the flow's first CE mark at or after each gap of [`NP_GAPS_US`]. A CNP before the
+/// flow's first mark has none; at the first CNP after it, that first mark counts for every gap (the NP had no
+/// gap to wait since the stream's previous CNP), unless it came before that previous CNP.
+fn np_marks(cnps: &EventLog, ce: &EventLog) -> Vec<NpMarks> {
+    const GAPS: usize = NP_GAPS_US.len();
+    let mut out = Vec::new();
+    let mut ce = ce.iter().peekable();
+    let mut first_ce: Option<u64> = None;
+    // Since the stream's last CNP that met the flow marked: that CNP's time and the marks found after it.
+    let mut open: Option<(u64, [Option<u64>; GAPS])> = None;
+    let mut prev: Option<u64> = None;
+    for (t, seq) in cnps.iter() {
+        while let Some((c, _)) = ce.next_if(|&(_, s)| s < seq) {
+            first_ce.get_or_insert(c);
+            if let Some((since, marks)) = &mut open {
+                for (slot, g) in marks.iter_mut().zip(NP_GAPS_US) {
+                    if slot.is_none() && c >= since.saturating_add(g * 1_000) {
+                        *slot = Some(c);
+                    }
+                }
+            }
+        }
+        if let Some(first) = first_ce {
+            let marks = match open {
+                Some((_, marks)) => marks,
+                None => [Some(first).filter(|&c| prev.is_none_or(|p| c > p)); GAPS],
+            };
+            if marks.iter().any(Option::is_some) {
+                let before = marks.map(|m| {
+                    m.filter(|&c| c <= t)
+                        .and_then(|c| u32::try_from(t - c).ok())
+                        .unwrap_or(u32::MAX)
+                });
+                out.push((t, before));
+            }
+            open = Some((t, [None; GAPS]));
+        }
+        prev = Some(t);
+    }
+    out
+}
+
 /// The flow a stream to (S, q_S) from R would answer: S → R to `receiver_qp`.
 fn flow_of(stream: &FlowKey, receiver_qp: u32) -> FlowKey {
     FlowKey {
@@ -351,6 +458,7 @@ impl PairingPass {
 
     /// Collects evidence from one frame.
     pub fn frame(&mut self, f: &Frame<'_>) {
+        self.seq += 1;
         let (Some(ip), Some(roce)) = (f.ip, f.roce.as_ref()) else {
             return;
         };
@@ -388,37 +496,43 @@ impl PairingPass {
             } else {
                 1
             };
-            match self.requests.get_mut(&key) {
-                Some(w) => w.extend(bth.psn, span),
+            match self.requests.get(&key) {
+                Some(&(g, i)) => self.request_groups[g as usize][i as usize]
+                    .psns
+                    .extend(bth.psn, span),
                 None => {
-                    let mut w = RequestPsns {
+                    let mut psns = RequestPsns {
                         top: bth.psn,
                         slack: span,
                     };
-                    w.extend(bth.psn, span);
-                    self.requests.insert(key, w);
-                    self.requests_by_pair
+                    psns.extend(bth.psn, span);
+                    let next = self.request_groups.len() as u32;
+                    let g = *self
+                        .request_groups_by_pair
                         .entry((ip.src, ip.dst))
-                        .or_default()
-                        .push(bth.dest_qp);
+                        .or_insert(next);
+                    if g == next {
+                        self.request_groups.push(Vec::new());
+                    }
+                    let group = &mut self.request_groups[g as usize];
+                    group.push(RequestFlow {
+                        qp: bth.dest_qp,
+                        psns,
+                    });
+                    self.requests.insert(key, (g, group.len() as u32 - 1));
                 }
             }
         } else if op.is_ack() || op.is_read_response() {
             // This packet goes src→dst to q_dst and answers requests that went dst→src.
-            *self.responses.entry(key).or_default() += 1;
-            let candidates = self
-                .requests_by_pair
-                .get(&(ip.dst, ip.src))
-                .cloned()
-                .unwrap_or_default();
-            for q in candidates {
-                let req = FlowKey {
-                    src: ip.dst,
-                    dst: ip.src,
-                    dest_qp: q,
-                };
-                if self.requests.get(&req).is_some_and(|w| w.fits(bth.psn)) {
-                    self.connection(ip.dst, bth.dest_qp, ip.src, q, |e| e.reverse_fit += 1);
+            let r = self.responses.entry(key).or_default();
+            r.count += 1;
+            if let Some(&g) = self.request_groups_by_pair.get(&(ip.dst, ip.src)) {
+                let group = &self.request_groups[g as usize];
+                if r.fits.len() < group.len() {
+                    r.fits.resize(group.len(), 0);
+                }
+                for (req, n) in group.iter().zip(&mut r.fits) {
+                    *n += u64::from(req.psns.fits(bth.psn));
                 }
             }
         }
@@ -430,24 +544,34 @@ impl PairingPass {
 
     /// A data packet of `key` at the frame's tap.
     fn sent(&mut self, f: &Frame<'_>, key: FlowKey, ce: bool) {
-        let tap = (f.iface, key);
-        if !self.tap_flows.contains_key(&tap) {
-            self.tap_flows_by_pair
-                .entry((f.iface, key.src, key.dst))
-                .or_default()
-                .push(key.dest_qp);
-        }
-        let s = self.tap_flows.entry(tap).or_default();
+        let (g, i) = match self.tap_flows.get(&(f.iface, key)) {
+            Some(&at) => at,
+            None => {
+                let next = self.tap_groups.len() as u32;
+                let g = *self
+                    .tap_groups_by_pair
+                    .entry((f.iface, key.src, key.dst))
+                    .or_insert(next);
+                if g == next {
+                    self.tap_groups.push(TapGroup::default());
+                }
+                let flows = &mut self.tap_groups[g as usize].flows;
+                flows.push(TapFlow {
+                    receiver_qp: key.dest_qp,
+                    last_ce: None,
+                    last_tx: None,
+                    ce_log: EventLog::default(),
+                });
+                let at = (g, flows.len() as u32 - 1);
+                self.tap_flows.insert((f.iface, key), at);
+                at
+            }
+        };
+        let s = &mut self.tap_groups[g as usize].flows[i as usize];
         s.last_tx = Some(f.ts_ns);
         if ce {
-            s.first_ce.get_or_insert(f.ts_ns);
             s.last_ce = Some(f.ts_ns);
-            let waiting = &mut self.waiting;
-            s.waiting.retain(|stream| {
-                let w = waiting.entry((f.iface, *stream, key)).or_default();
-                w.listed = w.mark(f.ts_ns);
-                w.listed
-            });
+            s.ce_log.push(f.ts_ns, self.seq);
         }
     }
 
@@ -455,60 +579,26 @@ impl PairingPass {
     fn cnp(&mut self, iface: u32, stream: FlowKey, t: u64) {
         *self.cnps.entry(stream).or_default() += 1;
         let st = self.tap_streams.entry((iface, stream)).or_default();
-        let prev = st.last_cnp;
-        st.cnps += 1;
-        st.last_cnp = Some(t);
-        let qps = self
-            .tap_flows_by_pair
+        st.log.push(t, self.seq);
+        let Some(&g) = self
+            .tap_groups_by_pair
             .get(&(iface, stream.dst, stream.src))
-            .cloned()
-            .unwrap_or_default();
-        for q in qps {
-            let flow = flow_of(&stream, q);
-            let Some(tf) = self.tap_flows.get_mut(&(iface, flow)) else {
-                continue;
-            };
+        else {
+            return;
+        };
+        let flows = &self.tap_groups[g as usize].flows;
+        if st.hits.len() < flows.len() {
+            st.hits.resize(flows.len(), (0, 0));
+        }
+        for (tf, (ce_hits, active_hits)) in flows.iter().zip(&mut st.hits) {
             let ce_hit = tf
                 .last_ce
                 .is_some_and(|c| c <= t && t - c <= TIMING_WINDOW_NS);
             let active = tf
                 .last_tx
                 .is_some_and(|s| s <= t && t - s <= ACTIVITY_WINDOW_NS);
-            if let Some(first_ce) = tf.first_ce {
-                let w = self.waiting.entry((iface, stream, flow)).or_default();
-                // Met for the first time: the flow's first mark, if it came after the stream's previous CNP
-                // (before its first CNP, the NP had no gap to wait).
-                let marks = if w.started {
-                    w.marks
-                } else {
-                    let m = Some(first_ce).filter(|&c| prev.is_none_or(|p| c > p));
-                    [m; NP_GAPS_US.len()]
-                };
-                if marks.iter().any(Option::is_some) {
-                    let before = marks.map(|m| {
-                        m.filter(|&c| c <= t)
-                            .and_then(|c| u32::try_from(t - c).ok())
-                            .unwrap_or(u32::MAX)
-                    });
-                    self.triggers
-                        .entry((iface, stream, flow))
-                        .or_default()
-                        .push((t, before));
-                }
-                let listed = w.listed;
-                *w = Waiting {
-                    listed: true,
-                    started: true,
-                    since: t,
-                    marks: [None; NP_GAPS_US.len()],
-                };
-                if !listed {
-                    tf.waiting.push(stream);
-                }
-            }
-            let e = self.evidence(stream, q);
-            e.ce_hits += u64::from(ce_hit);
-            e.active_hits += u64::from(active);
+            *ce_hits += u64::from(ce_hit);
+            *active_hits += u64::from(active);
         }
     }
 
@@ -539,7 +629,41 @@ impl PairingPass {
     }
 
     /// Decides every stream that has candidates, then keeps only the pairs that are one-to-one.
-    pub fn finish(self) -> Pairing {
+    pub fn finish(mut self) -> Pairing {
+        // Every flow a stream's CNPs met at a tap is its candidate, with the hits counted there.
+        for (&(iface, stream), st) in &self.tap_streams {
+            let Some(&g) = self
+                .tap_groups_by_pair
+                .get(&(iface, stream.dst, stream.src))
+            else {
+                continue;
+            };
+            for (tf, &(ce, active)) in self.tap_groups[g as usize].flows.iter().zip(&st.hits) {
+                let e = self.evidence.entry((stream, tf.receiver_qp)).or_default();
+                e.ce_hits += ce;
+                e.active_hits += active;
+            }
+        }
+        // A response B→A to q_A that fitted the request flow A→B to q_B counts for the connection (q_A, q_B).
+        for (&key, r) in &self.responses {
+            let Some(&g) = self.request_groups_by_pair.get(&(key.dst, key.src)) else {
+                continue;
+            };
+            for (req, &n) in self.request_groups[g as usize].iter().zip(&r.fits) {
+                if n > 0 {
+                    let stream = FlowKey {
+                        src: key.dst,
+                        dst: key.src,
+                        dest_qp: req.qp,
+                    };
+                    self.evidence.entry((key, req.qp)).or_default().reverse_fit += n;
+                    self.evidence
+                        .entry((stream, key.dest_qp))
+                        .or_default()
+                        .reverse_fit += n;
+                }
+            }
+        }
         let mut by_stream: FxHashMap<FlowKey, Vec<(u32, Evidence)>> = FxHashMap::default();
         for (&(stream, q), &e) in &self.evidence {
             by_stream.entry(stream).or_default().push((q, e));
@@ -620,20 +744,30 @@ impl PairingPass {
                 Decision::None => {}
             }
         }
-        // Keep the CE marks each CNP may answer only for the pairs made.
-        pairing.triggers = self
-            .triggers
-            .into_iter()
-            .filter(|((_, stream, flow), _)| pairing.by_stream.get(stream) == Some(flow))
-            .collect();
+        // The CE marks each CNP may answer, for the pairs made only.
+        for (&(iface, stream), st) in &self.tap_streams {
+            let Some(flow) = pairing.by_stream.get(&stream) else {
+                continue;
+            };
+            let Some(&(g, i)) = self.tap_flows.get(&(iface, *flow)) else {
+                continue;
+            };
+            let marks = np_marks(
+                &st.log,
+                &self.tap_groups[g as usize].flows[i as usize].ce_log,
+            );
+            if !marks.is_empty() {
+                pairing.triggers.insert((iface, stream, *flow), marks);
+            }
+        }
         pairing
     }
 
     fn score(&self, stream: &FlowKey, receiver_qp: u32, evidence: Evidence) -> Candidate {
         let flow = flow_of(stream, receiver_qp);
         // Responses both ways: to the stream's QP, and to the flow's receiver QP (coming back the stream's way).
-        let responses = self.responses.get(stream).copied().unwrap_or(0)
-            + self.responses.get(&flow).copied().unwrap_or(0);
+        let count = |k: &FlowKey| self.responses.get(k).map_or(0, |r| r.count);
+        let responses = count(stream) + count(&flow);
         let cnps = self.cnps.get(stream).copied().unwrap_or(0);
         let share = |n: u64, of: u64| (of > 0).then(|| n as f64 / of as f64);
         Candidate {
@@ -755,5 +889,88 @@ fn decide(stream: FlowKey, cands: Vec<Candidate>) -> Decision {
         }
         Err(v) if v.len() == 1 => ambiguous("weak", basis, v),
         Err(v) => ambiguous("tie", basis, v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{EventLog, NP_GAPS_US, NpMarks, np_marks};
+    use proptest::prelude::*;
+
+    /// The NP marks as the pass once worked them out, frame by frame: each CE mark fills the open slots of the
+    /// stream's wait, each CNP takes what the wait found and starts the next one.
+    fn marks_frame_by_frame(events: &[(bool, u64)]) -> Vec<NpMarks> {
+        let mut out = Vec::new();
+        let (mut first_ce, mut prev) = (None::<u64>, None::<u64>);
+        let mut wait: Option<(u64, [Option<u64>; NP_GAPS_US.len()])> = None;
+        for &(is_cnp, t) in events {
+            if !is_cnp {
+                first_ce.get_or_insert(t);
+                if let Some((since, marks)) = &mut wait {
+                    for (slot, g) in marks.iter_mut().zip(NP_GAPS_US) {
+                        if slot.is_none() && t >= *since + g * 1_000 {
+                            *slot = Some(t);
+                        }
+                    }
+                }
+                continue;
+            }
+            if let Some(first) = first_ce {
+                let marks = wait.map_or(
+                    [Some(first).filter(|&c| prev.is_none_or(|p| c > p)); 8],
+                    |w| w.1,
+                );
+                if marks.iter().any(Option::is_some) {
+                    let before = marks.map(|m| match m {
+                        Some(c) if c <= t && t - c <= u64::from(u32::MAX) => (t - c) as u32,
+                        _ => u32::MAX,
+                    });
+                    out.push((t, before));
+                }
+                wait = Some((t, [None; 8]));
+            }
+            prev = Some(t);
+        }
+        out
+    }
+
+    proptest! {
+        /// The logs replayed at the end give what the frame-by-frame way gave, also where times tie or run
+        /// backwards (the frame order decides).
+        #[test]
+        fn replayed_logs_give_the_marks_of_the_frame_by_frame_way(
+            steps in proptest::collection::vec((any::<bool>(), -3_000i64..60_000), 0..200)
+        ) {
+            let mut t = 10_000_000i64;
+            let (mut cnps, mut ce) = (EventLog::default(), EventLog::default());
+            let mut events = Vec::new();
+            for (seq, (is_cnp, dt)) in steps.into_iter().enumerate() {
+                t += dt;
+                events.push((is_cnp, t as u64));
+                if is_cnp {
+                    cnps.push(t as u64, seq as u64);
+                } else {
+                    ce.push(t as u64, seq as u64);
+                }
+            }
+            prop_assert_eq!(np_marks(&cnps, &ce), marks_frame_by_frame(&events));
+        }
+    }
+
+    #[test]
+    fn the_log_gives_back_what_it_was_given_also_when_time_runs_backwards() {
+        let given = [
+            (5, 1),
+            (1_000_000_007, 2),
+            (3, 300),
+            (u64::MAX, 301),
+            (0, 1 << 40),
+            (0, (1 << 40) + 1),
+        ];
+        let mut log = EventLog::default();
+        for (ts, seq) in given {
+            log.push(ts, seq);
+        }
+        assert_eq!(log.iter().collect::<Vec<_>>(), given);
     }
 }
