@@ -50,40 +50,40 @@ impl RecordedEcn {
 }
 
 /// Every interface's DCQCN configuration (`roce_rp/`, `roce_np/` and their `enable/N`) recorded in the
-/// capture's first `KNOB` block: the captured interfaces first, then the others, each group in name order.
-/// Several NICs may have been configured differently; the RP model takes the first, and a check of the
-/// receiver's CNPs can pick the receiver's.
+/// capture's `KNOB` blocks (one per file: merged captures from several hosts bring each host's): the captured
+/// interfaces first, then the others, each group in the order of the blocks and by name within one. A NIC
+/// recorded again alike (a rotated file repeats its knobs) is listed once. Several NICs may have been
+/// configured differently; the RP model takes the first, and a check of the receiver's CNPs picks the
+/// receiver's by its addresses.
 pub fn recorded_ecn(blocks: &[CustomBlock]) -> Vec<RecordedEcn> {
-    let Some(record) = read::<records::Knobs>(blocks).next() else {
-        return Vec::new();
-    };
-    let captured = &record.captured;
-    let addrs_of = |iface: &str| -> Vec<IpAddr> {
-        record
-            .addrs
-            .get(iface)
-            .map(|v| v.iter().filter_map(|a| a.trim().parse().ok()).collect())
-            .unwrap_or_default()
-    };
-    let mut by_iface: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
-    for (path, v) in &record.knobs {
-        if let Some((iface, file)) = path.split_once('/') {
-            by_iface
-                .entry(iface)
-                .or_default()
-                .push((file.to_string(), v.clone()));
+    let mut out: Vec<RecordedEcn> = Vec::new();
+    for record in read::<records::Knobs>(blocks) {
+        let mut by_iface: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
+        for (path, v) in &record.knobs {
+            if let Some((iface, file)) = path.split_once('/') {
+                by_iface
+                    .entry(iface)
+                    .or_default()
+                    .push((file.to_string(), v.clone()));
+            }
+        }
+        for (iface, files) in by_iface {
+            let r = RecordedEcn {
+                iface: iface.to_string(),
+                captured: record.captured.iter().any(|c| c == iface),
+                addrs: record
+                    .addrs
+                    .get(iface)
+                    .map(|v| v.iter().filter_map(|a| a.trim().parse().ok()).collect())
+                    .unwrap_or_default(),
+                files,
+            };
+            if !out.contains(&r) {
+                out.push(r);
+            }
         }
     }
-    let mut out: Vec<RecordedEcn> = by_iface
-        .into_iter()
-        .map(|(iface, files)| RecordedEcn {
-            iface: iface.to_string(),
-            captured: captured.iter().any(|c| c == iface),
-            addrs: addrs_of(iface),
-            files,
-        })
-        .collect();
-    // Stable: name order within each group.
+    // Stable: block and name order within each group.
     out.sort_by_key(|r| !r.captured);
     out
 }
@@ -935,5 +935,38 @@ mod tests {
             data: b"KNOB{}".to_vec(),
         };
         assert!(recorded_ecn(&[other]).is_empty());
+    }
+
+    /// Captures of two hosts merged: each file's `KNOB` block brings its host's NIC, both named `eth0`, told
+    /// apart by their addresses; a rotated file repeating one of them adds nothing.
+    #[test]
+    fn the_knob_blocks_of_several_files_are_all_read() {
+        let knob = |addr: &str, gap: &str| CustomBlock {
+            pen: PEN,
+            data: encode(
+                KNOBS,
+                &serde_json::json!({"ts_ns": 1, "captured": ["eth0"],
+                    "knobs": {"eth0/roce_np/min_time_between_cnps": gap},
+                    "addrs": {"eth0": [addr]}}),
+            )
+            .unwrap(),
+        };
+        let blocks = [
+            knob("10.0.0.1", "4"),
+            knob("10.0.0.2", "50"),
+            knob("10.0.0.1", "4"),
+        ];
+        let all = recorded_ecn(&blocks);
+        let seen: Vec<(String, &str)> = all
+            .iter()
+            .map(|r| (r.addrs[0].to_string(), r.files[0].1.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("10.0.0.1".to_string(), "4"),
+                ("10.0.0.2".to_string(), "50")
+            ]
+        );
     }
 }

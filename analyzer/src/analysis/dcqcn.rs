@@ -71,6 +71,38 @@ pub struct Options {
     /// The guard on each flow's model: instants with events it may take before it stops. `None` sizes it from
     /// the flow's CNPs ([`step_guard`]), so that no real capture meets it.
     pub max_model_steps: Option<u64>,
+    /// Every host whose knobs the capture recorded with its addresses: a check of a notification point takes
+    /// the receiver's own, and a flow's `enable/N` its own host's.
+    pub hosts: Vec<HostEcn>,
+    /// The interface whose recorded knobs are the ones above, and the addresses of its host (empty when the
+    /// record does not say); `None` when they were not recorded (defaults, or given by the user).
+    pub knobs_recorded_from: Option<(String, Vec<IpAddr>)>,
+}
+
+/// One host's DCQCN configuration as the capture recorded it, with the addresses that say whose it is.
+#[derive(Debug, Clone)]
+pub struct HostEcn {
+    /// The interface the knobs were recorded under.
+    pub iface: String,
+    /// The host's addresses (its RoCE GIDs').
+    pub addrs: Vec<IpAddr>,
+    /// Its knobs, over the same base as the analysis' own.
+    pub ecn: EcnConfig,
+}
+
+/// The knobs that speak for one host, and whose they are.
+#[derive(Debug, Clone, Copy)]
+pub struct KnobsOf<'a> {
+    /// Its notification point's knobs.
+    pub np: &'a NpKnobs,
+    /// Its `roce_rp/enable/N`.
+    pub rp_enable: PriorityEnable,
+    /// Its `roce_np/enable/N`.
+    pub np_enable: PriorityEnable,
+    /// Its own recorded knobs, or knobs that are meant for every host (given, defaults, or a record that
+    /// does not say whose): `enable/N` of them says something of this host. False when they are known to be
+    /// another host's.
+    pub applies: bool,
 }
 
 impl Options {
@@ -83,6 +115,41 @@ impl Options {
             np_enable: self.np_enable,
             ignored: self.ignored_knobs.clone(),
         }
+    }
+
+    /// The knobs that speak for `host`: its own when the capture recorded them (and the user gave none),
+    /// else the analysis' own, with a note of whose they are, for the output.
+    pub fn knobs_of(&self, host: IpAddr) -> (KnobsOf<'_>, String) {
+        if self.recorded_knobs
+            && let Some(h) = self.hosts.iter().find(|h| h.addrs.contains(&host))
+        {
+            let of = KnobsOf {
+                np: &h.ecn.np,
+                rp_enable: h.ecn.rp_enable,
+                np_enable: h.ecn.np_enable,
+                applies: true,
+            };
+            return (of, format!("{host}'s own ({})", h.iface));
+        }
+        let (applies, note) = match &self.knobs_recorded_from {
+            Some((iface, addrs)) if !addrs.is_empty() => {
+                let whose: Vec<String> = addrs.iter().map(IpAddr::to_string).collect();
+                let note = format!(
+                    "another host's ({iface}, {}): none recorded for {host}",
+                    whose.join(" ")
+                );
+                (false, note)
+            }
+            Some((iface, _)) => (true, format!("{iface}'s (the record does not say whose)")),
+            None => (true, self.knob_source.clone()),
+        };
+        let of = KnobsOf {
+            np: &self.np,
+            rp_enable: self.rp_enable,
+            np_enable: self.np_enable,
+            applies,
+        };
+        (of, note)
     }
 
     /// Takes every field of `c`.
@@ -104,16 +171,31 @@ impl Options {
         if !self.recorded_knobs {
             return;
         }
-        let Some(rec) = roce_core::recorded::recorded_ecn(blocks).into_iter().next() else {
+        let recorded = roce_core::recorded::recorded_ecn(blocks);
+        let base = self.ecn();
+        // Every host that says who it is, on the same base: a refused value leaves that host out.
+        self.hosts = recorded
+            .iter()
+            .filter(|r| !r.addrs.is_empty())
+            .filter_map(|r| {
+                Some(HostEcn {
+                    iface: r.iface.clone(),
+                    addrs: r.addrs.clone(),
+                    ecn: r.config(&base).ok()?,
+                })
+            })
+            .collect();
+        let Some(rec) = recorded.into_iter().next() else {
             return;
         };
-        match rec.config(&self.ecn()) {
+        match rec.config(&base) {
             Ok(c) => {
                 self.set_ecn(c);
                 self.knob_source = format!(
                     "the capture ({}/roce_rp and roce_np, recorded by roce-tracer)",
                     rec.iface
                 );
+                self.knobs_recorded_from = Some((rec.iface, rec.addrs));
             }
             Err(e) => {
                 self.knob_source = format!(
@@ -169,6 +251,8 @@ impl Default for Options {
             recorded_knobs: true,
             priorities: PriorityMap::default(),
             max_model_steps: None,
+            hosts: Vec::new(),
+            knobs_recorded_from: None,
         }
     }
 }
@@ -321,9 +405,13 @@ pub struct FlowSummary {
     pub priority: Option<u8>,
     /// Where `priority` came from: `pcp` (the VLAN tag) or `dscp` (through the DSCP → priority map).
     pub priority_source: Option<PrioritySource>,
-    /// Whether the reaction point is enabled on that priority (`roce_rp/enable/N`); null when unknown. A flow
-    /// whose RP is off ignores its CNPs, and its model stays at the line rate.
+    /// Whether the sender's reaction point is enabled on that priority (`roce_rp/enable/N`); null when
+    /// unknown (not recorded, or recorded only for other hosts). A flow whose RP is off ignores its CNPs, and
+    /// its model stays at the line rate.
     pub rp_enabled: Option<bool>,
+    /// Whether the receiver's notification point is enabled on that priority (`roce_np/enable/N`); null when
+    /// unknown, as for `rp_enabled`. Off, the receiver answers no CE mark with a CNP.
+    pub np_enabled: Option<bool>,
     /// CNPs the model was fed for this flow.
     pub cnps: u64,
     /// CE-marked data packets of the flow (at the tap its rates come from).
@@ -436,6 +524,10 @@ pub struct NpStream {
     pub iface: u32,
     /// Name of that tap, for people.
     pub tap: String,
+    /// Whose `min_time_between_cnps` the stream is checked against: the NP's own when the capture recorded
+    /// them (`10.0.0.5's own (eth0)`), else the analysis' knobs and whose those are (a tap at the sender
+    /// records the sender's knobs, not the receiver's).
+    pub knobs_of: String,
     #[serde(flatten)]
     /// What the check found, flattened into this object.
     pub check: crate::analysis::np::StreamCheck,
@@ -450,6 +542,10 @@ pub struct NpPort {
     pub iface: u32,
     /// Name of that tap, for people.
     pub tap: String,
+    /// Whose `min_time_between_cnps` the port is checked against, as for a stream.
+    pub knobs_of: String,
+    /// That least gap.
+    pub min_gap_ns: u64,
     #[serde(flatten)]
     /// What the check found, flattened into this object.
     pub check: crate::analysis::np::PortCheck,
@@ -747,8 +843,7 @@ impl DcqcnPass {
             width: (end.saturating_sub(start) / MODEL_COLUMNS).saturating_add(1),
         };
         let paused = Paused::new(pauses);
-        let min_gap_ns = u64::from(opts.np.min_time_between_cnps).saturating_mul(1_000);
-        let mut np = NpChecks::new(min_gap_ns);
+        let mut np = NpChecks::new(opts);
         let mut flows = Vec::new();
         let mut aggregate = Aggregate::default();
         let traffic = Traffic::of(&chosen, grid);
@@ -763,6 +858,7 @@ impl DcqcnPass {
                 .and_then(|k| cnp_streams.take(&k, s.iface))
                 .map_or((None, Vec::new()), |(i, t)| (Some(i), t));
             if let (Some(k), Some(iface)) = (cnp_key, cnp_iface) {
+                let (min_gap_ns, _) = np_gap(opts, k.src);
                 let answers = pairing.ce_triggers(iface, &k, &s.key, min_gap_ns);
                 np.stream(k, Some(s.key.dest_qp), iface, &cnp_times, &answers);
             }
@@ -866,16 +962,25 @@ impl DcqcnPass {
 
 /// The NP checks as the streams are taken: each stream's, and its CNPs gathered per (tap, receiver) for the
 /// port checks.
-struct NpChecks {
-    min_gap_ns: u64,
+struct NpChecks<'a> {
+    opts: &'a Options,
     streams: Vec<NpStream>,
     ports: FxHashMap<(u32, IpAddr), Vec<(u64, u32)>>,
 }
 
-impl NpChecks {
-    fn new(min_gap_ns: u64) -> NpChecks {
+/// The least gap of a notification point, ns, and whose knob it is: the NP is the host that sends the CNPs.
+fn np_gap(opts: &Options, np: IpAddr) -> (u64, String) {
+    let (of, whose) = opts.knobs_of(np);
+    (
+        u64::from(of.np.min_time_between_cnps).saturating_mul(1_000),
+        whose,
+    )
+}
+
+impl<'a> NpChecks<'a> {
+    fn new(opts: &'a Options) -> NpChecks<'a> {
         NpChecks {
-            min_gap_ns,
+            opts,
             streams: Vec::new(),
             ports: FxHashMap::default(),
         }
@@ -895,6 +1000,7 @@ impl NpChecks {
             .entry((iface, k.src))
             .or_default()
             .extend(sorted.iter().map(|&t| (t, k.dest_qp)));
+        let (min_gap_ns, knobs_of) = np_gap(self.opts, k.src);
         self.streams.push(NpStream {
             receiver: k.src,
             sender: k.dst,
@@ -902,23 +1008,28 @@ impl NpChecks {
             receiver_qp,
             iface,
             tap: String::new(),
-            check: crate::analysis::np::check_stream(&sorted, answers, self.min_gap_ns),
+            knobs_of,
+            check: crate::analysis::np::check_stream(&sorted, answers, min_gap_ns),
         });
     }
 
     fn finish(mut self) -> (Vec<NpStream>, Vec<NpPort>) {
         self.streams
             .sort_by_key(|n| (n.receiver, n.sender, n.sender_qp, n.iface));
+        let opts = self.opts;
         let mut out: Vec<NpPort> = self
             .ports
             .into_iter()
             .map(|((iface, receiver), mut cnps)| {
                 cnps.sort_unstable();
+                let (min_gap_ns, knobs_of) = np_gap(opts, receiver);
                 NpPort {
                     receiver,
                     iface,
                     tap: String::new(),
-                    check: crate::analysis::np::check_port(&cnps, self.min_gap_ns),
+                    knobs_of,
+                    min_gap_ns,
+                    check: crate::analysis::np::check_port(&cnps, min_gap_ns),
                 }
             })
             .collect();
@@ -1273,7 +1384,14 @@ fn analyse_flow(
         receiver_qp: s.key.dest_qp,
     };
     cnp_ts.sort_unstable();
-    let rp_enabled = s.priority.and_then(|p| opts.rp_enable.get(p));
+    // Each end's own enable/N when the capture recorded them; another host's say nothing of it.
+    let enabled = |host: IpAddr, np: bool| {
+        let (of, _) = opts.knobs_of(host);
+        let e = if np { of.np_enable } else { of.rp_enable };
+        s.priority.and_then(|p| e.get(p)).filter(|_| of.applies)
+    };
+    let rp_enabled = enabled(s.key.src, false);
+    let np_enabled = enabled(s.key.dst, true);
     // A reaction point that is off on the flow's priority ignores its CNPs (the NIC counts them in
     // rp_cnp_ignored): the model has none to act on.
     let times = if rp_enabled == Some(false) {
@@ -1365,6 +1483,7 @@ fn analyse_flow(
         priority: s.priority,
         priority_source: s.priority_source,
         rp_enabled,
+        np_enabled,
         cnps: cnp_ts.len() as u64,
         ce_packets: s.bins.iter().map(|b| u64::from(b.ce)).sum(),
         above_model_fraction,

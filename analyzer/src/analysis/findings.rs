@@ -118,8 +118,17 @@ fn ce_without_cnps(stats: &StatsReport, dcqcn: &DcqcnReport, out: &mut Vec<Findi
             .iter()
             .any(|c| c.src == f.receiver && c.dst == f.sender);
         if ce > 0 && !any_cnp {
+            // The receiver's own recorded knob, when the capture holds it, says why.
+            let why = match (f.np_enabled, f.priority) {
+                (Some(false), Some(p)) => {
+                    format!(
+                        "; the receiver's roce_np/enable/{p} is recorded 0: its NP is off on priority {p}"
+                    )
+                }
+                _ => String::new(),
+            };
             evidence.push(format!(
-                "{}: {ce} CE-marked packets, no CNP back to {}",
+                "{}: {ce} CE-marked packets, no CNP back to {}{why}",
                 flow_name(f.sender, f.receiver, f.receiver_qp),
                 f.sender
             ));
@@ -150,13 +159,13 @@ fn ignores_cnps(f: &crate::analysis::dcqcn::FlowDcqcn, rules: &Rules) -> bool {
 /// than the knobs say, and the model's CNP input is then what that NP made of the marks.
 fn np_pacing(dcqcn: &DcqcnReport, out: &mut Vec<Finding>) {
     use crate::analysis::np::Pacing;
-    let gap = dcqcn.np.min_time_between_cnps;
     let evidence: Vec<String> = dcqcn
         .np_streams
         .iter()
         .filter_map(|n| {
             let c = &n.check;
             let us = |v: f64| v / 1000.0;
+            let gap = us(c.min_gap_ns as f64);
             let what = match c.pacing {
                 Pacing::Faster => format!(
                     "{} of {} gaps shorter than {gap} µs (least {:.1} µs, median {:.1} µs)",
@@ -172,8 +181,8 @@ fn np_pacing(dcqcn: &DcqcnReport, out: &mut Vec<Finding>) {
                 _ => return None,
             };
             Some(format!(
-                "{} → {} QP 0x{:06x} at {}: {what}",
-                n.receiver, n.sender, n.sender_qp, n.tap
+                "{} → {} QP 0x{:06x} at {}: {what} (min_time_between_cnps: {})",
+                n.receiver, n.sender, n.sender_qp, n.tap, n.knobs_of
             ))
         })
         .collect();
@@ -182,7 +191,7 @@ fn np_pacing(dcqcn: &DcqcnReport, out: &mut Vec<Finding>) {
             code: "np_pacing",
             severity: Severity::Warning,
             title: format!(
-                "{} CNP stream(s) paced otherwise than min_time_between_cnps = {gap} µs",
+                "{} CNP stream(s) paced otherwise than their receiver's min_time_between_cnps",
                 evidence.len()
             ),
             detail: "A notification point sends at most one CNP per QP per min_time_between_cnps. CNPs closer \
@@ -199,10 +208,11 @@ fn np_pacing(dcqcn: &DcqcnReport, out: &mut Vec<Finding>) {
         .iter()
         .filter(|p| p.check.per_port)
         .map(|p| {
+            let gap = p.min_gap_ns as f64 / 1000.0;
             format!(
                 "{} at {}: {} CNPs to {} QPs, {} times two QPs' CNPs in a row within 2 × {gap} µs, never \
-                 closer than {gap} µs",
-                p.receiver, p.tap, p.check.cnps, p.check.qps, p.check.interleaved
+                 closer than {gap} µs (min_time_between_cnps: {})",
+                p.receiver, p.tap, p.check.cnps, p.check.qps, p.check.interleaved, p.knobs_of
             )
         })
         .collect();
@@ -258,6 +268,17 @@ fn ambiguous_pairing(dcqcn: &DcqcnReport, out: &mut Vec<Finding>) {
 }
 
 fn cnps_without_cuts(dcqcn: &DcqcnReport, rules: &Rules, out: &mut Vec<Finding>) {
+    // A sender whose own recorded roce_rp/enable/N is 0 ignores its CNPs by configuration: the model does not
+    // cut it, so its rate cannot be held against a ceiling; the knob is the evidence.
+    let off = dcqcn.flows.iter().filter_map(|f| match (f.rp_enabled, f.priority) {
+        (Some(false), Some(p)) if f.cnps >= rules.min_cnps_for_cut_check => Some(format!(
+            "{}: {} CNPs on priority {p}, where the sender's roce_rp/enable/{p} is recorded 0: its NIC ignores \
+             them (rp_cnp_ignored)",
+            flow_name(f.sender, f.receiver, f.receiver_qp),
+            f.cnps
+        )),
+        _ => None,
+    });
     let evidence: Vec<String> = dcqcn
         .flows
         .iter()
@@ -273,6 +294,7 @@ fn cnps_without_cuts(dcqcn: &DcqcnReport, rules: &Rules, out: &mut Vec<Finding>)
                 f.cuts.last().map_or(dcqcn.line_gbps, |c| c.rc_after_gbps) * 1000.0
             )
         })
+        .chain(off)
         .collect();
     if !evidence.is_empty() {
         out.push(Finding {

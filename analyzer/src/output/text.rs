@@ -2,6 +2,7 @@
 //! in a terminal first. The JSON and the CSV/Parquet tables carry the same numbers for machines.
 
 use std::io::{self, Write};
+use std::net::IpAddr;
 
 use crate::analysis::dcqcn::DcqcnReport;
 use roce_capture::blocks::records::IpDrops;
@@ -101,8 +102,7 @@ fn print_np(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
     }
     writeln!(
         out,
-        "\nNotification point (min_time_between_cnps {} µs)",
-        r.np.min_time_between_cnps
+        "\nNotification point (each stream against its receiver's min_time_between_cnps)"
     )?;
     let us = |v: f64| format!("{:.1}", v / 1000.0);
     let rows: Vec<Vec<String>> = r
@@ -114,6 +114,7 @@ fn print_np(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
                 n.receiver.to_string(),
                 n.sender.to_string(),
                 format!("0x{:06x}", n.sender_qp),
+                us(c.min_gap_ns as f64),
                 c.cnps.to_string(),
                 c.min_spacing_ns.map_or("-".into(), |v| us(v as f64)),
                 c.spacing_ns.map_or("-".into(), |p| us(p.p50)),
@@ -130,6 +131,7 @@ fn print_np(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
             "NP",
             "to",
             "snd_qp",
+            "knob gap µs",
             "CNPs",
             "min gap µs",
             "gap p50",
@@ -139,6 +141,16 @@ fn print_np(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
         ],
         &rows,
     )?;
+    // Whose knob each receiver was checked against, once per receiver.
+    let mut whose: Vec<(IpAddr, &str)> = r
+        .np_streams
+        .iter()
+        .map(|n| (n.receiver, n.knobs_of.as_str()))
+        .collect();
+    whose.dedup();
+    for (np, knobs_of) in whose {
+        writeln!(out, "  {np}: min_time_between_cnps from {}", esc(knobs_of))?;
+    }
     for p in r.np_ports.iter().filter(|p| p.check.per_port) {
         writeln!(
             out,

@@ -162,14 +162,18 @@ fn pcap_of(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
 /// A pcapng of `frames` on one interface `eth0`, after a `KNOB` block holding `knobs` as the tracer records
 /// them (`eth0/roce_rp/NAME` ...).
 fn pcapng_with_knobs(frames: &[(u64, Vec<u8>)], knobs: serde_json::Value) -> Vec<u8> {
+    pcapng_with_record(
+        frames,
+        serde_json::json!({"ts_ns": 0, "captured": ["eth0"], "knobs": knobs}),
+    )
+}
+
+/// [`pcapng_with_knobs`] with the whole `KNOB` record given (its `addrs` too).
+fn pcapng_with_record(frames: &[(u64, Vec<u8>)], record: serde_json::Value) -> Vec<u8> {
     let mut w = PcapngWriter::new(Vec::new(), &SectionInfo::default()).unwrap();
     w.add_interface(LinkType::ETHERNET, 65535, Some("eth0"), None)
         .unwrap();
-    let block = blocks::encode(
-        blocks::KNOBS,
-        &serde_json::json!({"ts_ns": 0, "captured": ["eth0"], "knobs": knobs}),
-    )
-    .unwrap();
+    let block = blocks::encode(blocks::KNOBS, &record).unwrap();
     w.write_custom(blocks::PEN, &block, true).unwrap();
     for (ts, f) in frames {
         w.write_packet(0, *ts, f, f.len() as u32).unwrap();
@@ -917,4 +921,41 @@ fn a_slow_sender_that_ignores_its_cnps_is_still_found() {
     let a = pipeline::run(&mut reader, &opts, |_| {}).unwrap();
     let codes: Vec<&str> = a.findings.iter().map(|f| f.code).collect();
     assert!(codes.contains(&"cnps_without_cuts"), "{:?}", a.findings);
+}
+
+/// `enable/N` is a host's own: the sender's recorded `roce_rp/enable/3` = 0 (its tap records its addresses)
+/// means its NIC ignores its CNPs, and the model does not cut it; the same knob recorded for another host says
+/// nothing of this sender, so its flow is modeled (and held against what its CNPs should have done).
+#[test]
+fn a_hosts_enable_knobs_speak_for_that_host_only() {
+    let sender = Sender {
+        pcp: Some(3),
+        rp_on: false,
+        ..Sender::new(&Knobs::default(), &CNPS_US)
+    };
+    let record = |addr: &str| {
+        serde_json::json!({"ts_ns": 0, "captured": ["eth0"],
+            "knobs": {"eth0/roce_rp/enable/3": "0", "eth0/roce_np/enable/3": "0"},
+            "addrs": {"eth0": [addr]}})
+    };
+    let own = analyse(
+        pcapng_with_record(&sender.frames(), record("10.0.0.1")),
+        &bins20(),
+    );
+    let f = &own.flows[0];
+    assert_eq!((f.rp_enabled, f.np_enabled), (Some(false), None));
+    assert!(f.cuts.is_empty(), "{:?}", f.cuts);
+    let other = analyse(
+        pcapng_with_record(&sender.frames(), record("10.0.0.9")),
+        &bins20(),
+    );
+    let f = &other.flows[0];
+    assert_eq!((f.rp_enabled, f.np_enabled), (None, None));
+    assert!(!f.cuts.is_empty());
+    // The receiver's own NP knob, recorded with its address.
+    let np_off = analyse(
+        pcapng_with_record(&sender.frames(), record("10.0.0.2")),
+        &bins20(),
+    );
+    assert_eq!(np_off.flows[0].np_enabled, Some(false));
 }

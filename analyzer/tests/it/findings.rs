@@ -75,3 +75,33 @@ fn findings_per_sample() {
     }
     assert!(ok, "{report}");
 }
+
+/// The simulator records each tapped host's `roce_rp/enable/N` and `roce_np/enable/N` with its address, and the
+/// analysis reads them as that host's: `ce_no_cnp`'s receiver (tapped) has its NP off, which
+/// `ce_without_cnps` cites; `cnp_ignored`'s senders are not tapped, so the receiver's RP knobs say nothing of
+/// them (`rp_enabled` unknown) and they are found from the traffic.
+#[test]
+fn recorded_enable_knobs_are_read_as_their_hosts() {
+    let a = analyse("ce_no_cnp", 25);
+    assert!(!a.dcqcn.flows.is_empty());
+    for f in &a.dcqcn.flows {
+        assert_eq!((f.rp_enabled, f.np_enabled), (None, Some(false)), "{f:?}");
+    }
+    let f = a
+        .findings
+        .iter()
+        .find(|f| f.code == "ce_without_cnps")
+        .unwrap();
+    assert!(
+        f.evidence
+            .iter()
+            .all(|e| e.contains("roce_np/enable/3 is recorded 0")),
+        "{:?}",
+        f.evidence
+    );
+    let a = analyse("cnp_ignored", 25);
+    for f in &a.dcqcn.flows {
+        assert_eq!((f.rp_enabled, f.np_enabled), (None, Some(true)), "{f:?}");
+    }
+    assert!(codes(&a).contains(&"cnps_without_cuts"));
+}

@@ -3,8 +3,8 @@
 
 use analyzer::analysis::np::Pacing;
 use analyzer::analysis::{self as pipeline, Analysis, PipelineOptions};
-use roce_capture::LinkType;
-use roce_capture::write::PcapWriter;
+use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
+use roce_capture::{LinkType, blocks};
 use roce_wire::{BthRepr, ExtHeaders, Opcode};
 
 const US: u64 = 1_000;
@@ -17,6 +17,15 @@ fn capture(cnps: impl Fn(&[u64]) -> Vec<u64>) -> Analysis {
 }
 
 fn capture_with(cnps: impl Fn(&[u64]) -> Vec<u64>, opts: &PipelineOptions) -> Analysis {
+    capture_recorded(cnps, opts, None)
+}
+
+/// [`capture_with`], as a pcapng on `eth0` whose `KNOB` record is `knob` when given.
+fn capture_recorded(
+    cnps: impl Fn(&[u64]) -> Vec<u64>,
+    opts: &PipelineOptions,
+    knob: Option<serde_json::Value>,
+) -> Analysis {
     let data: Vec<u64> = (0..5_000u64).map(|i| i * 100).collect();
     let mut frames: Vec<(u64, Vec<u8>)> = data
         .iter()
@@ -34,12 +43,28 @@ fn capture_with(cnps: impl Fn(&[u64]) -> Vec<u64>, opts: &PipelineOptions) -> An
     }
     frames.sort_by_key(|(t, _)| *t);
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("np.pcap");
-    let mut w = PcapWriter::new(Vec::new(), LinkType::ETHERNET, 65535).unwrap();
-    for (t, f) in &frames {
-        w.write_packet(*t, f, f.len() as u32).unwrap();
-    }
-    std::fs::write(&path, w.into_inner().unwrap()).unwrap();
+    let path = dir.path().join("np.pcapng");
+    let bytes = match knob {
+        None => {
+            let mut w = PcapWriter::new(Vec::new(), LinkType::ETHERNET, 65535).unwrap();
+            for (t, f) in &frames {
+                w.write_packet(*t, f, f.len() as u32).unwrap();
+            }
+            w.into_inner().unwrap()
+        }
+        Some(knob) => {
+            let mut w = PcapngWriter::new(Vec::new(), &SectionInfo::default()).unwrap();
+            w.add_interface(LinkType::ETHERNET, 65535, Some("eth0"), None)
+                .unwrap();
+            let block = blocks::encode(blocks::KNOBS, &knob).unwrap();
+            w.write_custom(blocks::PEN, &block, true).unwrap();
+            for (t, f) in &frames {
+                w.write_packet(0, *t, f, f.len() as u32).unwrap();
+            }
+            w.into_inner().unwrap()
+        }
+    };
+    std::fs::write(&path, bytes).unwrap();
     let mut c = roce_capture::Capture::open_file(&path).unwrap();
     pipeline::run(&mut c, opts, |_| {}).unwrap()
 }
@@ -107,4 +132,61 @@ fn an_np_slower_than_its_knob_is_reported() {
     let a = capture_with(conforming(50 * US, US), &opts);
     assert_eq!(a.dcqcn.np_streams[0].check.pacing, Pacing::Conforms);
     assert!(a.findings.iter().all(|f| f.code != "np_pacing"));
+}
+
+/// A tap at the sender (10.0.0.1) records the sender's knobs, 4 µs between CNPs, not those of the receiver
+/// (10.0.0.2), whose NP keeps 50 µs. The check used to hold the receiver's CNPs against the sender's knob and
+/// call its NP slower than configured. With the receiver's knobs recorded too it is held against its own 50 µs
+/// and conforms; with the sender's alone the output says whose knob stood in.
+#[test]
+fn the_np_is_checked_against_the_knob_of_the_host_that_sends_the_cnps() {
+    let opts = PipelineOptions::default();
+    let sender_only = serde_json::json!({
+        "ts_ns": 0,
+        "captured": ["eth0"],
+        "knobs": {"eth0/roce_np/min_time_between_cnps": "4", "eth0/roce_rp/rpg_gd": "11"},
+        "addrs": {"eth0": ["10.0.0.1"]},
+    });
+    let a = capture_recorded(conforming(50 * US, US), &opts, Some(sender_only));
+    let s = &a.dcqcn.np_streams[0];
+    assert_eq!(s.receiver.to_string(), "10.0.0.2");
+    assert_eq!(s.check.min_gap_ns, 4 * US);
+    assert!(
+        s.knobs_of.contains("another host's (eth0, 10.0.0.1)")
+            && s.knobs_of.contains("none recorded for 10.0.0.2"),
+        "{}",
+        s.knobs_of
+    );
+    let f = a.findings.iter().find(|f| f.code == "np_pacing").unwrap();
+    assert!(
+        f.evidence[0].contains("none recorded for 10.0.0.2"),
+        "{:?}",
+        f.evidence
+    );
+    let both = serde_json::json!({
+        "ts_ns": 0,
+        "captured": ["eth0"],
+        "knobs": {
+            "eth0/roce_np/min_time_between_cnps": "4",
+            "eth1/roce_np/min_time_between_cnps": "50",
+        },
+        "addrs": {"eth0": ["10.0.0.1"], "eth1": ["fe80::2", "10.0.0.2"]},
+    });
+    let a = capture_recorded(conforming(50 * US, US), &opts, Some(both));
+    let s = &a.dcqcn.np_streams[0];
+    assert_eq!(s.check.min_gap_ns, 50 * US);
+    assert_eq!(s.knobs_of, "10.0.0.2's own (eth1)");
+    assert_eq!(s.check.pacing, Pacing::Conforms, "{:?}", s.check);
+    assert!(a.findings.iter().all(|f| f.code != "np_pacing"));
+    let port = &a.dcqcn.np_ports[0];
+    assert_eq!(
+        (port.min_gap_ns, port.knobs_of.as_str()),
+        (50 * US, "10.0.0.2's own (eth1)")
+    );
+    // The model's RP knobs are still the first captured interface's (the sender's here).
+    assert!(
+        a.dcqcn.knob_source.contains("eth0"),
+        "{}",
+        a.dcqcn.knob_source
+    );
 }

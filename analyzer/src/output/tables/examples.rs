@@ -218,6 +218,7 @@ impl TableRow for NpStream {
             receiver_qp: Some(0),
             iface: 0,
             tap: String::new(),
+            knobs_of: String::new(),
             check: StreamCheck {
                 cnps: 0,
                 min_gap_ns: 0,
@@ -238,6 +239,8 @@ impl TableRow for NpPort {
             receiver: IP,
             iface: 0,
             tap: String::new(),
+            knobs_of: String::new(),
+            min_gap_ns: 0,
             check: PortCheck {
                 cnps: 0,
                 qps: 0,
@@ -304,6 +307,7 @@ pub fn flow_summary() -> FlowSummary {
         priority: Some(0),
         priority_source: Some(PrioritySource::Pcp),
         rp_enabled: Some(true),
+        np_enabled: Some(true),
         cnps: 0,
         ce_packets: 0,
         above_model_fraction: 0.0,
