@@ -93,6 +93,8 @@ pub struct HostEcn {
 /// The knobs that speak for one host, and whose they are.
 #[derive(Debug, Clone, Copy)]
 pub struct KnobsOf<'a> {
+    /// Its reaction point's knobs (with the model's options).
+    pub rp: &'a Knobs,
     /// Its notification point's knobs.
     pub np: &'a NpKnobs,
     /// Its `roce_rp/enable/N`.
@@ -103,6 +105,8 @@ pub struct KnobsOf<'a> {
     /// does not say whose): `enable/N` of them says something of this host. False when they are known to be
     /// another host's.
     pub applies: bool,
+    /// They are the host's own, recorded for it.
+    pub own: bool,
 }
 
 impl Options {
@@ -124,10 +128,12 @@ impl Options {
             && let Some(h) = self.hosts.iter().find(|h| h.addrs.contains(&host))
         {
             let of = KnobsOf {
+                rp: &h.ecn.rp,
                 np: &h.ecn.np,
                 rp_enable: h.ecn.rp_enable,
                 np_enable: h.ecn.np_enable,
                 applies: true,
+                own: true,
             };
             return (of, format!("{host}'s own ({})", h.iface));
         }
@@ -144,10 +150,12 @@ impl Options {
             None => (true, self.knob_source.clone()),
         };
         let of = KnobsOf {
+            rp: &self.knobs,
             np: &self.np,
             rp_enable: self.rp_enable,
             np_enable: self.np_enable,
             applies,
+            own: false,
         };
         (of, note)
     }
@@ -412,6 +420,9 @@ pub struct FlowSummary {
     /// Whether the receiver's notification point is enabled on that priority (`roce_np/enable/N`); null when
     /// unknown, as for `rp_enabled`. Off, the receiver answers no CE mark with a CNP.
     pub np_enabled: Option<bool>,
+    /// Whose reaction-point knobs the flow's model (and its fit) ran with: the sender's own when the capture
+    /// recorded them (`10.0.0.1's own (eth0)`), else the analysis' knobs and whose those are.
+    pub knobs_of: String,
     /// CNPs the model was fed for this flow.
     pub cnps: u64,
     /// CE-marked data packets of the flow (at the tap its rates come from).
@@ -896,7 +907,8 @@ impl DcqcnPass {
                 }
                 let times = model_times(&f.cnp_ts_ns, opts);
                 if !times.is_empty() {
-                    f.fit = fit_knobs(&times, f, grid, end, opts)?;
+                    let (knobs, _) = model_knobs(opts, f.sender);
+                    f.fit = fit_knobs(&times, f, grid, end, (opts, knobs))?;
                 }
             }
         }
@@ -966,6 +978,23 @@ struct NpChecks<'a> {
     opts: &'a Options,
     streams: Vec<NpStream>,
     ports: FxHashMap<(u32, IpAddr), Vec<(u64, u32)>>,
+}
+
+/// The knobs the model of a sender runs with, and whose they are: the sender's own when the capture recorded
+/// them and the model takes them, else the analysis' knobs (the hosts of one fabric are configured alike).
+fn model_knobs(opts: &Options, sender: IpAddr) -> (&Knobs, String) {
+    let (of, whose) = opts.knobs_of(sender);
+    if !of.own {
+        return (of.rp, whose);
+    }
+    // The analysis' own knobs were checked before any work; a host's recorded set may still be refused.
+    match Rp::new(opts.profile, of.rp, opts.line_mbps) {
+        Ok(_) => (of.rp, whose),
+        Err(e) => (
+            &opts.knobs,
+            format!("{} ({whose} were refused: {e})", opts.knob_source),
+        ),
+    }
 }
 
 /// The least gap of a notification point, ns, and whose knob it is: the NP is the host that sends the CNPs.
@@ -1419,7 +1448,8 @@ fn analyse_flow(
         };
         Stretches::new(&observed, w, frame_bits, opts.line_mbps)
     });
-    let stopped_ns = run_model(opts, &opts.knobs, &times, end, |e| {
+    let (knobs, knobs_of) = model_knobs(opts, s.key.src);
+    let stopped_ns = run_model(opts, knobs, &times, end, |e| {
         on_event(&id, &e);
         if let Some(s) = stretches.as_mut() {
             s.at(e.t_ns, e.rc_mbps);
@@ -1484,6 +1514,7 @@ fn analyse_flow(
         priority_source: s.priority_source,
         rp_enabled,
         np_enabled,
+        knobs_of,
         cnps: cnp_ts.len() as u64,
         ce_packets: s.bins.iter().map(|b| u64::from(b.ce)).sum(),
         above_model_fraction,
@@ -1679,7 +1710,7 @@ fn fit_knobs(
     f: &FlowDcqcn,
     grid: Grid,
     end: u64,
-    opts: &Options,
+    (opts, given): (&Options, &Knobs),
 ) -> Result<Option<Fit>, DcqcnError> {
     if !matches!(opts.profile, Profile::ConnectX) {
         return Ok(None);
@@ -1721,7 +1752,7 @@ fn fit_knobs(
         };
         Ok(Some((error, t.compared)))
     };
-    let Some((given_error, n)) = error(&opts.knobs)? else {
+    let Some((given_error, n)) = error(given)? else {
         return Ok(None);
     };
     if n == 0 {
@@ -1740,15 +1771,15 @@ fn fit_knobs(
         let knobs = Knobs {
             dce_tcp_g: FIT_G[gi],
             rpg_gd: FIT_GD[di],
-            ..opts.knobs.clone()
+            ..given.clone()
         };
         let e = error(&knobs)?.map(|(e, _)| e);
         tried.insert((gi, di), e);
         Ok(e)
     };
     let mut at = (
-        nearest(&FIT_G, opts.knobs.dce_tcp_g),
-        nearest(&FIT_GD, opts.knobs.rpg_gd),
+        nearest(&FIT_G, given.dce_tcp_g),
+        nearest(&FIT_GD, given.rpg_gd),
     );
     let mut best = (f64::INFINITY, at);
     for _ in 0..FIT_G.len() + FIT_GD.len() {
@@ -1778,7 +1809,7 @@ fn fit_knobs(
     let (error_gbps, dce_tcp_g, rpg_gd) = if best.0 < given_error - 1e-12 {
         (best.0, FIT_G[best.1.0], FIT_GD[best.1.1])
     } else {
-        (given_error, opts.knobs.dce_tcp_g, opts.knobs.rpg_gd)
+        (given_error, given.dce_tcp_g, given.rpg_gd)
     };
     Ok(Some(Fit {
         dce_tcp_g,

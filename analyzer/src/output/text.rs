@@ -74,6 +74,18 @@ pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
         ],
         &rows,
     )?;
+    // A sender whose own knobs the capture recorded is modeled with them, not with the ones named above.
+    let mut own: Vec<(IpAddr, &str)> = r
+        .flows
+        .iter()
+        .filter(|f| f.knobs_of.contains("'s own ("))
+        .map(|f| (f.sender, f.knobs_of.as_str()))
+        .collect();
+    own.sort_unstable();
+    own.dedup();
+    for (sender, knobs_of) in own {
+        writeln!(out, "  model of {sender}: knobs {}", esc(knobs_of))?;
+    }
     if !r.unpaired_cnps.is_empty() {
         writeln!(
             out,

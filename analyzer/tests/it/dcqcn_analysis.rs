@@ -959,3 +959,31 @@ fn a_hosts_enable_knobs_speak_for_that_host_only() {
     );
     assert_eq!(np_off.flows[0].np_enabled, Some(false));
 }
+
+/// Captures of both ends merged (one record here): the first captured interface is the receiver's, whose
+/// `rpg_gd` = 9 would cut deeper, yet the flow's model runs with the sender's own recorded knobs, which paced
+/// it, and says so.
+#[test]
+fn a_flows_model_runs_with_its_senders_own_knobs() {
+    let sender = Sender::new(&Knobs::default(), &[100]);
+    let record = serde_json::json!({"ts_ns": 0, "captured": ["eth1"],
+        "knobs": {"eth0/roce_rp/rpg_gd": "11", "eth1/roce_rp/rpg_gd": "9"},
+        "addrs": {"eth0": ["10.0.0.1"], "eth1": ["10.0.0.2"]}});
+    let report = analyse(pcapng_with_record(&sender.frames(), record), &bins20());
+    assert!(
+        report.knob_source.contains("eth1"),
+        "{}",
+        report.knob_source
+    );
+    assert_eq!(report.knobs.rpg_gd, 9);
+    let f = &report.flows[0];
+    assert_eq!(f.knobs_of, "10.0.0.1's own (eth0)");
+    let cut = f.cuts[0];
+    assert!(
+        (cut.rc_after_gbps / cut.rc_before_gbps - 0.51).abs() < 0.01,
+        "{cut:?}"
+    );
+    // The fit starts from, and keeps, the sender's own knobs, which paced it.
+    let fit = f.fit.expect("fitted");
+    assert_eq!((fit.dce_tcp_g, fit.rpg_gd), (1019, 11));
+}

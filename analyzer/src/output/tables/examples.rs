@@ -308,6 +308,7 @@ pub fn flow_summary() -> FlowSummary {
         priority_source: Some(PrioritySource::Pcp),
         rp_enabled: Some(true),
         np_enabled: Some(true),
+        knobs_of: String::new(),
         cnps: 0,
         ce_packets: 0,
         above_model_fraction: 0.0,
