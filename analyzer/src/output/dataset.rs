@@ -54,7 +54,9 @@ use polars_parquet::parquet::write::{
 };
 use polars_parquet::write::fallible_streaming_iterator;
 use roce_capture::Capture;
-use roce_core::decode::{Frame, Kind, mac_to_string};
+use roce_core::decode::{Frame, IpInfo, Kind, mac_to_string};
+use roce_wire::bth::BthRepr;
+use roce_wire::ext::{AethRepr, RethRepr};
 use roce_wire::pfc::MacControlRepr;
 use rustc_hash::FxHashMap;
 use thiserror::Error;
@@ -135,15 +137,11 @@ macro_rules! rows {
         #[derive(Debug, Default)]
         struct Rows {
             $($name: Vec<$ty>,)*
-            pfc_quanta: [Vec<Option<i32>>; 8],
         }
 
         impl Rows {
             fn each_buffer(&mut self, each: &mut dyn FnMut(&mut dyn Buffer)) {
                 $(each(&mut self.$name);)*
-                for b in self.pfc_quanta.iter_mut() {
-                    each(b);
-                }
             }
         }
     };
@@ -154,41 +152,23 @@ rows! {
     time_ns: i64,
     iface: u32,
     kind: Kind,
-    len: i64,
-    caplen: i64,
-    vlan: Option<i32>,
-    pcp: Option<i32>,
-    inner_vlan: Option<i32>,
+    len: u32,
+    caplen: u32,
+    vlan: Option<u16>,
+    pcp: Option<u8>,
+    inner_vlan: Option<u16>,
     src_mac: Option<[u8; 6]>,
     dst_mac: Option<[u8; 6]>,
-    src: Option<IpAddr>,
-    dst: Option<IpAddr>,
-    dscp: Option<i32>,
-    ecn: Option<i32>,
-    ip_len: Option<i32>,
-    roce_version: Option<i32>,
-    sport: Option<i32>,
-    opcode: Option<i32>,
-    dest_qp: Option<i32>,
-    psn: Option<i32>,
-    se: Option<bool>,
-    migreq: Option<bool>,
-    pad: Option<i32>,
-    tver: Option<i32>,
-    pkey: Option<i32>,
-    fecn: Option<bool>,
-    becn: Option<bool>,
-    ack_req: Option<bool>,
+    ip: Option<IpInfo>,
+    roce_version: Option<u8>,
+    sport: Option<u16>,
+    bth: Option<BthRepr>,
     payload_len: Option<i32>,
     icrc_ok: Option<bool>,
-    aeth_syndrome: Option<i32>,
-    aeth_msn: Option<i32>,
-    reth_va: Option<u64>,
-    reth_rkey: Option<i64>,
-    reth_len: Option<i64>,
-    deth_src_qp: Option<i32>,
-    pfc_enable: Option<i32>,
-    pause_quanta: Option<i32>,
+    aeth: Option<AethRepr>,
+    reth: Option<RethRepr>,
+    deth_src_qp: Option<u32>,
+    mac_control: Option<MacControlRepr>,
 }
 
 impl Rows {
@@ -198,65 +178,37 @@ impl Rows {
         r
     }
 
-    /// Appends one frame; the fields a frame lacks are null, as `decode --json` leaves them out.
+    /// Appends one frame; the fields a frame lacks are null, as `decode --json` leaves them out. Headers
+    /// are copied whole (a BTH, the IP facts, a PFC frame's content) and split into columns on the encoding
+    /// thread: fewer stores here, on the thread that also reads and decodes.
     fn push(&mut self, f: &Frame<'_>) {
         self.frame.push(f.number as i64);
         self.time_ns.push(f.ts_ns as i64);
         self.iface.push(f.iface);
         self.kind.push(f.kind);
-        self.len.push(i64::from(f.len));
-        self.caplen.push(i64::from(f.caplen));
-        self.vlan.push(f.vlan.map(i32::from));
-        self.pcp.push(f.pcp.map(i32::from));
-        self.inner_vlan.push(f.inner_vlan.map(i32::from));
+        self.len.push(f.len);
+        self.caplen.push(f.caplen);
+        self.vlan.push(f.vlan);
+        self.pcp.push(f.pcp);
+        self.inner_vlan.push(f.inner_vlan);
         self.src_mac.push(f.src_mac);
         self.dst_mac.push(f.dst_mac);
-        let ip = f.ip;
-        self.src.push(ip.map(|i| i.src));
-        self.dst.push(ip.map(|i| i.dst));
-        self.dscp.push(ip.map(|i| i32::from(i.dscp)));
-        self.ecn.push(ip.map(|i| i32::from(i.ecn)));
-        self.ip_len.push(ip.map(|i| i.len as i32));
+        self.ip.push(f.ip);
         let roce = f.roce.as_ref();
-        self.roce_version.push(roce.map(|r| i32::from(r.version)));
-        self.sport.push(roce.and_then(|r| r.sport).map(i32::from));
-        let bth = roce.and_then(|r| r.packet.bth);
-        self.opcode.push(bth.map(|b| i32::from(b.opcode.0)));
-        self.dest_qp.push(bth.map(|b| b.dest_qp as i32));
-        self.psn.push(bth.map(|b| b.psn as i32));
-        self.se.push(bth.map(|b| b.se));
-        self.migreq.push(bth.map(|b| b.migreq));
-        self.pad.push(bth.map(|b| i32::from(b.pad_count)));
-        self.tver.push(bth.map(|b| i32::from(b.tver)));
-        self.pkey.push(bth.map(|b| i32::from(b.pkey)));
-        self.fecn.push(bth.map(|b| b.fecn));
-        self.becn.push(bth.map(|b| b.becn));
-        self.ack_req.push(bth.map(|b| b.ack_req));
+        self.roce_version.push(roce.map(|r| r.version));
+        self.sport.push(roce.and_then(|r| r.sport));
+        self.bth.push(roce.and_then(|r| r.packet.bth));
         self.payload_len.push(
             roce.and_then(|r| r.packet.payload_len)
                 .map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
         );
         self.icrc_ok.push(roce.and_then(|r| r.icrc.as_option()));
         let ext = roce.map(|r| &r.packet.ext);
-        let aeth = ext.and_then(|e| e.aeth);
-        self.aeth_syndrome.push(aeth.map(|a| i32::from(a.syndrome)));
-        self.aeth_msn.push(aeth.map(|a| a.msn as i32));
-        let reth = ext.and_then(|e| e.reth);
-        self.reth_va.push(reth.map(|x| x.va));
-        self.reth_rkey.push(reth.map(|x| i64::from(x.rkey)));
-        self.reth_len.push(reth.map(|x| i64::from(x.dma_len)));
+        self.aeth.push(ext.and_then(|e| e.aeth));
+        self.reth.push(ext.and_then(|e| e.reth));
         self.deth_src_qp
-            .push(ext.and_then(|e| e.deth).map(|d| d.src_qp as i32));
-        let (enable, quanta, pause) = match f.mac_control {
-            Some(MacControlRepr::Pfc(p)) => (Some(i32::from(p.enable)), Some(p.quanta), None),
-            Some(MacControlRepr::Pause { quanta }) => (None, None, Some(i32::from(quanta))),
-            _ => (None, None, None),
-        };
-        self.pfc_enable.push(enable);
-        for (prio, col) in self.pfc_quanta.iter_mut().enumerate() {
-            col.push(quanta.map(|q| i32::from(q[prio])));
-        }
-        self.pause_quanta.push(pause);
+            .push(ext.and_then(|e| e.deth).map(|d| d.src_qp));
+        self.mac_control.push(f.mac_control);
     }
 
     fn len(&self) -> usize {
@@ -479,6 +431,7 @@ fn delta_binary_packed(out: &mut Vec<u8>, values: &[i64], int32: bool) {
     let mut deltas = [0u64; DELTA_BLOCK];
     for block in rest.chunks(DELTA_BLOCK) {
         let mut min = i64::MAX;
+        let mut max = i64::MIN;
         for (d, &v) in deltas.iter_mut().zip(block) {
             let delta = if int32 {
                 i64::from((v as i32).wrapping_sub(prev as i32))
@@ -487,9 +440,15 @@ fn delta_binary_packed(out: &mut Vec<u8>, values: &[i64], int32: bool) {
             };
             *d = delta as u64;
             min = min.min(delta);
+            max = max.max(delta);
             prev = v;
         }
         zigzag(out, min);
+        // One delta throughout (a constant, a counter): every miniblock is zero bits wide, and empty.
+        if min == max {
+            out.extend_from_slice(&[0; DELTA_MINIBLOCKS]);
+            continue;
+        }
         let mut widths = [0u8; DELTA_MINIBLOCKS];
         for (m, width) in widths.iter_mut().enumerate() {
             let from = m * DELTA_PER_MINIBLOCK;
@@ -539,11 +498,6 @@ fn bit_pack(out: &mut Vec<u8>, values: &[u64], width: u32) {
         }
     }
     out.extend_from_slice(&(acc as u64).to_le_bytes()[..(bits / 8) as usize]);
-}
-
-/// An INT32 column's buffer as the integers [`Pager::int`] takes.
-fn int32(v: &[Option<i32>]) -> impl Iterator<Item = Option<i64>> + '_ {
-    v.iter().map(|x| x.map(i64::from))
 }
 
 /// A bit-packed group run of one-bit values: a header, then the bytes as they are.
@@ -619,21 +573,6 @@ struct Scratch {
     bits: Vec<u8>,
 }
 
-impl Scratch {
-    fn start(&mut self, n: usize) {
-        self.valid.clear();
-        self.valid.resize(n.div_ceil(8), 0);
-        self.ints.clear();
-        self.keys.clear();
-        self.bits.clear();
-    }
-
-    #[inline]
-    fn set_valid(&mut self, i: usize) {
-        self.valid[i >> 3] |= 1 << (i & 7);
-    }
-}
-
 /// Encodes one page of each column in turn, in [`COLUMNS`] order.
 struct Pager<'a> {
     chunks: &'a mut [Chunk],
@@ -679,14 +618,29 @@ impl Pager<'_> {
     }
 
     /// An integer column, DELTA_BINARY_PACKED: a monotonic counter or a field that rarely changes costs
-    /// next to nothing, a random one (a PSN across interleaved flows) its width in bits.
-    fn int(&mut self, values: impl Iterator<Item = Option<i64>>) {
+    /// next to nothing, a random one (a PSN across interleaved flows) its width in bits. `get` picks the
+    /// column's value out of a row's buffer entry.
+    fn int<T>(&mut self, v: &[T], get: impl Fn(&T) -> Option<i64>) {
         let at = self.next_chunk(&[Type::Int32, Type::Int64, Type::UInt64]);
         let s = &mut *self.scratch;
-        s.start(self.n);
-        for (i, v) in values.enumerate() {
-            if let Some(v) = v {
-                s.set_valid(i);
+        gather(&mut s.valid, &mut s.ints, v, get);
+        let mut buf = Vec::with_capacity(64 + s.ints.len() * 2);
+        def_levels(&mut buf, &s.valid, self.n);
+        delta_binary_packed(&mut buf, &s.ints, COLUMNS[at].1 == Type::Int32);
+        self.page(at, buf, FormatEncoding::DELTA_BINARY_PACKED);
+    }
+
+    /// An integer column present on few rows of the page (PFC and PAUSE fields): `rows` lists the rows
+    /// that may hold a value, in order, and only those are looked at.
+    fn sparse_int(&mut self, rows: &[usize], get: impl Fn(usize) -> Option<i64>) {
+        let at = self.next_chunk(&[Type::Int32, Type::Int64, Type::UInt64]);
+        let s = &mut *self.scratch;
+        s.valid.clear();
+        s.valid.resize(self.n.div_ceil(8), 0);
+        s.ints.clear();
+        for &i in rows {
+            if let Some(v) = get(i) {
+                s.valid[i >> 3] |= 1 << (i & 7);
                 s.ints.push(v);
             }
         }
@@ -697,47 +651,36 @@ impl Pager<'_> {
     }
 
     /// A boolean column, PLAIN: the present values one bit each.
-    fn boolean(&mut self, values: impl Iterator<Item = Option<bool>>) {
+    fn boolean<T>(&mut self, v: &[T], get: impl Fn(&T) -> Option<bool>) {
         let at = self.next_chunk(&[Type::Bool]);
         let s = &mut *self.scratch;
-        s.start(self.n);
-        let mut present = 0usize;
-        for (i, v) in values.enumerate() {
-            if let Some(v) = v {
-                s.set_valid(i);
-                if present.is_multiple_of(8) {
-                    s.bits.push(0);
-                }
-                if v {
-                    *s.bits.last_mut().unwrap_or(&mut 0) |= 1 << (present % 8);
-                }
-                present += 1;
-            }
-        }
-        let mut buf = Vec::with_capacity(16 + s.valid.len() + s.bits.len());
+        gather(&mut s.valid, &mut s.bits, v, |x| get(x).map(u8::from));
+        let mut buf = Vec::with_capacity(16 + s.valid.len() + s.bits.len() / 8);
         def_levels(&mut buf, &s.valid, self.n);
-        buf.extend_from_slice(&s.bits);
+        buf.extend(s.bits.chunks(8).map(|bits| {
+            bits.iter()
+                .enumerate()
+                .fold(0u8, |byte, (j, &b)| byte | (b << j))
+        }));
         self.page(at, buf, FormatEncoding::PLAIN);
     }
 
     /// A text column, RLE_DICTIONARY: each row's index into the chunk's dictionary, at the fewest bits the
-    /// dictionary so far needs, runs of one value as runs.
-    fn text<K: Hash + Eq + Copy>(
+    /// dictionary so far needs, runs of one value as runs. `get` picks the value's key (an address, a tap
+    /// index), `text` spells a key the first time the row group meets it.
+    fn text<T, K: Hash + Eq + Copy>(
         &mut self,
         dict: &mut Dict<K>,
-        values: impl Iterator<Item = Option<K>>,
+        v: &[T],
+        get: impl Fn(&T) -> Option<K>,
         text: impl Fn(&K) -> String,
     ) -> std::io::Result<()> {
         let at = self.next_chunk(&[Type::Text]);
         let s = &mut *self.scratch;
-        s.start(self.n);
         let chunk = &mut self.chunks[at];
-        for (i, v) in values.enumerate() {
-            if let Some(k) = v {
-                s.set_valid(i);
-                s.keys.push(dict.key(k, &text, chunk));
-            }
-        }
+        gather(&mut s.valid, &mut s.keys, v, |x| {
+            get(x).map(|k| dict.key(k, &text, chunk))
+        });
         let width = (usize::BITS - chunk.entries.saturating_sub(1).leading_zeros()).max(1);
         let mut buf = Vec::with_capacity(64 + s.keys.len() / 2);
         def_levels(&mut buf, &s.valid, self.n);
@@ -746,6 +689,33 @@ impl Pager<'_> {
         self.page(at, buf, FormatEncoding::RLE_DICTIONARY);
         Ok(())
     }
+}
+
+/// Splits a page's rows into the validity bitmap (`valid`, LSB first) and the present values (`out`), as
+/// Parquet stores an optional column. Branch-free: every value is stored and the write position moves on
+/// only past present ones, so a column that mixes present and absent rows costs no mispredictions.
+fn gather<T, U: Copy + Default>(
+    valid: &mut Vec<u8>,
+    out: &mut Vec<U>,
+    v: &[T],
+    mut get: impl FnMut(&T) -> Option<U>,
+) {
+    valid.clear();
+    valid.resize(v.len().div_ceil(8), 0);
+    out.clear();
+    out.resize(v.len(), U::default());
+    let mut present = 0;
+    for (byte, rows) in valid.iter_mut().zip(v.chunks(8)) {
+        let mut bits = 0u8;
+        for (j, x) in rows.iter().enumerate() {
+            let g = get(x);
+            out[present] = g.unwrap_or_default();
+            present += usize::from(g.is_some());
+            bits |= u8::from(g.is_some()) << j;
+        }
+        *byte = bits;
+    }
+    out.truncate(present);
 }
 
 /// The file being filled, under its temporary name until it is closed.
@@ -903,59 +873,80 @@ impl Encoder {
             n,
             bytes: 0,
         };
-        p.int(std::iter::repeat_n(Some(i64::from(SCHEMA_VERSION)), n));
-        p.int(r.frame.iter().map(|&v| Some(v)));
-        p.int(r.time_ns.iter().map(|&v| Some(v)));
+        p.int(&r.frame, |_| Some(SCHEMA_VERSION.into()));
+        p.int(&r.frame, |&v| Some(v));
+        p.int(&r.time_ns, |&v| Some(v));
         let taps = &self.taps;
         p.text(
             &mut self.tap,
-            r.iface
-                .iter()
-                .map(|&i| ((i as usize) < taps.len()).then_some(i)),
+            &r.iface,
+            |&i| ((i as usize) < taps.len()).then_some(i),
             |&i| taps[i as usize].clone(),
         )?;
-        p.text(&mut self.kind, r.kind.iter().map(|&k| Some(k)), |k| {
-            k.as_str().to_string()
-        })?;
-        p.int(r.len.iter().map(|&v| Some(v)));
-        p.int(r.caplen.iter().map(|&v| Some(v)));
-        p.text(&mut self.src_mac, r.src_mac.iter().copied(), mac_to_string)?;
-        p.text(&mut self.dst_mac, r.dst_mac.iter().copied(), mac_to_string)?;
-        p.int(int32(&r.vlan));
-        p.int(int32(&r.pcp));
-        p.int(int32(&r.inner_vlan));
-        p.text(&mut self.src, r.src.iter().copied(), IpAddr::to_string)?;
-        p.text(&mut self.dst, r.dst.iter().copied(), IpAddr::to_string)?;
-        p.int(int32(&r.dscp));
-        p.int(int32(&r.ecn));
-        p.int(int32(&r.ip_len));
-        p.int(int32(&r.roce_version));
-        p.int(int32(&r.sport));
-        p.int(int32(&r.opcode));
-        p.int(int32(&r.dest_qp));
-        p.int(int32(&r.psn));
-        p.boolean(r.se.iter().copied());
-        p.boolean(r.migreq.iter().copied());
-        p.int(int32(&r.pad));
-        p.int(int32(&r.tver));
-        p.int(int32(&r.pkey));
-        p.boolean(r.fecn.iter().copied());
-        p.boolean(r.becn.iter().copied());
-        p.boolean(r.ack_req.iter().copied());
-        p.int(int32(&r.payload_len));
-        p.boolean(r.icrc_ok.iter().copied());
-        p.int(int32(&r.aeth_syndrome));
-        p.int(int32(&r.aeth_msn));
+        p.text(
+            &mut self.kind,
+            &r.kind,
+            |&k| Some(k),
+            |k| k.as_str().to_string(),
+        )?;
+        p.int(&r.len, |&v| Some(v.into()));
+        p.int(&r.caplen, |&v| Some(v.into()));
+        p.text(&mut self.src_mac, &r.src_mac, |&m| m, mac_to_string)?;
+        p.text(&mut self.dst_mac, &r.dst_mac, |&m| m, mac_to_string)?;
+        p.int(&r.vlan, |v| v.map(i64::from));
+        p.int(&r.pcp, |v| v.map(i64::from));
+        p.int(&r.inner_vlan, |v| v.map(i64::from));
+        p.text(
+            &mut self.src,
+            &r.ip,
+            |i| i.map(|i| i.src),
+            IpAddr::to_string,
+        )?;
+        p.text(
+            &mut self.dst,
+            &r.ip,
+            |i| i.map(|i| i.dst),
+            IpAddr::to_string,
+        )?;
+        p.int(&r.ip, |i| i.map(|i| i.dscp.into()));
+        p.int(&r.ip, |i| i.map(|i| i.ecn.into()));
+        p.int(&r.ip, |i| i.map(|i| (i.len as i32).into()));
+        p.int(&r.roce_version, |v| v.map(i64::from));
+        p.int(&r.sport, |v| v.map(i64::from));
+        p.int(&r.bth, |b| b.map(|b| b.opcode.0.into()));
+        p.int(&r.bth, |b| b.map(|b| (b.dest_qp as i32).into()));
+        p.int(&r.bth, |b| b.map(|b| (b.psn as i32).into()));
+        p.boolean(&r.bth, |b| b.map(|b| b.se));
+        p.boolean(&r.bth, |b| b.map(|b| b.migreq));
+        p.int(&r.bth, |b| b.map(|b| b.pad_count.into()));
+        p.int(&r.bth, |b| b.map(|b| b.tver.into()));
+        p.int(&r.bth, |b| b.map(|b| b.pkey.into()));
+        p.boolean(&r.bth, |b| b.map(|b| b.fecn));
+        p.boolean(&r.bth, |b| b.map(|b| b.becn));
+        p.boolean(&r.bth, |b| b.map(|b| b.ack_req));
+        p.int(&r.payload_len, |v| v.map(i64::from));
+        p.boolean(&r.icrc_ok, |&v| v);
+        p.int(&r.aeth, |a| a.map(|a| a.syndrome.into()));
+        p.int(&r.aeth, |a| a.map(|a| (a.msn as i32).into()));
         // The full 64 bits, as Parquet stores an unsigned 64-bit integer.
-        p.int(r.reth_va.iter().map(|x| x.map(|v| v as i64)));
-        p.int(r.reth_rkey.iter().copied());
-        p.int(r.reth_len.iter().copied());
-        p.int(int32(&r.deth_src_qp));
-        p.int(int32(&r.pfc_enable));
-        for q in &r.pfc_quanta {
-            p.int(int32(q));
+        p.int(&r.reth, |x| x.map(|x| x.va as i64));
+        p.int(&r.reth, |x| x.map(|x| x.rkey.into()));
+        p.int(&r.reth, |x| x.map(|x| x.dma_len.into()));
+        p.int(&r.deth_src_qp, |&q| q.map(|q| (q as i32).into()));
+        // PFC and PAUSE frames are rare: their ten columns look only at the rows that hold one.
+        let control: Vec<usize> = (0..n).filter(|&i| r.mac_control[i].is_some()).collect();
+        let pfc = |i: usize| match r.mac_control[i] {
+            Some(MacControlRepr::Pfc(p)) => Some(p),
+            _ => None,
+        };
+        p.sparse_int(&control, |i| pfc(i).map(|p| p.enable.into()));
+        for prio in 0..8 {
+            p.sparse_int(&control, |i| pfc(i).map(|p| p.quanta[prio].into()));
         }
-        p.int(int32(&r.pause_quanta));
+        p.sparse_int(&control, |i| match r.mac_control[i] {
+            Some(MacControlRepr::Pause { quanta }) => Some(quanta.into()),
+            _ => None,
+        });
         debug_assert_eq!(p.at, COLUMNS.len());
         self.bytes += p.bytes;
         self.rows += n;
