@@ -6,17 +6,15 @@
 //! retransmits (or after 2^24 packets of the flow), so copies are grouped within a window of time from the
 //! first copy: memory holds the packets in flight between taps, never the capture.
 
-use std::collections::VecDeque;
 use std::net::IpAddr;
 
 use roce_core::decode::{Frame, Kind};
-use rustc_hash::FxHashMap;
 
 /// How many taps one packet's group records; a copy at a further tap is counted and left out.
 pub const MAX_COPIES: usize = 6;
 
 /// What a switch does not change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Key {
     pub src: u128,
     pub dst: u128,
@@ -74,11 +72,13 @@ pub struct Copy {
 }
 
 /// One packet's copies, in the order the merged stream delivered them.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Group {
     pub key: Key,
-    pub copies: [Copy; MAX_COPIES],
+    /// The key's digest, kept so that closing the group removes it from the map without mixing the key again.
+    digest: u64,
     pub n: u8,
+    pub copies: [Copy; MAX_COPIES],
 }
 
 impl Group {
@@ -118,36 +118,82 @@ pub fn observe(f: &Frame<'_>) -> Option<(Key, Copy)> {
 }
 
 /// Groups copies within `window_ns` of a packet's first copy; hands out each group once its window has passed.
-/// Groups live in a slab, so the hash map moves only an index, never a group.
+///
+/// Most of the pass's time went to memory: a hash map probed to add a copy and probed again to forget a
+/// closed group, and groups scattered over a slab. Here groups sit in a ring in the order their first copies
+/// came, which is the order they close in, so closing reads memory in sequence. An open-addressing table maps
+/// the key's digest to the group's sequence number. A closed group's entry is not removed (another random
+/// access per packet) but goes stale: the sequence number says it is older than the ring's front. Inserts
+/// reuse stale entries, and when live and stale entries fill half the table it is rebuilt from the ring.
 #[derive(Debug)]
 pub struct Matcher {
     window_ns: u64,
-    /// A 64-bit digest of the key → slot; the slot's own key is checked, so two packets whose digests collide
-    /// are never merged (the later one is then matched only by itself).
-    open: FxHashMap<u64, u32>,
-    slab: Vec<Group>,
-    free: Vec<u32>,
-    /// (first copy's stream time, slot), in stream order: the order groups close in.
-    order: VecDeque<(u64, u32)>,
+    /// 0 (never used) or the digest's upper bits (the top bit set) above the sequence number's lower 32 bits.
+    table: Vec<u64>,
+    /// Table entries not 0: live and stale.
+    used: usize,
+    /// Open groups by sequence number modulo its length, a power of two.
+    ring: Vec<Group>,
+    /// Sequence numbers of the oldest open group and of the next group.
+    front: u64,
+    back: u64,
     /// Copies left out because a group already held MAX_COPIES taps.
     pub overflow: u64,
-    /// Copies left out because another open packet's key had the same digest.
-    pub collisions: u64,
     /// The most groups open at once: the memory the window costs.
     pub peak_open: usize,
 }
+
+const MIN_TABLE: usize = 1024;
 
 impl Matcher {
     pub fn new(window_ns: u64) -> Self {
         Matcher {
             window_ns,
-            open: FxHashMap::default(),
-            slab: Vec::new(),
-            free: Vec::new(),
-            order: VecDeque::new(),
+            table: vec![0; MIN_TABLE],
+            used: 0,
+            ring: vec![Group::default(); MIN_TABLE / 4],
+            front: 0,
+            back: 0,
             overflow: 0,
-            collisions: 0,
             peak_open: 0,
+        }
+    }
+
+    fn open(&self) -> usize {
+        (self.back - self.front) as usize
+    }
+
+    /// The open group `entry` points to, when it is still open.
+    #[inline]
+    fn live(&self, entry: u64) -> Option<u64> {
+        let off = (entry as u32).wrapping_sub(self.front as u32);
+        (u64::from(off) < self.back - self.front).then(|| self.front + u64::from(off))
+    }
+
+    /// The open group with this key, or the table slot a new one goes to.
+    #[inline]
+    fn find(&self, digest: u64, key: &Key) -> Result<u64, usize> {
+        let mask = self.table.len() - 1;
+        let tag = (digest >> 32) | 1 << 31;
+        let ring_mask = self.ring.len() as u64 - 1;
+        let mut i = digest as usize & mask;
+        let mut reuse = None;
+        loop {
+            let e = self.table[i];
+            if e == 0 {
+                return Err(reuse.unwrap_or(i));
+            }
+            match self.live(e) {
+                Some(seq) => {
+                    if e >> 32 == tag && self.ring[(seq & ring_mask) as usize].key == *key {
+                        return Ok(seq);
+                    }
+                }
+                None => {
+                    reuse.get_or_insert(i);
+                }
+            }
+            i = (i + 1) & mask;
         }
     }
 
@@ -157,13 +203,10 @@ impl Matcher {
     pub fn add(&mut self, key: Key, copy: Copy, mut closed: impl FnMut(&Group)) {
         self.close_before(copy.ts.saturating_sub(self.window_ns), &mut closed);
         let digest = key.digest();
-        match self.open.entry(digest) {
-            std::collections::hash_map::Entry::Occupied(e) => {
-                let g = &mut self.slab[*e.get() as usize];
-                if g.key != key {
-                    self.collisions += 1;
-                    return;
-                }
+        match self.find(digest, &key) {
+            Ok(seq) => {
+                let at = (seq & (self.ring.len() as u64 - 1)) as usize;
+                let g = &mut self.ring[at];
                 if let Some(c) = g.copies[..g.n as usize]
                     .iter_mut()
                     .find(|c| c.tap == copy.tap)
@@ -176,45 +219,164 @@ impl Matcher {
                     self.overflow += 1;
                 }
             }
-            std::collections::hash_map::Entry::Vacant(e) => {
-                let slot = match self.free.pop() {
-                    Some(i) => {
-                        let g = &mut self.slab[i as usize];
-                        g.key = key;
-                        g.copies[0] = copy;
-                        g.n = 1;
-                        i
-                    }
-                    None => {
-                        let mut copies = [Copy::default(); MAX_COPIES];
-                        copies[0] = copy;
-                        self.slab.push(Group { key, copies, n: 1 });
-                        (self.slab.len() - 1) as u32
-                    }
-                };
-                e.insert(slot);
-                self.order.push_back((copy.ts, slot));
-                self.peak_open = self.peak_open.max(self.order.len());
+            Err(slot) => {
+                if self.open() == self.ring.len() {
+                    self.grow_ring();
+                }
+                let seq = self.back;
+                self.back += 1;
+                let at = (seq & (self.ring.len() as u64 - 1)) as usize;
+                let g = &mut self.ring[at];
+                g.key = key;
+                g.digest = digest;
+                g.copies[0] = copy;
+                g.n = 1;
+                if self.table[slot] == 0 {
+                    self.used += 1;
+                }
+                self.table[slot] = entry(digest, seq);
+                self.peak_open = self.peak_open.max(self.open());
+                if self.used * 2 > self.table.len() {
+                    self.rebuild();
+                }
             }
         }
     }
 
+    /// Twice the room, each open group moved to its place for the longer ring.
+    fn grow_ring(&mut self) {
+        let old = std::mem::take(&mut self.ring);
+        let old_mask = old.len() as u64 - 1;
+        self.ring = vec![Group::default(); old.len() * 2];
+        let mask = self.ring.len() as u64 - 1;
+        for seq in self.front..self.back {
+            self.ring[(seq & mask) as usize] = old[(seq & old_mask) as usize].clone();
+        }
+    }
+
+    /// A table with the open groups only, four times as large as they need (at least).
+    fn rebuild(&mut self) {
+        let len = (self.open() * 4).next_power_of_two().max(MIN_TABLE);
+        self.table.clear();
+        self.table.resize(len, 0);
+        let mask = len - 1;
+        let ring_mask = self.ring.len() as u64 - 1;
+        for seq in self.front..self.back {
+            let digest = self.ring[(seq & ring_mask) as usize].digest;
+            let mut i = digest as usize & mask;
+            while self.table[i] != 0 {
+                i = (i + 1) & mask;
+            }
+            self.table[i] = entry(digest, seq);
+        }
+        self.used = self.open();
+    }
+
     /// Closes the groups whose first copy came before `t`.
     pub fn close_before(&mut self, t: u64, closed: &mut impl FnMut(&Group)) {
-        while let Some(&(first, slot)) = self.order.front() {
-            if first >= t {
+        let mask = self.ring.len() as u64 - 1;
+        while self.front < self.back {
+            let g = &self.ring[(self.front & mask) as usize];
+            if g.copies[0].ts >= t {
                 break;
             }
-            self.order.pop_front();
-            let g = &self.slab[slot as usize];
-            self.open.remove(&g.key.digest());
             closed(g);
-            self.free.push(slot);
+            self.front += 1;
         }
     }
 
     /// Closes every group.
     pub fn close_all(&mut self, closed: &mut impl FnMut(&Group)) {
         self.close_before(u64::MAX, closed);
+    }
+}
+
+/// A table entry: never 0, thanks to the tag's top bit.
+fn entry(digest: u64, seq: u64) -> u64 {
+    ((digest >> 32) | 1 << 31) << 32 | (seq & 0xffff_ffff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// A closed group as the test compares it: its key and (tap, time, times seen) per copy.
+    type Closed = (Key, Vec<(u32, u64, u8)>);
+
+    fn key(i: u64) -> Key {
+        Key {
+            src: 1,
+            dst: 2,
+            dest_qp: (i % 7) as u32,
+            psn: (i / 7) as u32,
+            opcode: 10,
+            payload_len: 1024,
+            icrc: None,
+        }
+    }
+
+    /// The ring and its table hand out the groups a plain map would, through the table's rebuilds, the ring's
+    /// growth and stale entries: packets seen at two taps, some retransmitted within the window, some only once.
+    #[test]
+    fn groups_like_a_plain_map() {
+        let window = 10_000;
+        let mut m = Matcher::new(window);
+        let mut got: Vec<Closed> = Vec::new();
+        let mut collect = |g: &Group| {
+            got.push((
+                g.key,
+                g.copies().iter().map(|c| (c.tap, c.ts, c.seen)).collect(),
+            ))
+        };
+        // Plain model: key -> (first ts, copies), closed in first-copy order once `window` has passed.
+        let mut open: HashMap<Key, usize> = HashMap::new();
+        let mut want: Vec<Closed> = Vec::new();
+        let mut first: Vec<u64> = Vec::new();
+        let mut closed = 0;
+        let mut events: Vec<(u64, u32, u64)> = Vec::new();
+        let mut x = 12345u64;
+        for i in 0..200_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let t = i * 3;
+            events.push((t, 0, i));
+            if x >> 60 != 0 {
+                events.push((t + 50 + (x >> 40) % 9_000, 1, i));
+            }
+            if x >> 58 == 1 {
+                events.push((t + 10, 0, i));
+            }
+        }
+        events.sort();
+        for &(t, tap, i) in &events {
+            let copy = Copy {
+                ts: t,
+                tap,
+                seen: 1,
+                ..Copy::default()
+            };
+            while closed < want.len() && first[closed] < t.saturating_sub(window) {
+                open.remove(&want[closed].0);
+                closed += 1;
+            }
+            match open.get(&key(i)) {
+                Some(&g) => match want[g].1.iter_mut().find(|c| c.0 == tap) {
+                    Some(c) => c.2 += 1,
+                    None => want[g].1.push((tap, t, 1)),
+                },
+                None => {
+                    open.insert(key(i), want.len());
+                    want.push((key(i), vec![(tap, t, 1)]));
+                    first.push(t);
+                }
+            }
+            m.add(key(i), copy, &mut collect);
+        }
+        m.close_all(&mut collect);
+        assert_eq!(got.len(), want.len());
+        assert!(got == want);
+        assert!(m.peak_open > MIN_TABLE);
     }
 }

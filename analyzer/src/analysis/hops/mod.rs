@@ -32,7 +32,7 @@ use serde::Serialize;
 use crate::analysis::findings::{Finding, Severity};
 use clock::ClockTrack;
 use hist::{Hist, Percentiles};
-use matching::{Copy, Group, Matcher};
+use matching::{Copy, Group, MAX_COPIES, Matcher};
 use np::{NpCheck, NpReport};
 use red::{Bin, RedFit};
 
@@ -221,8 +221,7 @@ pub struct HopsReport {
     pub match_window_ns: u64,
     /// Most packets waiting for their copies at once: the memory the match window cost.
     pub peak_in_flight: usize,
-    /// Copies left out of matching: at more taps than one group records, or (rarely) whose key's digest
-    /// equalled another packet's in flight.
+    /// Copies left out of matching: at more taps than one group records.
     pub copies_left_out: u64,
     /// The capture's first timestamp (series are relative to it).
     #[serde(skip)]
@@ -354,6 +353,8 @@ struct HopAcc {
     delay: Hist,
     series: Series,
     drift: f64,
+    /// Per priority: the queue this hop's packets waited in (`u32::MAX` until one did).
+    queues: [u32; 8],
 }
 
 #[derive(Debug)]
@@ -362,6 +363,9 @@ struct QueueAcc {
     prio: u8,
     /// Destination MACs its packets left with, and how many of each.
     macs: BTreeMap<[u8; 6], u64>,
+    /// The MAC counted last and its count not yet in `macs`: a queue's packets nearly all leave with one MAC,
+    /// so the map is touched only when it changes.
+    recent: Option<([u8; 6], u64)>,
     from: BTreeSet<u32>,
     delay: Hist,
     /// Per delay bucket: (ECN-capable arrivals, of them marked).
@@ -397,6 +401,58 @@ struct ClassStat {
 struct PathInfo {
     mask: u64,
     order: Vec<u32>,
+    /// The first few of `Core::decided`'s entries for this direction, as (lower tap, higher tap, lower first):
+    /// ordering a packet's copies then needs no lookup keyed by its two addresses.
+    decided: Vec<(u32, u32, bool)>,
+}
+
+/// Most pairs of taps a path keeps its own copy of the order decided for.
+const PATH_DECIDED: usize = 16;
+
+/// Groups closed while the tap order is learnt, held compactly (a closed [`Group`] reserves room for every
+/// copy it could have had; most have two).
+#[derive(Debug, Default)]
+struct Held {
+    /// (source, destination, first copy in `copies`, number of copies).
+    groups: Vec<(u128, u128, u32, u8)>,
+    copies: Vec<Copy>,
+}
+
+/// Departure rates per (tap, destination MAC), looked up on every frame: each tap's first few MACs sit in a
+/// short list searched first; a tap with more of them (an odd or fuzzed capture) spills into a map.
+#[derive(Debug, Default)]
+struct RateMap {
+    near: Vec<Vec<([u8; 6], RateAcc)>>,
+    far: FxHashMap<(u32, [u8; 6]), RateAcc>,
+}
+
+const NEAR_MACS: usize = 8;
+
+impl RateMap {
+    #[inline]
+    fn get_mut(&mut self, tap: u32, mac: [u8; 6]) -> &mut RateAcc {
+        let t = tap as usize;
+        if t >= self.near.len() {
+            self.near.resize_with(t + 1, Vec::new);
+        }
+        let near = &mut self.near[t];
+        if let Some(i) = near.iter().position(|(m, _)| *m == mac) {
+            return &mut near[i].1;
+        }
+        if near.len() < NEAR_MACS {
+            near.push((mac, RateAcc::default()));
+            let last = near.len() - 1;
+            return &mut near[last].1;
+        }
+        self.far.entry((tap, mac)).or_default()
+    }
+
+    fn get(&self, tap: u32, mac: &[u8; 6]) -> Option<&RateAcc> {
+        self.near
+            .get(tap as usize)
+            .and_then(|n| n.iter().find(|(m, _)| m == mac).map(|(_, r)| r))
+            .or_else(|| self.far.get(&(tap, *mac)))
+    }
 }
 
 type PairKey = (u32, u32, u128, u128);
@@ -408,7 +464,7 @@ struct Core {
     opts: HopsOptions,
     start_ns: Option<u64>,
     tap_file: Vec<usize>,
-    learning: Option<Vec<Group>>,
+    learning: Option<Held>,
     learn_until: Option<u64>,
     classes: FxHashMap<PairKey, ClassStat>,
     /// Pairs of taps with two clocks: whether the lower-indexed tap comes first, per IP direction.
@@ -416,11 +472,13 @@ struct Core {
     /// Per pair of taps with two clocks: a delay between the two directions' ranges, for directions first
     /// seen after the learning.
     threshold: FxHashMap<(u32, u32), f64>,
-    paths: FxHashMap<(u128, u128), PathInfo>,
-    hops: BTreeMap<(u32, u32), HopAcc>,
+    path_index: FxHashMap<(u128, u128), u32>,
+    paths: Vec<PathInfo>,
+    hop_index: FxHashMap<(u32, u32), u32>,
+    hops: Vec<HopAcc>,
+    /// `hops` by (from, to): the order they are flushed and reported in.
+    hop_order: Vec<u32>,
     queues: Vec<QueueAcc>,
-    /// (downstream tap, priority, upstream tap) → queue; merged at the end into one queue per direction.
-    queue_index: FxHashMap<(u32, u8, u32), u32>,
     next_flush: Option<u64>,
     /// Per tap: its first and latest RoCE packet.
     spans: Vec<(u64, u64)>,
@@ -431,7 +489,7 @@ struct Core {
 pub struct HopsPass {
     matcher: Matcher,
     core: Core,
-    rates: FxHashMap<(u32, [u8; 6]), RateAcc>,
+    rates: RateMap,
     psn: FxHashMap<(u32, u128, u32), PsnTracker>,
     packets: Vec<u64>,
     psn_gaps: Vec<u64>,
@@ -449,19 +507,21 @@ impl HopsPass {
                 opts,
                 start_ns: None,
                 tap_file: Vec::new(),
-                learning: Some(Vec::new()),
+                learning: Some(Held::default()),
                 learn_until: None,
                 classes: FxHashMap::default(),
                 decided: FxHashMap::default(),
                 threshold: FxHashMap::default(),
-                paths: FxHashMap::default(),
-                hops: BTreeMap::new(),
+                path_index: FxHashMap::default(),
+                paths: Vec::new(),
+                hop_index: FxHashMap::default(),
+                hops: Vec::new(),
+                hop_order: Vec::new(),
                 queues: Vec::new(),
-                queue_index: FxHashMap::default(),
                 next_flush: None,
                 spans: Vec::new(),
             },
-            rates: FxHashMap::default(),
+            rates: RateMap::default(),
             psn: FxHashMap::default(),
             packets: Vec::new(),
             psn_gaps: Vec::new(),
@@ -493,10 +553,7 @@ impl HopsPass {
         if let Some(mac) = f.dst_mac
             && matches!(f.kind, Kind::Roce | Kind::Cnp | Kind::Other)
         {
-            self.rates
-                .entry((f.iface, mac))
-                .or_default()
-                .departure(f.ts_ns, f.len);
+            self.rates.get_mut(f.iface, mac).departure(f.ts_ns, f.len);
         }
         if let Some(MacControlRepr::Pfc(p)) = f.mac_control {
             for prio in 0..8u8 {
@@ -588,8 +645,10 @@ impl HopsPass {
             })
             .collect();
         let opts = core.opts.clone();
-        let hops: Vec<HopReport> = std::mem::take(&mut core.hops)
-            .into_values()
+        let mut accs = std::mem::take(&mut core.hops);
+        accs.sort_unstable_by_key(|h| (h.from, h.to));
+        let hops: Vec<HopReport> = accs
+            .into_iter()
             .filter(|h| h.matched > 0)
             .map(|h| {
                 let to_drops = taps.get(h.to as usize).and_then(|t| t.isb_dropped);
@@ -614,12 +673,16 @@ impl HopsPass {
             })
             .collect();
         let pauses = std::mem::take(&mut self.pauses);
-        let queues: Vec<QueueReport> = merge_directions(std::mem::take(&mut core.queues))
+        let mut accs = std::mem::take(&mut core.queues);
+        for q in &mut accs {
+            q.settle_macs();
+        }
+        let queues: Vec<QueueReport> = merge_directions(accs)
             .into_iter()
             .map(|q| {
                 let mac = q.macs.iter().max_by_key(|(_, n)| **n).map(|(m, _)| *m);
                 let measured = mac
-                    .and_then(|m| self.rates.get(&(q.tap, m)))
+                    .and_then(|m| self.rates.get(q.tap, &m))
                     .and_then(RateAcc::rate);
                 let (gbps, is_measured) = match opts.link_bps {
                     Some(bps) => (Some(bps as f64 / 1e9), false),
@@ -638,7 +701,7 @@ impl HopsPass {
             findings,
             match_window_ns: opts.match_window_ns,
             peak_in_flight: self.matcher.peak_open,
-            copies_left_out: self.matcher.overflow + self.matcher.collisions,
+            copies_left_out: self.matcher.overflow,
             start_ns: core.start_ns.unwrap_or(0),
         }
     }
@@ -701,17 +764,29 @@ impl Core {
 
     fn group(&mut self, g: &Group) {
         match &mut self.learning {
-            Some(buf) => buf.push(g.clone()),
-            None => self.process(g),
+            Some(held) => {
+                let copies = g.copies();
+                held.groups.push((
+                    g.key.src,
+                    g.key.dst,
+                    held.copies.len() as u32,
+                    copies.len() as u8,
+                ));
+                held.copies.extend_from_slice(copies);
+            }
+            None => self.process(g.key.src, g.key.dst, g.copies()),
         }
     }
 
     /// Decides, for every pair of taps with two clocks, which tap each IP direction reaches first; then
     /// handles the held groups.
     fn end_learning(&mut self) {
-        let buf = self.learning.take().unwrap_or_default();
-        for g in &buf {
-            self.learn(g);
+        let held = self.learning.take().unwrap_or_default();
+        let copies_of = |&(_, _, first, n): &(u128, u128, u32, u8)| {
+            &held.copies[first as usize..first as usize + n as usize]
+        };
+        for g in &held.groups {
+            self.learn(g.0, g.1, copies_of(g));
         }
         let mut pairs: FxHashMap<(u32, u32), Vec<Direction>> = FxHashMap::default();
         for (&(a, b, s, d), &c) in &self.classes {
@@ -744,14 +819,25 @@ impl Core {
                     .or_insert_with(|| self_decide(self.threshold.get(&(a, b)), c));
             }
         }
-        for g in &buf {
-            self.process(g);
+        for g in &held.groups {
+            self.process(g.0, g.1, copies_of(g));
         }
     }
 
-    fn learn(&mut self, g: &Group) {
-        let copies = g.copies();
-        let path = self.paths.entry((g.key.src, g.key.dst)).or_default();
+    /// The index of the path of packets from `src` to `dst`.
+    #[inline]
+    fn path_id(&mut self, src: u128, dst: u128) -> usize {
+        let n = self.paths.len() as u32;
+        let i = *self.path_index.entry((src, dst)).or_insert(n);
+        if i == n {
+            self.paths.push(PathInfo::default());
+        }
+        i as usize
+    }
+
+    fn learn(&mut self, src: u128, dst: u128, copies: &[Copy]) {
+        let pi = self.path_id(src, dst);
+        let path = &mut self.paths[pi];
         for c in copies {
             if c.tap < 64 {
                 path.mask |= 1 << c.tap;
@@ -765,7 +851,7 @@ impl Core {
                 }
                 let d = diff(hi.ts, lo.ts);
                 self.classes
-                    .entry((lo.tap, hi.tap, g.key.src, g.key.dst))
+                    .entry((lo.tap, hi.tap, src, dst))
                     .and_modify(|c| {
                         c.lo = c.lo.min(d);
                         c.hi = c.hi.max(d);
@@ -775,8 +861,8 @@ impl Core {
         }
     }
 
-    /// Whether copy `x` came before copy `y` of the packet from `src` to `dst`.
-    fn before(&mut self, x: &Copy, y: &Copy, src: u128, dst: u128) -> bool {
+    /// Whether copy `x` came before copy `y` of the packet from `src` to `dst` (path `pi`).
+    fn before(&mut self, x: &Copy, y: &Copy, src: u128, dst: u128, pi: usize) -> bool {
         if self.file_of(x.tap) == self.file_of(y.tap) {
             return (x.ts, x.tap) < (y.ts, y.tap);
         }
@@ -785,35 +871,55 @@ impl Core {
         } else {
             (y, x, false)
         };
+        let path = &mut self.paths[pi];
+        if let Some(&(_, _, lo_first)) = path
+            .decided
+            .iter()
+            .find(|&&(a, b, _)| (a, b) == (lo.tap, hi.tap))
+        {
+            return lo_first == lo_is_x;
+        }
         let d = diff(hi.ts, lo.ts);
-        let threshold = self.threshold.get(&(lo.tap, hi.tap)).copied();
+        let threshold = &self.threshold;
         let (lo_first, _) = *self
             .decided
             .entry((lo.tap, hi.tap, src, dst))
-            .or_insert_with(|| self_decide(threshold.as_ref(), ClassStat { lo: d, hi: d }));
+            .or_insert_with(|| {
+                self_decide(threshold.get(&(lo.tap, hi.tap)), ClassStat { lo: d, hi: d })
+            });
+        if path.decided.len() < PATH_DECIDED {
+            path.decided.push((lo.tap, hi.tap, lo_first));
+        }
         lo_first == lo_is_x
     }
 
-    fn process(&mut self, g: &Group) {
-        let (src, dst) = (g.key.src, g.key.dst);
-        let mut copies = g.copies;
-        let order = &mut copies[..g.n as usize];
+    fn process(&mut self, src: u128, dst: u128, copies: &[Copy]) {
+        let mut buf = [Copy::default(); MAX_COPIES];
+        let n = copies.len().min(MAX_COPIES);
+        buf[..n].copy_from_slice(&copies[..n]);
+        let order = &mut buf[..n];
+        let pi = self.path_id(src, dst);
         // Insertion sort: a handful of copies, and `before` is a comparison, not a key.
         for i in 1..order.len() {
             let mut j = i;
-            while j > 0 && self.before(&order[j], &order[j - 1], src, dst) {
+            while j > 0 && self.before(&order[j], &order[j - 1], src, dst, pi) {
                 order.swap(j, j - 1);
                 j -= 1;
             }
         }
+        let order = &buf[..n];
         let mask: u64 = order
             .iter()
             .filter(|c| c.tap < 64)
             .fold(0, |m, c| m | 1 << c.tap);
-        let path = self.paths.entry((src, dst)).or_default();
+        let path = &mut self.paths[pi];
         path.mask |= mask;
-        if mask == path.mask && order.len() >= path.order.len() {
-            path.order = order.iter().map(|c| c.tap).collect();
+        if mask == path.mask
+            && order.len() >= path.order.len()
+            && !path.order.iter().copied().eq(order.iter().map(|c| c.tap))
+        {
+            path.order.clear();
+            path.order.extend(order.iter().map(|c| c.tap));
         }
         let missing = path.mask & !mask;
         if missing != 0 && path.order.len() >= 2 {
@@ -856,8 +962,9 @@ impl Core {
             let link = self.opts.link_bps;
             let prio = if d.pcp != 0xff { d.pcp } else { u.pcp };
             let prio = if prio == 0xff { 0 } else { prio };
-            let queue = self.queue(d.tap, prio, d.dst_mac, u.tap);
-            let h = self.hop(u.tap, d.tap);
+            let hi = self.hop_id(u.tap, d.tap);
+            let queue = self.queue(hi, prio, d.dst_mac);
+            let h = &mut self.hops[hi];
             h.matched += 1;
             if u.seen != d.seen {
                 h.retransmitted += 1;
@@ -883,12 +990,23 @@ impl Core {
     }
 
     fn hop(&mut self, from: u32, to: u32) -> &mut HopAcc {
+        let i = self.hop_id(from, to);
+        &mut self.hops[i]
+    }
+
+    /// The index of the hop from `from` to `to` in `hops`, made when first needed.
+    #[inline]
+    fn hop_id(&mut self, from: u32, to: u32) -> usize {
+        if let Some(&i) = self.hop_index.get(&(from, to)) {
+            return i as usize;
+        }
         let shared = self.file_of(from) == self.file_of(to);
         let (lo, hi) = (from.min(to), from.max(to));
         let assumed = !shared && !self.threshold.contains_key(&(lo, hi));
         let window = self.opts.clock_window_ns;
         let start = self.start_ns.unwrap_or(0);
-        self.hops.entry((from, to)).or_insert_with(|| HopAcc {
+        let i = self.hops.len() as u32;
+        self.hops.push(HopAcc {
             from,
             to,
             shared,
@@ -905,27 +1023,39 @@ impl Core {
             delay: Hist::default(),
             series: Series::new(start),
             drift: 0.0,
-        })
+            queues: [u32::MAX; 8],
+        });
+        self.hop_index.insert((from, to), i);
+        let hops = &self.hops;
+        let at = self
+            .hop_order
+            .partition_point(|&j| (hops[j as usize].from, hops[j as usize].to) < (from, to));
+        self.hop_order.insert(at, i);
+        i as usize
     }
 
-    fn queue(&mut self, tap: u32, prio: u8, mac: [u8; 6], from: u32) -> u32 {
-        let n = self.queues.len() as u32;
-        let i = *self.queue_index.entry((tap, prio, from)).or_insert(n);
-        if i == n {
+    /// The queue that packets crossing hop `hop` at priority `prio` waited in (the hop's downstream tap, the
+    /// priority, the hop's upstream tap), counting the destination MAC they left with.
+    #[inline]
+    fn queue(&mut self, hop: usize, prio: u8, mac: [u8; 6]) -> u32 {
+        let h = &mut self.hops[hop];
+        let slot = &mut h.queues[usize::from(prio & 7)];
+        if *slot == u32::MAX {
+            *slot = self.queues.len() as u32;
             self.queues.push(QueueAcc {
-                tap,
+                tap: h.to,
                 prio,
                 macs: BTreeMap::new(),
-                from: BTreeSet::new(),
+                recent: None,
+                from: BTreeSet::from([h.from]),
                 delay: Hist::default(),
                 ecn: Vec::new(),
                 series: Series::new(self.start_ns.unwrap_or(0)),
                 marks: Vec::new(),
             });
         }
-        let q = &mut self.queues[i as usize];
-        q.from.insert(from);
-        *q.macs.entry(mac).or_insert(0) += 1;
+        let i = *slot;
+        self.queues[i as usize].count_mac(mac);
         i
     }
 
@@ -934,7 +1064,8 @@ impl Core {
     fn flush(&mut self, t: u64) {
         let max_drift = self.opts.max_drift_ppm;
         let keep = self.opts.segment_ns().saturating_mul(2);
-        for h in self.hops.values_mut() {
+        for &hi in &self.hop_order {
+            let h = &mut self.hops[hi as usize];
             if h.pending.front().is_none_or(|s| s.t >= t) {
                 continue;
             }
@@ -1011,6 +1142,24 @@ fn merge_directions(queues: Vec<QueueAcc>) -> Vec<QueueAcc> {
 }
 
 impl QueueAcc {
+    #[inline]
+    fn count_mac(&mut self, mac: [u8; 6]) {
+        match &mut self.recent {
+            Some((m, n)) if *m == mac => *n += 1,
+            _ => {
+                self.settle_macs();
+                self.recent = Some((mac, 1));
+            }
+        }
+    }
+
+    /// Moves the recent MAC's count into `macs`.
+    fn settle_macs(&mut self) {
+        if let Some((m, n)) = self.recent.take() {
+            *self.macs.entry(m).or_insert(0) += n;
+        }
+    }
+
     fn absorb(&mut self, o: QueueAcc) {
         for (m, n) in o.macs {
             *self.macs.entry(m).or_insert(0) += n;

@@ -65,11 +65,15 @@ impl NpCheck {
         let (src, dst) = (bits(ip.src), bits(ip.dst));
         match f.kind {
             Kind::Roce => {
+                // Most packets are not CE-marked data: only those pay for the lookups.
+                if ip.ecn != ECN_CE || roce.packet.payload_len.unwrap_or(0) == 0 {
+                    return;
+                }
                 let quiet = self
                     .last_pair
                     .get(&(f.iface, src, dst))
                     .is_some_and(|&t| f.ts_ns < t.saturating_add(min_gap_ns));
-                if ip.ecn == ECN_CE && roce.packet.payload_len.unwrap_or(0) > 0 && !quiet {
+                if !quiet {
                     self.pending.entry((f.iface, src, dst)).or_insert(f.ts_ns);
                 }
             }
