@@ -89,6 +89,47 @@ def check_schema(frames):
     return row["end_ns"] or 0
 
 
+# IBTA's operation names by operation code (the BTH opcode's low five bits), and the transports by the high
+# three: the names `stats` gives each opcode it counts (TRANSPORT_OPERATION, CNP, or UNKNOWN).
+OPERATIONS = [
+    "SEND_FIRST", "SEND_MIDDLE", "SEND_LAST", "SEND_LAST_WITH_IMMEDIATE", "SEND_ONLY",
+    "SEND_ONLY_WITH_IMMEDIATE", "RDMA_WRITE_FIRST", "RDMA_WRITE_MIDDLE", "RDMA_WRITE_LAST",
+    "RDMA_WRITE_LAST_WITH_IMMEDIATE", "RDMA_WRITE_ONLY", "RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+    "RDMA_READ_REQUEST", "RDMA_READ_RESPONSE_FIRST", "RDMA_READ_RESPONSE_MIDDLE",
+    "RDMA_READ_RESPONSE_LAST", "RDMA_READ_RESPONSE_ONLY", "ACKNOWLEDGE", "ATOMIC_ACKNOWLEDGE",
+    "COMPARE_SWAP", "FETCH_ADD", "RESYNC", "SEND_LAST_WITH_INVALIDATE", "SEND_ONLY_WITH_INVALIDATE",
+]
+TRANSPORTS = {0: "RC", 1: "UC", 2: "RD", 3: "UD", 5: "XRC"}
+CNP_OPCODE = 0x81
+
+
+def opcode_name(code):
+    """The name of a BTH opcode, UNKNOWN for one IBTA leaves undefined (each transport defines a subset of
+    the operations: UC has no reads or atomics, UD only SEND_ONLY with or without immediate, RESYNC is RD's
+    alone, the invalidating sends RC's and XRC's)."""
+    if code == CNP_OPCODE:
+        return "CNP"
+    transport, op = code >> 5, code & 0x1F
+    if transport in (0, 5):
+        defined = op <= 0x14 or op in (0x16, 0x17)
+    elif transport == 1:
+        defined = op <= 0x0B
+    elif transport == 2:
+        defined = op <= 0x15
+    elif transport == 3:
+        defined = op in (0x04, 0x05)
+    else:
+        defined = False
+    return f"{TRANSPORTS[transport]}_{OPERATIONS[op]}" if defined else "UNKNOWN"
+
+
+def opcode_names():
+    """Every opcode's name as a literal map column (built once a session is up, as columns need one)."""
+    return F.create_map(*[x for code in range(256) for x in (F.lit(code), F.lit(opcode_name(code)))])
+
+FLOW_KEY = ["collector", "tap", "src", "dst", "dest_qp"]
+
+
 def last_by_frame(col):
     """The value of the group's last frame: `frame` numbers a collector's frames in its merged order, and a
     tap belongs to one collector, so this is what `stats` keeps as the flow's last value."""
@@ -105,7 +146,7 @@ def flows_table(frames):
     naks = [count_where(is_nak & (nak_code == code)).alias(f"naks_{name}") for code, name in NAK_CODES]
     naks.append(count_where(is_nak & (nak_code > 4)).alias("naks_reserved"))
     naks.append(count_where(F.col("aeth_syndrome").bitwiseAND(0xE0) == 0x20).alias("naks_rnr"))
-    flows = roce.groupBy("collector", "tap", "src", "dst", "dest_qp").agg(
+    flows = roce.groupBy(*FLOW_KEY).agg(
         F.count(F.lit(1)).alias("packets"),
         F.sum("len").cast("long").alias("bytes"),
         F.min("time_ns").alias("first_ns"),
@@ -118,6 +159,20 @@ def flows_table(frames):
         last_by_frame("dscp").alias("dscp"),
         *naks,
     )
+    # Packets per opcode name, as the JSON object `stats --json` prints ({"RC_SEND_FIRST": 12, ...}, names in
+    # order): counted apart (a flow uses few opcodes) and joined on the flow's key, null-safely since
+    # `collector` is null for a dataset written without --collector. Text rather than a map column, so that
+    # readers without nested types (polars built lean, CSV exports) read it too; Spark gets the map back with
+    # from_json(opcodes, 'map<string,bigint>').
+    per_opcode = roce.groupBy(*FLOW_KEY, opcode_names()[F.col("opcode")].alias("name")).count()
+    opcodes = per_opcode.groupBy(*[F.col(k).alias(f"_{k}") for k in FLOW_KEY]).agg(
+        F.to_json(F.map_from_entries(F.array_sort(F.collect_list(F.struct("name", "count"))))).alias(
+            "opcodes"
+        )
+    )
+    flows = flows.join(
+        opcodes, on=[flows[k].eqNullSafe(opcodes[f"_{k}"]) for k in FLOW_KEY], how="left"
+    ).drop(*[f"_{k}" for k in FLOW_KEY])
     span = F.col("last_ns") - F.col("first_ns")
     return flows.withColumn(
         "mean_gbps", F.when(span > 0, F.col("bytes") * 8.0 / span)
