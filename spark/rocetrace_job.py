@@ -136,7 +136,127 @@ def last_by_frame(col):
     return F.max_by(col, "frame")
 
 
-def flows_table(frames):
+# PSNs are 24-bit and wrap; the tracker remembers at most MAX_HOLES holes per flow (older ones are counted as
+# never seen); a READ REQUEST reserves one PSN per response packet, which depends on the path MTU.
+PSN_MOD = 1 << 24
+MAX_HOLES = 64
+PMTUS = (256, 512, 1024, 2048, 4096)
+RESPONSE_OPERATIONS = (0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12)
+READ_REQUEST = 0x0C
+READ_RESPONSES = (0x0D, 0x0E, 0x0F, 0x10)
+
+
+def tracks_psn(code):
+    """Whether `stats` feeds a packet of this opcode to its PSN tracker: requests (sends, writes, read
+    requests, atomics, RESYNC) and read responses, of defined opcodes other than CNP."""
+    if opcode_name(code) in ("UNKNOWN", "CNP"):
+        return False
+    op = code & 0x1F
+    return op not in RESPONSE_OPERATIONS or op in READ_RESPONSES
+
+
+def psn_diff(a, b):
+    """Signed distance from b to a in 24-bit PSN space, in [-2^23, 2^23)."""
+    d = (a - b) % PSN_MOD
+    return d - PSN_MOD if d >= PSN_MOD // 2 else d
+
+
+def after_read(span_psn, span_len, seen):
+    """The PSN that follows a READ REQUEST, given the PSN that came next: the span some PMTU explains, else the
+    largest span not beyond what was seen (the smallest gap), else the shortest span."""
+    d = psn_diff(seen, span_psn)
+    spans = [max(-(-span_len // m), 1) for m in PMTUS]
+    if d > 0 and d in spans:
+        return seen
+    fitting = [n for n in spans if n <= d]
+    return (span_psn + (max(fitting) if fitting else spans[-1])) % PSN_MOD
+
+
+def psn_counts(events):
+    """`stats`' PSN analysis of one flow: `events` are (frame, psn, opcode, reth_len) of its packets. A PSN
+    past the one expected leaves a hole; a PSN below it fills a hole (out of order) or was carried before
+    (a retransmission); holes still open at the end are PSNs never seen. Returns (psn_gaps, retransmissions,
+    out_of_order)."""
+    expected = None
+    read = None
+    holes = []
+    forgotten = retransmissions = out_of_order = 0
+
+    def advance(psn, opcode, reth_len):
+        nonlocal expected, read
+        if opcode & 0x1F == READ_REQUEST:
+            read = (psn, reth_len or 0)
+        expected = (psn + 1) % PSN_MOD
+
+    for _, psn, opcode, reth_len in sorted(events):
+        if expected is None:
+            advance(psn, opcode, reth_len)
+            continue
+        if read is not None:
+            expected = after_read(read[0], read[1], psn)
+            read = None
+        d = psn_diff(psn, expected)
+        if d == 0:
+            advance(psn, opcode, reth_len)
+        elif d > 0:
+            if len(holes) == MAX_HOLES:
+                forgotten += holes.pop(0)[1]
+            holes.append((expected, d))
+            advance(psn, opcode, reth_len)
+        else:
+            hit = next(
+                (i for i, (first, n) in enumerate(holes) if 0 <= psn_diff(psn, first) < n), None
+            )
+            if hit is None:
+                retransmissions += 1
+                continue
+            out_of_order += 1
+            first, n = holes.pop(hit)
+            k = psn_diff(psn, first)
+            parts = [(first, k), ((psn + 1) % PSN_MOD, n - k - 1)]
+            holes[hit:hit] = [part for part in parts if part[1] > 0]
+    return forgotten + sum(n for _, n in holes), retransmissions, out_of_order
+
+
+PSN_SCHEMA = T.StructType(
+    [T.StructField(f"_{k}", t) for k, t in [
+        ("collector", T.StringType()),
+        ("tap", T.StringType()),
+        ("src", T.StringType()),
+        ("dst", T.StringType()),
+        ("dest_qp", T.IntegerType()),
+    ]]
+    + [
+        T.StructField("psn_gaps", T.LongType()),
+        T.StructField("retransmissions", T.LongType()),
+        T.StructField("out_of_order", T.LongType()),
+    ]
+)
+
+
+def psn_table(spark, roce):
+    """Per flow, the PSN analysis: it depends on the order of each flow's packets, so each flow is folded in
+    frame order by one task (in Python, as the pause accounting is)."""
+    tracked = [code for code in range(256) if tracks_psn(code)]
+    rows = (
+        roce.where(F.col("opcode").isin(tracked))
+        .select(*FLOW_KEY, "frame", "psn", "opcode", "reth_len")
+        .rdd.map(lambda r: (tuple(r[k] for k in FLOW_KEY), (r["frame"], r["psn"], r["opcode"], r["reth_len"])))
+        .groupByKey()
+        .map(lambda kv: (*kv[0], *psn_counts(kv[1])))
+    )
+    return spark.createDataFrame(rows, PSN_SCHEMA)
+
+
+def join_on_flow(left, right):
+    """`left` with `right`'s columns, matched on the flow key (`right` names it `_collector`, `_tap`, ...),
+    null-safely since `collector` is null for a dataset written without --collector."""
+    return left.join(
+        right, on=[left[k].eqNullSafe(right[f"_{k}"]) for k in FLOW_KEY], how="left"
+    ).drop(*[f"_{k}" for k in FLOW_KEY])
+
+
+def flows_table(spark, frames):
     """Per-flow statistics: RoCE data frames (not CNPs) with an IP header and a BTH, counted per tap."""
     roce = frames.where(
         (F.col("kind") == "roce") & F.col("src").isNotNull() & F.col("opcode").isNotNull()
@@ -160,8 +280,7 @@ def flows_table(frames):
         *naks,
     )
     # Packets per opcode name, as the JSON object `stats --json` prints ({"RC_SEND_FIRST": 12, ...}, names in
-    # order): counted apart (a flow uses few opcodes) and joined on the flow's key, null-safely since
-    # `collector` is null for a dataset written without --collector. Text rather than a map column, so that
+    # order): counted apart (a flow uses few opcodes) and joined on the flow's key. Text rather than a map column, so that
     # readers without nested types (polars built lean, CSV exports) read it too; Spark gets the map back with
     # from_json(opcodes, 'map<string,bigint>').
     per_opcode = roce.groupBy(*FLOW_KEY, opcode_names()[F.col("opcode")].alias("name")).count()
@@ -170,9 +289,9 @@ def flows_table(frames):
             "opcodes"
         )
     )
-    flows = flows.join(
-        opcodes, on=[flows[k].eqNullSafe(opcodes[f"_{k}"]) for k in FLOW_KEY], how="left"
-    ).drop(*[f"_{k}" for k in FLOW_KEY])
+    flows = join_on_flow(join_on_flow(flows, opcodes), psn_table(spark, roce))
+    # A flow without requests or read responses (an ACK stream) has nothing for the PSN tracker.
+    flows = flows.fillna(0, subset=["psn_gaps", "retransmissions", "out_of_order"])
     span = F.col("last_ns") - F.col("first_ns")
     return flows.withColumn(
         "mean_gbps", F.when(span > 0, F.col("bytes") * 8.0 / span)
@@ -337,7 +456,7 @@ def main(argv):
     end_ns = check_schema(frames)
     out = args.out.rstrip("/")
     tables = {
-        "flows": flows_table(frames),
+        "flows": flows_table(spark, frames),
         "cnps": cnps_table(frames),
         "pfc": pfc_table(spark, frames, args.link_speed, end_ns),
         "hops": hops_table(frames),
