@@ -488,6 +488,8 @@ struct Core {
 #[derive(Debug)]
 pub struct HopsPass {
     matcher: Matcher,
+    /// The last copy, not yet added to `matcher`: (key, its digest, copy).
+    waiting: Option<(matching::Key, u64, Copy)>,
     core: Core,
     rates: RateMap,
     psn: FxHashMap<(u32, u128, u32), PsnTracker>,
@@ -503,6 +505,7 @@ impl HopsPass {
     pub fn new(opts: HopsOptions) -> Self {
         HopsPass {
             matcher: Matcher::new(opts.match_window_ns),
+            waiting: None,
             core: Core {
                 opts,
                 start_ns: None,
@@ -594,8 +597,15 @@ impl HopsPass {
         if core.learn_until.is_none() {
             core.learn_until = Some(start.saturating_add(segment));
         }
-        self.matcher.add(key, copy, |g| core.group(g));
+        // This frame's copy joins the matcher at the next frame, its table entry fetched meanwhile; the groups
+        // its window closes close now, as if it had joined.
+        let digest = key.digest();
+        self.matcher.prefetch(digest);
+        if let Some((k, d, c)) = self.waiting.replace((key, digest, copy)) {
+            self.matcher.add_digested(k, d, c, |g| core.group(g));
+        }
         let now = f.ts_ns.saturating_sub(core.opts.match_window_ns);
+        self.matcher.close_before(now, &mut |g| core.group(g));
         if core.learning.is_some() && core.learn_until.is_some_and(|t| now >= t) {
             core.end_learning();
         }
@@ -613,6 +623,9 @@ impl HopsPass {
     /// Closes every window and computes the report. `capture` names the taps and gives their drop counters.
     pub fn finish(mut self, capture: &Capture) -> HopsReport {
         let core = &mut self.core;
+        if let Some((k, d, c)) = self.waiting.take() {
+            self.matcher.add_digested(k, d, c, |g| core.group(g));
+        }
         self.matcher.close_all(&mut |g| core.group(g));
         if core.learning.is_some() {
             core.end_learning();
