@@ -571,6 +571,7 @@ struct Scratch {
     ints: Vec<i64>,
     keys: Vec<u32>,
     bits: Vec<u8>,
+    sparse: Vec<i64>,
 }
 
 /// Encodes one page of each column in turn, in [`COLUMNS`] order.
@@ -623,10 +624,11 @@ impl Pager<'_> {
     fn int<T>(&mut self, v: &[T], get: impl Fn(&T) -> Option<i64>) {
         let at = self.next_chunk(&[Type::Int32, Type::Int64, Type::UInt64]);
         let s = &mut *self.scratch;
-        gather(&mut s.valid, &mut s.ints, v, get);
-        let mut buf = Vec::with_capacity(64 + s.ints.len() * 2);
+        let present = gather(&mut s.valid, &mut s.ints, v, get);
+        let values = &s.ints[..present];
+        let mut buf = Vec::with_capacity(64 + present * 2);
         def_levels(&mut buf, &s.valid, self.n);
-        delta_binary_packed(&mut buf, &s.ints, COLUMNS[at].1 == Type::Int32);
+        delta_binary_packed(&mut buf, values, COLUMNS[at].1 == Type::Int32);
         self.page(at, buf, FormatEncoding::DELTA_BINARY_PACKED);
     }
 
@@ -637,16 +639,16 @@ impl Pager<'_> {
         let s = &mut *self.scratch;
         s.valid.clear();
         s.valid.resize(self.n.div_ceil(8), 0);
-        s.ints.clear();
+        s.sparse.clear();
         for &i in rows {
             if let Some(v) = get(i) {
                 s.valid[i >> 3] |= 1 << (i & 7);
-                s.ints.push(v);
+                s.sparse.push(v);
             }
         }
-        let mut buf = Vec::with_capacity(64 + s.ints.len() * 2);
+        let mut buf = Vec::with_capacity(64 + s.sparse.len() * 2);
         def_levels(&mut buf, &s.valid, self.n);
-        delta_binary_packed(&mut buf, &s.ints, COLUMNS[at].1 == Type::Int32);
+        delta_binary_packed(&mut buf, &s.sparse, COLUMNS[at].1 == Type::Int32);
         self.page(at, buf, FormatEncoding::DELTA_BINARY_PACKED);
     }
 
@@ -654,10 +656,10 @@ impl Pager<'_> {
     fn boolean<T>(&mut self, v: &[T], get: impl Fn(&T) -> Option<bool>) {
         let at = self.next_chunk(&[Type::Bool]);
         let s = &mut *self.scratch;
-        gather(&mut s.valid, &mut s.bits, v, |x| get(x).map(u8::from));
-        let mut buf = Vec::with_capacity(16 + s.valid.len() + s.bits.len() / 8);
+        let present = gather(&mut s.valid, &mut s.bits, v, |x| get(x).map(u8::from));
+        let mut buf = Vec::with_capacity(16 + s.valid.len() + present / 8);
         def_levels(&mut buf, &s.valid, self.n);
-        buf.extend(s.bits.chunks(8).map(|bits| {
+        buf.extend(s.bits[..present].chunks(8).map(|bits| {
             bits.iter()
                 .enumerate()
                 .fold(0u8, |byte, (j, &b)| byte | (b << j))
@@ -678,32 +680,33 @@ impl Pager<'_> {
         let at = self.next_chunk(&[Type::Text]);
         let s = &mut *self.scratch;
         let chunk = &mut self.chunks[at];
-        gather(&mut s.valid, &mut s.keys, v, |x| {
+        let present = gather(&mut s.valid, &mut s.keys, v, |x| {
             get(x).map(|k| dict.key(k, &text, chunk))
         });
         let width = (usize::BITS - chunk.entries.saturating_sub(1).leading_zeros()).max(1);
-        let mut buf = Vec::with_capacity(64 + s.keys.len() / 2);
+        let mut buf = Vec::with_capacity(64 + present / 2);
         def_levels(&mut buf, &s.valid, self.n);
         buf.push(width as u8);
-        hybrid_rle::encode::<u32, _, _>(&mut buf, s.keys.iter().copied(), width)?;
+        hybrid_rle::encode::<u32, _, _>(&mut buf, s.keys[..present].iter().copied(), width)?;
         self.page(at, buf, FormatEncoding::RLE_DICTIONARY);
         Ok(())
     }
 }
 
-/// Splits a page's rows into the validity bitmap (`valid`, LSB first) and the present values (`out`), as
-/// Parquet stores an optional column. Branch-free: every value is stored and the write position moves on
-/// only past present ones, so a column that mixes present and absent rows costs no mispredictions.
+/// Splits a page's rows into the validity bitmap (`valid`, LSB first) and the present values (the first
+/// of `out`, whose count it returns), as Parquet stores an optional column. Branch-free: every value is
+/// stored and the write position moves on only past present ones, so a column that mixes present and
+/// absent rows costs no mispredictions. Both buffers are overwritten, never cleared first.
 fn gather<T, U: Copy + Default>(
     valid: &mut Vec<u8>,
     out: &mut Vec<U>,
     v: &[T],
     mut get: impl FnMut(&T) -> Option<U>,
-) {
-    valid.clear();
+) -> usize {
     valid.resize(v.len().div_ceil(8), 0);
-    out.clear();
-    out.resize(v.len(), U::default());
+    if out.len() < v.len() {
+        out.resize(v.len(), U::default());
+    }
     let mut present = 0;
     for (byte, rows) in valid.iter_mut().zip(v.chunks(8)) {
         let mut bits = 0u8;
@@ -715,7 +718,7 @@ fn gather<T, U: Copy + Default>(
         }
         *byte = bits;
     }
-    out.truncate(present);
+    present
 }
 
 /// The file being filled, under its temporary name until it is closed.
