@@ -15,7 +15,7 @@ use super::psn::{PsnEvent, PsnTracker};
 use crate::decode::{ECN_CE, Frame, Icrc, Kind};
 
 /// Identifies a flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct FlowKey {
     /// The data's sender.
     pub src: IpAddr,
@@ -23,6 +23,28 @@ pub struct FlowKey {
     pub dst: IpAddr,
     /// The BTH destination QP (the receiver's QP).
     pub dest_qp: u32,
+}
+
+impl std::hash::Hash for FlowKey {
+    /// Two IPv4 addresses in one word and the QP in another: the passes look a flow up for every frame, and
+    /// the derived hash took an enum tag and a word per address.
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match (self.src, self.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                state.write_u64((u64::from(s.to_bits()) << 32) | u64::from(d.to_bits()));
+            }
+            (s, d) => {
+                let bits = |ip: IpAddr| match ip {
+                    IpAddr::V4(a) => u128::from(a.to_bits()),
+                    IpAddr::V6(a) => a.to_bits(),
+                };
+                state.write_u128(bits(s));
+                state.write_u128(bits(d));
+            }
+        }
+        state.write_u32(self.dest_qp);
+    }
 }
 
 /// NAKs by their AETH code, plus RNR NAKs.

@@ -193,6 +193,8 @@ struct Responses {
 #[derive(Debug)]
 struct TapFlow {
     receiver_qp: u32,
+    /// Its place among the request flows, once it sent a request.
+    request: Option<(u32, u32)>,
     last_ce: Option<u64>,
     last_tx: Option<u64>,
     /// Every CE mark, for the NP check of the pair the flow may end in.
@@ -496,33 +498,24 @@ impl PairingPass {
             } else {
                 1
             };
-            match self.requests.get(&key) {
-                Some(&(g, i)) => self.request_groups[g as usize][i as usize]
-                    .psns
-                    .extend(bth.psn, span),
+            // The flow's entry at the tap keeps its place among the request flows: one lookup per packet.
+            let at = self.tap_flow(f.iface, key);
+            let known = self.tap_groups[at.0 as usize].flows[at.1 as usize].request;
+            let (g, i) = match known {
+                Some(r) => r,
                 None => {
-                    let mut psns = RequestPsns {
-                        top: bth.psn,
-                        slack: span,
-                    };
-                    psns.extend(bth.psn, span);
-                    let next = self.request_groups.len() as u32;
-                    let g = *self
-                        .request_groups_by_pair
-                        .entry((ip.src, ip.dst))
-                        .or_insert(next);
-                    if g == next {
-                        self.request_groups.push(Vec::new());
-                    }
-                    let group = &mut self.request_groups[g as usize];
-                    group.push(RequestFlow {
-                        qp: bth.dest_qp,
-                        psns,
-                    });
-                    self.requests.insert(key, (g, group.len() as u32 - 1));
+                    let r = self.request_flow(key, bth.psn, span);
+                    self.tap_groups[at.0 as usize].flows[at.1 as usize].request = Some(r);
+                    r
                 }
-            }
-        } else if op.is_ack() || op.is_read_response() {
+            };
+            self.request_groups[g as usize][i as usize]
+                .psns
+                .extend(bth.psn, span);
+            self.sent_at(at, f.ts_ns, ip.ecn == ECN_CE);
+            return;
+        }
+        if op.is_ack() || op.is_read_response() {
             // This packet goes src→dst to q_dst and answers requests that went dst→src.
             let r = self.responses.entry(key).or_default();
             r.count += 1;
@@ -544,34 +537,69 @@ impl PairingPass {
 
     /// A data packet of `key` at the frame's tap.
     fn sent(&mut self, f: &Frame<'_>, key: FlowKey, ce: bool) {
-        let (g, i) = match self.tap_flows.get(&(f.iface, key)) {
-            Some(&at) => at,
-            None => {
-                let next = self.tap_groups.len() as u32;
-                let g = *self
-                    .tap_groups_by_pair
-                    .entry((f.iface, key.src, key.dst))
-                    .or_insert(next);
-                if g == next {
-                    self.tap_groups.push(TapGroup::default());
-                }
-                let flows = &mut self.tap_groups[g as usize].flows;
-                flows.push(TapFlow {
-                    receiver_qp: key.dest_qp,
-                    last_ce: None,
-                    last_tx: None,
-                    ce_log: EventLog::default(),
-                });
-                let at = (g, flows.len() as u32 - 1);
-                self.tap_flows.insert((f.iface, key), at);
-                at
-            }
-        };
+        let at = self.tap_flow(f.iface, key);
+        self.sent_at(at, f.ts_ns, ce);
+    }
+
+    /// The flow's place among the flows of its host pair at the tap, made on its first packet there.
+    fn tap_flow(&mut self, iface: u32, key: FlowKey) -> (u32, u32) {
+        if let Some(&at) = self.tap_flows.get(&(iface, key)) {
+            return at;
+        }
+        let next = self.tap_groups.len() as u32;
+        let g = *self
+            .tap_groups_by_pair
+            .entry((iface, key.src, key.dst))
+            .or_insert(next);
+        if g == next {
+            self.tap_groups.push(TapGroup::default());
+        }
+        let flows = &mut self.tap_groups[g as usize].flows;
+        flows.push(TapFlow {
+            receiver_qp: key.dest_qp,
+            request: None,
+            last_ce: None,
+            last_tx: None,
+            ce_log: EventLog::default(),
+        });
+        let at = (g, flows.len() as u32 - 1);
+        self.tap_flows.insert((iface, key), at);
+        at
+    }
+
+    /// The request flow `key`'s place among the request flows of its host pair, made (at `psn`, a request
+    /// of `span` PSNs) on its first request at any tap.
+    fn request_flow(&mut self, key: FlowKey, psn: u32, span: u32) -> (u32, u32) {
+        if let Some(&at) = self.requests.get(&key) {
+            return at;
+        }
+        let next = self.request_groups.len() as u32;
+        let g = *self
+            .request_groups_by_pair
+            .entry((key.src, key.dst))
+            .or_insert(next);
+        if g == next {
+            self.request_groups.push(Vec::new());
+        }
+        let group = &mut self.request_groups[g as usize];
+        group.push(RequestFlow {
+            qp: key.dest_qp,
+            psns: RequestPsns {
+                top: psn,
+                slack: span,
+            },
+        });
+        let at = (g, group.len() as u32 - 1);
+        self.requests.insert(key, at);
+        at
+    }
+
+    fn sent_at(&mut self, (g, i): (u32, u32), ts_ns: u64, ce: bool) {
         let s = &mut self.tap_groups[g as usize].flows[i as usize];
-        s.last_tx = Some(f.ts_ns);
+        s.last_tx = Some(ts_ns);
         if ce {
-            s.last_ce = Some(f.ts_ns);
-            s.ce_log.push(f.ts_ns, self.seq);
+            s.last_ce = Some(ts_ns);
+            s.ce_log.push(ts_ns, self.seq);
         }
     }
 
