@@ -399,6 +399,8 @@ struct ClassStat {
 /// A flow direction's taps, in path order, as its most complete packet showed them.
 #[derive(Debug, Default)]
 struct PathInfo {
+    src: u128,
+    dst: u128,
     mask: u64,
     order: Vec<u32>,
     /// The first few of `Core::decided`'s entries for this direction, as (lower tap, higher tap, lower first):
@@ -413,8 +415,8 @@ const PATH_DECIDED: usize = 16;
 /// copy it could have had; most have two).
 #[derive(Debug, Default)]
 struct Held {
-    /// (source, destination, first copy in `copies`, number of copies).
-    groups: Vec<(u128, u128, u32, u8)>,
+    /// (path, first copy in `copies`, number of copies).
+    groups: Vec<(u32, u32, u8)>,
     copies: Vec<Copy>,
 }
 
@@ -776,18 +778,15 @@ impl Core {
     }
 
     fn group(&mut self, g: &Group) {
+        let pi = self.path_id(g.key.src, g.key.dst);
         match &mut self.learning {
             Some(held) => {
                 let copies = g.copies();
-                held.groups.push((
-                    g.key.src,
-                    g.key.dst,
-                    held.copies.len() as u32,
-                    copies.len() as u8,
-                ));
+                held.groups
+                    .push((pi as u32, held.copies.len() as u32, copies.len() as u8));
                 held.copies.extend_from_slice(copies);
             }
-            None => self.process(g.key.src, g.key.dst, g.copies()),
+            None => self.process(pi, g.copies()),
         }
     }
 
@@ -795,11 +794,11 @@ impl Core {
     /// handles the held groups.
     fn end_learning(&mut self) {
         let held = self.learning.take().unwrap_or_default();
-        let copies_of = |&(_, _, first, n): &(u128, u128, u32, u8)| {
+        let copies_of = |&(_, first, n): &(u32, u32, u8)| {
             &held.copies[first as usize..first as usize + n as usize]
         };
         for g in &held.groups {
-            self.learn(g.0, g.1, copies_of(g));
+            self.learn(g.0 as usize, copies_of(g));
         }
         let mut pairs: FxHashMap<(u32, u32), Vec<Direction>> = FxHashMap::default();
         for (&(a, b, s, d), &c) in &self.classes {
@@ -833,7 +832,7 @@ impl Core {
             }
         }
         for g in &held.groups {
-            self.process(g.0, g.1, copies_of(g));
+            self.process(g.0 as usize, copies_of(g));
         }
     }
 
@@ -843,13 +842,17 @@ impl Core {
         let n = self.paths.len() as u32;
         let i = *self.path_index.entry((src, dst)).or_insert(n);
         if i == n {
-            self.paths.push(PathInfo::default());
+            self.paths.push(PathInfo {
+                src,
+                dst,
+                ..PathInfo::default()
+            });
         }
         i as usize
     }
 
-    fn learn(&mut self, src: u128, dst: u128, copies: &[Copy]) {
-        let pi = self.path_id(src, dst);
+    fn learn(&mut self, pi: usize, copies: &[Copy]) {
+        let (src, dst) = (self.paths[pi].src, self.paths[pi].dst);
         let path = &mut self.paths[pi];
         for c in copies {
             if c.tap < 64 {
@@ -874,8 +877,8 @@ impl Core {
         }
     }
 
-    /// Whether copy `x` came before copy `y` of the packet from `src` to `dst` (path `pi`).
-    fn before(&mut self, x: &Copy, y: &Copy, src: u128, dst: u128, pi: usize) -> bool {
+    /// Whether copy `x` came before copy `y` of a packet of path `pi`.
+    fn before(&mut self, x: &Copy, y: &Copy, pi: usize) -> bool {
         if self.file_of(x.tap) == self.file_of(y.tap) {
             return (x.ts, x.tap) < (y.ts, y.tap);
         }
@@ -885,6 +888,7 @@ impl Core {
             (y, x, false)
         };
         let path = &mut self.paths[pi];
+        let (src, dst) = (path.src, path.dst);
         if let Some(&(_, _, lo_first)) = path
             .decided
             .iter()
@@ -906,16 +910,15 @@ impl Core {
         lo_first == lo_is_x
     }
 
-    fn process(&mut self, src: u128, dst: u128, copies: &[Copy]) {
+    fn process(&mut self, pi: usize, copies: &[Copy]) {
         let mut buf = [Copy::default(); MAX_COPIES];
         let n = copies.len().min(MAX_COPIES);
         buf[..n].copy_from_slice(&copies[..n]);
         let order = &mut buf[..n];
-        let pi = self.path_id(src, dst);
         // Insertion sort: a handful of copies, and `before` is a comparison, not a key.
         for i in 1..order.len() {
             let mut j = i;
-            while j > 0 && self.before(&order[j], &order[j - 1], src, dst, pi) {
+            while j > 0 && self.before(&order[j], &order[j - 1], pi) {
                 order.swap(j, j - 1);
                 j -= 1;
             }
