@@ -125,7 +125,7 @@ pub fn run(args: &[String]) -> Result<()> {
          Per core, the Spark job processes {:.0}× fewer frames per CPU second than `stats` (start-up \
          excluded), and `decode --parquet` {:.1}× fewer; a cluster makes the job's share up with cores (its work \
          divides over the row groups, one task each; its shuffles carry one row per flow, pause source or \
-         distinct packet).\n",
+         distinct packet, and one per request packet for the PSN analysis).\n",
         std::thread::available_parallelism().map_or(0, |c| c.get()),
         cpu_model(),
         load.split_whitespace()
