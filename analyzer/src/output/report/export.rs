@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::summary::DcqcnFlowRow;
 use super::{ReportError, ReportInput};
-use crate::analysis::dcqcn::DcqcnReport;
+use crate::analysis::dcqcn::{DcqcnReport, FlowDcqcn};
 use crate::output::tables::{self, TableError, TableFormat, TableRow};
 use roce_core::dcqcn::EventKind;
 use roce_core::recorded::{KernelEvent, KernelSummary, flow_process_rows, kernel_event_rows};
@@ -102,31 +102,68 @@ impl TableRow for ModelRow {
     }
 }
 
-/// Rows of the model table per chunk: enough to keep writing cheap, few enough that the table (a row per
-/// model event of every flow: 7 M for 4,096 flows over 0.4 s) is never held whole.
-const MODEL_CHUNK_ROWS: usize = 1 << 16;
+/// Rows of the per-event tables (model, cuts, observed cuts) per chunk: enough to keep writing cheap, few enough
+/// that a table (the model's is a row per model event of every flow: 7 M for 4,096 flows over 0.4 s) is never
+/// held whole, nor the much larger cells the table is built from.
+const CHUNK_ROWS: usize = 1 << 16;
 
-/// The model table's rows, a chunk of whole flows at a time.
-fn model_chunks(d: &DcqcnReport) -> impl Iterator<Item = Vec<ModelRow>> + '_ {
+/// A per-event table's rows, a chunk of whole flows at a time: `rows` gives one flow's.
+fn flow_chunks<'a, T, I>(
+    d: &'a DcqcnReport,
+    rows: impl Fn(&'a FlowDcqcn) -> I + 'a,
+) -> impl Iterator<Item = Vec<T>> + 'a
+where
+    I: Iterator<Item = T>,
+{
     let mut flows = d.flows.iter().peekable();
     std::iter::from_fn(move || {
         flows.peek()?;
         let mut chunk = Vec::new();
-        while chunk.len() < MODEL_CHUNK_ROWS
+        while chunk.len() < CHUNK_ROWS
             && let Some(f) = flows.next()
         {
-            chunk.extend(f.model.iter().map(|m| ModelRow {
-                sender: f.sender,
-                receiver: f.receiver,
-                receiver_qp: f.receiver_qp,
-                t_ns: m.t_ns,
-                event: m.event,
-                rc_gbps: m.rc_gbps,
-                rt_gbps: m.rt_gbps,
-                alpha: m.alpha,
-            }));
+            chunk.extend(rows(f));
         }
         Some(chunk)
+    })
+}
+
+fn model_rows(f: &FlowDcqcn) -> impl Iterator<Item = ModelRow> + '_ {
+    f.model.iter().map(|m| ModelRow {
+        sender: f.sender,
+        receiver: f.receiver,
+        receiver_qp: f.receiver_qp,
+        t_ns: m.t_ns,
+        event: m.event,
+        rc_gbps: m.rc_gbps,
+        rt_gbps: m.rt_gbps,
+        alpha: m.alpha,
+    })
+}
+
+fn cut_rows(f: &FlowDcqcn) -> impl Iterator<Item = CutRow> + '_ {
+    f.cuts.iter().map(|c| CutRow {
+        sender: f.sender,
+        receiver: f.receiver,
+        receiver_qp: f.receiver_qp,
+        t_ns: c.t_ns,
+        rc_before_gbps: c.rc_before_gbps,
+        rc_after_gbps: c.rc_after_gbps,
+        alpha: c.alpha,
+    })
+}
+
+fn observed_cut_rows(f: &FlowDcqcn) -> impl Iterator<Item = ObservedCutRow> + '_ {
+    f.observed_cuts.iter().map(|c| ObservedCutRow {
+        sender: f.sender,
+        receiver: f.receiver,
+        receiver_qp: f.receiver_qp,
+        t_ns: c.t_ns,
+        cnps: c.cnps,
+        lag_ns: c.lag_ns,
+        before_gbps: c.before_gbps,
+        after_gbps: c.after_gbps,
+        ratio: c.ratio,
     })
 }
 
@@ -136,38 +173,6 @@ pub(super) fn write_tables(
 ) -> Result<Vec<PathBuf>, ReportError> {
     let d = input.dcqcn;
     let dcqcn_flows: Vec<DcqcnFlowRow> = d.flows.iter().map(DcqcnFlowRow::of).collect();
-    let cuts: Vec<CutRow> = d
-        .flows
-        .iter()
-        .flat_map(|f| {
-            f.cuts.iter().map(|c| CutRow {
-                sender: f.sender,
-                receiver: f.receiver,
-                receiver_qp: f.receiver_qp,
-                t_ns: c.t_ns,
-                rc_before_gbps: c.rc_before_gbps,
-                rc_after_gbps: c.rc_after_gbps,
-                alpha: c.alpha,
-            })
-        })
-        .collect();
-    let observed_cuts: Vec<ObservedCutRow> = d
-        .flows
-        .iter()
-        .flat_map(|f| {
-            f.observed_cuts.iter().map(|c| ObservedCutRow {
-                sender: f.sender,
-                receiver: f.receiver,
-                receiver_qp: f.receiver_qp,
-                t_ns: c.t_ns,
-                cnps: c.cnps,
-                lag_ns: c.lag_ns,
-                before_gbps: c.before_gbps,
-                after_gbps: c.after_gbps,
-                ratio: c.ratio,
-            })
-        })
-        .collect();
     let mut out = Vec::new();
     let mut both = |paths: Result<Vec<PathBuf>, TableError>| {
         out.extend(paths?);
@@ -198,7 +203,15 @@ pub(super) fn write_tables(
         &dcqcn_flows,
         &formats,
     ))?;
-    both(tables::write_formats(dir, "cuts", &cuts, &formats))?;
+    both(tables::write_formats_chunked(
+        dir,
+        "cuts",
+        flow_chunks(d, cut_rows),
+        &formats,
+    ))?;
+    // Whole: a ratio can be null (NaN), and a chunk of nulls only would type its column otherwise. The table
+    // has a row per burst of CNPs, far fewer than the cuts.
+    let observed_cuts: Vec<ObservedCutRow> = d.flows.iter().flat_map(observed_cut_rows).collect();
     both(tables::write_formats(
         dir,
         "observed_cuts",
@@ -208,7 +221,7 @@ pub(super) fn write_tables(
     both(tables::write_formats_chunked(
         dir,
         "model",
-        model_chunks(d),
+        flow_chunks(d, model_rows),
         &formats,
     ))?;
     both(tables::write_formats(

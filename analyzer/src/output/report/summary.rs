@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::{Report, ReportError, ReportInput, html, write_file};
+use super::{Report, ReportError, ReportInput, html};
 use crate::analysis::dcqcn::{FlowDcqcn, FlowSummary, UnpairedCnps};
 use crate::analysis::findings::Finding;
 use crate::analysis::pauses::PauseReport;
@@ -115,7 +115,14 @@ pub(super) fn write_json(r: &Report<'_>, tables: &[PathBuf]) -> Result<PathBuf, 
     let path = r.dir.join("summary.json");
     let mut summary = summary(r.input, &r.charts, tables);
     summary.kernel_events = r.kernel_summary;
-    write_file(&path, &serde_json::to_vec_pretty(&summary)?)?;
+    // Streamed: for thousands of flows the text is tens of MB, and a whole copy in memory raised the peak.
+    let io = |source| ReportError::Io {
+        path: path.clone(),
+        source,
+    };
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).map_err(io)?);
+    serde_json::to_writer_pretty(&mut out, &summary)?;
+    std::io::Write::flush(&mut out).map_err(io)?;
     Ok(path)
 }
 
