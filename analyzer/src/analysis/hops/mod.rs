@@ -408,6 +408,8 @@ struct PathInfo {
     decided: Vec<(u32, u32, bool)>,
 }
 
+const HOP_CACHE: usize = 64;
+
 /// Most pairs of taps a path keeps its own copy of the order decided for.
 const PATH_DECIDED: usize = 16;
 
@@ -480,6 +482,8 @@ struct Core {
     hops: Vec<HopAcc>,
     /// `hops` by (from, to): the order they are flushed and reported in.
     hop_order: Vec<u32>,
+    /// Recently used entries of `hop_index`, by a hash of the taps: most packets cross a few hops.
+    hop_cache: [Option<(u32, u32, u32)>; HOP_CACHE],
     queues: Vec<QueueAcc>,
     next_flush: Option<u64>,
     /// Per tap: its first and latest RoCE packet.
@@ -522,6 +526,7 @@ impl HopsPass {
                 hop_index: FxHashMap::default(),
                 hops: Vec::new(),
                 hop_order: Vec::new(),
+                hop_cache: [None; HOP_CACHE],
                 queues: Vec::new(),
                 next_flush: None,
                 spans: Vec::new(),
@@ -732,7 +737,8 @@ impl RateAcc {
             let gbps =
                 (u64::from(len) + u64::from(WIRE_OVERHEAD)) as f64 * 8.0 / (ts - last) as f64;
             if (RATE_MIN_GBPS..RATE_MAX_GBPS).contains(&gbps) {
-                let i = (gbps / RATE_STEP_GBPS) as usize;
+                // The step is a power of two: multiplying by its inverse is exact and spares a division.
+                let i = (gbps * (1.0 / RATE_STEP_GBPS)) as usize;
                 if i >= self.hist.len() {
                     self.hist.resize(i + 1, (0, 0.0));
                 }
@@ -1013,7 +1019,14 @@ impl Core {
     /// The index of the hop from `from` to `to` in `hops`, made when first needed.
     #[inline]
     fn hop_id(&mut self, from: u32, to: u32) -> usize {
+        let slot = (from.wrapping_mul(31).wrapping_add(to) as usize) % HOP_CACHE;
+        if let Some((f, t, i)) = self.hop_cache[slot]
+            && (f, t) == (from, to)
+        {
+            return i as usize;
+        }
         if let Some(&i) = self.hop_index.get(&(from, to)) {
+            self.hop_cache[slot] = Some((from, to, i));
             return i as usize;
         }
         let shared = self.file_of(from) == self.file_of(to);
@@ -1094,7 +1107,7 @@ impl Core {
                     break;
                 }
                 h.pending.pop_front();
-                let q = (s.d as f64 - line.at(s.t)).max(0.0).round() as u64;
+                let q = round_up_half((s.d as f64 - line.at(s.t)).max(0.0));
                 h.delay.add(q);
                 h.series.add(s.t, q, s.ect, s.marked);
                 let queue = &mut self.queues[s.queue as usize];
@@ -1251,6 +1264,14 @@ fn loss_verdict(
         ));
     }
     (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// `v.round() as u64` for `v >= 0`, without the call to libm's `round` that x86_64's baseline instruction set
+/// needs (it was a percent of the pass): the conversion truncates, and the fraction it dropped is exact.
+#[inline]
+fn round_up_half(v: f64) -> u64 {
+    let t = v as u64;
+    t.saturating_add(u64::from(v - t as f64 >= 0.5))
 }
 
 /// A timestamp as signed ns; past 2262 (a corrupt record) it saturates rather than wrapping negative.
@@ -1454,10 +1475,46 @@ fn findings(hops: &[HopReport], queues: &[QueueReport], opts: &HopsOptions) -> V
 /// Runs the pass over a whole capture.
 pub fn run(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -> HopsReport {
     let mut pass = HopsPass::new(opts);
+    // Matching keys on the ICRC the frame carries, never on whether it is right: no CRC over every frame.
+    let decoder = Decoder {
+        check_icrc: false,
+        ..decoder
+    };
     let mut frames = Frames::new(capture, decoder);
     while let Some(f) = frames.next_frame() {
         pass.frame(&f);
         pass.learn_taps(frames.capture());
     }
     pass.finish(capture)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_up_half;
+
+    #[test]
+    fn rounds_like_round() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut values = vec![
+            0.0,
+            0.5,
+            1.5,
+            2.5,
+            0.499_999_999_999_999_94,
+            4_503_599_627_370_495.5,
+            9_007_199_254_740_993.0,
+            1e19,
+            1e300,
+            f64::INFINITY,
+        ];
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push((x >> 11) as f64 / (1u64 << (x % 50)) as f64);
+        }
+        for v in values {
+            assert_eq!(round_up_half(v), v.round() as u64, "{v}");
+        }
+    }
 }
