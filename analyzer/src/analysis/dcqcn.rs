@@ -349,7 +349,7 @@ pub struct Fit {
 
 /// One flow DCQCN acted on: the flow in a few numbers, and its series over time. Summaries (the report's
 /// `summary.json` and `dcqcn_flows` table) carry the numbers without the series; the series are what the
-/// charts draw. The numbers are reached through the flow itself (`flow.cnps`), as one type.
+/// charts draw. The numbers sit in [`FlowSummary`], which the summaries write on their own.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FlowDcqcn {
     #[serde(flatten)]
@@ -371,20 +371,6 @@ pub struct FlowDcqcn {
     /// compared over; the fit needs it after the bins are gone.
     #[serde(skip)]
     pub frame_bits: f64,
-}
-
-/// The numbers are the flow's own, not a view of it, so the flow reads as them.
-impl std::ops::Deref for FlowDcqcn {
-    type Target = FlowSummary;
-    fn deref(&self) -> &FlowSummary {
-        &self.summary
-    }
-}
-
-impl std::ops::DerefMut for FlowDcqcn {
-    fn deref_mut(&mut self) -> &mut FlowSummary {
-        &mut self.summary
-    }
 }
 
 /// What a [`FlowDcqcn`] is in numbers, without its series.
@@ -700,8 +686,8 @@ impl DcqcnReport {
     /// Fills in the taps' names (`FILE:IFACE`) from their indexes.
     pub fn name_taps(&mut self, name: impl Fn(u32) -> String) {
         for f in &mut self.flows {
-            f.tap = name(f.iface);
-            f.cnp_tap = f.cnp_iface.map(&name);
+            f.summary.tap = name(f.summary.iface);
+            f.summary.cnp_tap = f.summary.cnp_iface.map(&name);
         }
         for u in &mut self.unpaired_cnps {
             u.tap = name(u.iface);
@@ -730,9 +716,13 @@ impl DcqcnReport {
         let stopped: Vec<&FlowDcqcn> = self
             .flows
             .iter()
-            .filter(|f| f.model_stopped_ns.is_some())
+            .filter(|f| f.summary.model_stopped_ns.is_some())
             .collect();
-        if let Some(first) = stopped.iter().filter_map(|f| f.model_stopped_ns).min() {
+        if let Some(first) = stopped
+            .iter()
+            .filter_map(|f| f.summary.model_stopped_ns)
+            .min()
+        {
             out.push(format!(
                 "THE DCQCN MODEL OF {} OF {} FLOWS WAS CUT SHORT by its guard, the earliest at {}.{:09} s: their \
                  model, cuts and fit cover only the time before. No real capture needs that many model steps: \
@@ -892,23 +882,23 @@ impl DcqcnPass {
             }
         }
         flows.sort_by(|a, b| {
-            b.cnps
-                .cmp(&a.cnps)
-                .then((a.sender, a.receiver, a.receiver_qp).cmp(&(
-                    b.sender,
-                    b.receiver,
-                    b.receiver_qp,
-                )))
+            b.summary.cnps.cmp(&a.summary.cnps).then(
+                (a.summary.sender, a.summary.receiver, a.summary.receiver_qp).cmp(&(
+                    b.summary.sender,
+                    b.summary.receiver,
+                    b.summary.receiver_qp,
+                )),
+            )
         });
         if opts.fit {
             for f in flows.iter_mut().take(opts.fit_flows) {
-                if f.rp_enabled == Some(false) {
+                if f.summary.rp_enabled == Some(false) {
                     continue;
                 }
                 let times = model_times(&f.cnp_ts_ns, opts);
                 if !times.is_empty() {
-                    let (knobs, _) = model_knobs(opts, f.sender);
-                    f.fit = fit_knobs(&times, f, grid, end, (opts, knobs))?;
+                    let (knobs, _) = model_knobs(opts, f.summary.sender);
+                    f.summary.fit = fit_knobs(&times, f, grid, end, (opts, knobs))?;
                 }
             }
         }
@@ -1723,7 +1713,7 @@ fn fit_knobs(
     } else {
         None
     };
-    let until = match (horizon, f.model_stopped_ns) {
+    let until = match (horizon, f.summary.model_stopped_ns) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };

@@ -104,11 +104,15 @@ pub fn diagnose(
 
 fn ce_without_cnps(stats: &StatsReport, dcqcn: &DcqcnReport, out: &mut Vec<Finding>) {
     let mut evidence = Vec::new();
-    for f in dcqcn.flows.iter().filter(|f| f.cnps == 0) {
+    for f in dcqcn.flows.iter().filter(|f| f.summary.cnps == 0) {
         let ce: u64 = stats
             .flows
             .iter()
-            .filter(|r| r.src == f.sender && r.dst == f.receiver && r.dest_qp == f.receiver_qp)
+            .filter(|r| {
+                r.src == f.summary.sender
+                    && r.dst == f.summary.receiver
+                    && r.dest_qp == f.summary.receiver_qp
+            })
             .map(|r| r.ce_packets)
             .max()
             .unwrap_or(0);
@@ -116,10 +120,10 @@ fn ce_without_cnps(stats: &StatsReport, dcqcn: &DcqcnReport, out: &mut Vec<Findi
         let any_cnp = stats
             .cnps
             .iter()
-            .any(|c| c.src == f.receiver && c.dst == f.sender);
+            .any(|c| c.src == f.summary.receiver && c.dst == f.summary.sender);
         if ce > 0 && !any_cnp {
             // The receiver's own recorded knob, when the capture holds it, says why.
-            let why = match (f.np_enabled, f.priority) {
+            let why = match (f.summary.np_enabled, f.summary.priority) {
                 (Some(false), Some(p)) => {
                     format!(
                         "; the receiver's roce_np/enable/{p} is recorded 0: its NP is off on priority {p}"
@@ -129,8 +133,8 @@ fn ce_without_cnps(stats: &StatsReport, dcqcn: &DcqcnReport, out: &mut Vec<Findi
             };
             evidence.push(format!(
                 "{}: {ce} CE-marked packets, no CNP back to {}{why}",
-                flow_name(f.sender, f.receiver, f.receiver_qp),
-                f.sender
+                flow_name(f.summary.sender, f.summary.receiver, f.summary.receiver_qp),
+                f.summary.sender
             ));
         }
     }
@@ -151,7 +155,8 @@ fn ce_without_cnps(stats: &StatsReport, dcqcn: &DcqcnReport, out: &mut Vec<Findi
 /// Rc is a ceiling: a sender that kept sending well above it for most of the time after its CNPs did not apply
 /// the cuts.
 fn ignores_cnps(f: &crate::analysis::dcqcn::FlowDcqcn, rules: &Rules) -> bool {
-    f.cnps >= rules.min_cnps_for_cut_check && f.above_model_fraction >= rules.above_model_share
+    f.summary.cnps >= rules.min_cnps_for_cut_check
+        && f.summary.above_model_fraction >= rules.above_model_share
 }
 
 /// The notification point keeps its own pacing knob or it does not: a stream with CNPs closer than
@@ -270,12 +275,12 @@ fn ambiguous_pairing(dcqcn: &DcqcnReport, out: &mut Vec<Finding>) {
 fn cnps_without_cuts(dcqcn: &DcqcnReport, rules: &Rules, out: &mut Vec<Finding>) {
     // A sender whose own recorded roce_rp/enable/N is 0 ignores its CNPs by configuration: the model does not
     // cut it, so its rate cannot be held against a ceiling; the knob is the evidence.
-    let off = dcqcn.flows.iter().filter_map(|f| match (f.rp_enabled, f.priority) {
-        (Some(false), Some(p)) if f.cnps >= rules.min_cnps_for_cut_check => Some(format!(
+    let off = dcqcn.flows.iter().filter_map(|f| match (f.summary.rp_enabled, f.summary.priority) {
+        (Some(false), Some(p)) if f.summary.cnps >= rules.min_cnps_for_cut_check => Some(format!(
             "{}: {} CNPs on priority {p}, where the sender's roce_rp/enable/{p} is recorded 0: its NIC ignores \
              them (rp_cnp_ignored)",
-            flow_name(f.sender, f.receiver, f.receiver_qp),
-            f.cnps
+            flow_name(f.summary.sender, f.summary.receiver, f.summary.receiver_qp),
+            f.summary.cnps
         )),
         _ => None,
     });
@@ -287,10 +292,10 @@ fn cnps_without_cuts(dcqcn: &DcqcnReport, rules: &Rules, out: &mut Vec<Finding>)
             format!(
                 "{}: {} CNPs, yet sent above the modeled rate ceiling in {:.0} % of the {} stretches after the \
                  first (the model's last Rc {:.0} Mb/s)",
-                flow_name(f.sender, f.receiver, f.receiver_qp),
-                f.cnps,
-                f.above_model_fraction * 100.0,
-                f.stretches_compared,
+                flow_name(f.summary.sender, f.summary.receiver, f.summary.receiver_qp),
+                f.summary.cnps,
+                f.summary.above_model_fraction * 100.0,
+                f.summary.stretches_compared,
                 f.cuts.last().map_or(dcqcn.line_gbps, |c| c.rc_after_gbps) * 1000.0
             )
         })
@@ -314,11 +319,11 @@ fn cut_mismatch(dcqcn: &DcqcnReport, rules: &Rules, out: &mut Vec<Finding>) {
     let mut evidence = Vec::new();
     // A sender that ignores CNPs fits no knobs; that finding says more.
     for f in dcqcn.flows.iter().filter(|f| !ignores_cnps(f, rules)) {
-        let Some(fit) = f.fit else { continue };
+        let Some(fit) = f.summary.fit else { continue };
         if fit.given_error_gbps > 0.0 && fit.error_gbps < rules.fit_gain * fit.given_error_gbps {
             evidence.push(format!(
                 "{}: fitted dce_tcp_g={} rpg_gd={} explain the rate with {:.2} Gb/s mean error, the given knobs with {:.2}",
-                flow_name(f.sender, f.receiver, f.receiver_qp),
+                flow_name(f.summary.sender, f.summary.receiver, f.summary.receiver_qp),
                 fit.dce_tcp_g,
                 fit.rpg_gd,
                 fit.error_gbps,

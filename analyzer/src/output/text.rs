@@ -36,19 +36,23 @@ pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
             let ce: f64 = f.observed.iter().map(|o| o.ce_fraction).sum::<f64>()
                 / f.observed.len().max(1) as f64;
             vec![
-                f.sender.to_string(),
-                f.receiver.to_string(),
-                format!("0x{:06x}", f.receiver_qp),
-                f.sender_qp.map_or("?".into(), |q| format!("0x{q:06x}")),
-                f.pairing.map_or("unpaired".into(), |m| format!("{m:?}")),
-                f.cnps.to_string(),
+                f.summary.sender.to_string(),
+                f.summary.receiver.to_string(),
+                format!("0x{:06x}", f.summary.receiver_qp),
+                f.summary
+                    .sender_qp
+                    .map_or("?".into(), |q| format!("0x{q:06x}")),
+                f.summary
+                    .pairing
+                    .map_or("unpaired".into(), |m| format!("{m:?}")),
+                f.summary.cnps.to_string(),
                 format!("{:.3}", ce),
                 f.cuts.len().to_string(),
                 f.cuts
                     .last()
                     .map_or("-".into(), |c| format!("{:.1}", c.rc_after_gbps)),
                 median,
-                f.fit.map_or("-".into(), |x| {
+                f.summary.fit.map_or("-".into(), |x| {
                     format!(
                         "G={} gd={} ({:.2} vs {:.2} Gb/s)",
                         x.dce_tcp_g, x.rpg_gd, x.error_gbps, x.given_error_gbps
@@ -78,8 +82,8 @@ pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
     let mut own: Vec<(IpAddr, &str)> = r
         .flows
         .iter()
-        .filter(|f| f.knobs_of.contains("'s own ("))
-        .map(|f| (f.sender, f.knobs_of.as_str()))
+        .filter(|f| f.summary.knobs_of.contains("'s own ("))
+        .map(|f| (f.summary.sender, f.summary.knobs_of.as_str()))
         .collect();
     own.sort_unstable();
     own.dedup();

@@ -231,7 +231,8 @@ fn events_of(events: &[(FlowId, Event)], f: &FlowDcqcn) -> Vec<Event> {
     events
         .iter()
         .filter(|(id, _)| {
-            (id.sender, id.receiver, id.receiver_qp) == (f.sender, f.receiver, f.receiver_qp)
+            (id.sender, id.receiver, id.receiver_qp)
+                == (f.summary.sender, f.summary.receiver, f.summary.receiver_qp)
         })
         .map(|(_, e)| *e)
         .collect()
@@ -262,10 +263,10 @@ fn model_follows_a_sender_paced_by_it() {
     assert_eq!(report.flows.len(), 1, "{:?}", report.unpaired_cnps);
     let f = &report.flows[0];
     assert_eq!(
-        (f.sender_qp, f.pairing),
+        (f.summary.sender_qp, f.summary.pairing),
         (Some(SENDER_QP), Some(Method::ReverseTraffic))
     );
-    assert_eq!(f.cnps, CNPS_US.len() as u64);
+    assert_eq!(f.summary.cnps, CNPS_US.len() as u64);
     assert!(report.unpaired_cnps.is_empty());
     // Cuts: one per decrease period that saw CNPs (100, 150, 200, 1000/1040 in one or two, 2000).
     assert!(f.cuts.len() >= 5, "{:?}", f.cuts);
@@ -307,7 +308,7 @@ fn model_follows_a_sender_paced_by_it() {
         total > 50 && ok as f64 >= 0.95 * total as f64,
         "{ok} of {total} bins within 5 %"
     );
-    let fit = f.fit.expect("fitted");
+    let fit = f.summary.fit.expect("fitted");
     assert_eq!((fit.dce_tcp_g, fit.rpg_gd), (1019, 11), "{fit:?}");
     // A search, not the whole grid of 40 pairs.
     assert!(fit.candidates < 30, "{fit:?}");
@@ -315,7 +316,7 @@ fn model_follows_a_sender_paced_by_it() {
     let first = f.observed_cuts.first().expect("an observed cut");
     assert!(first.ratio < 0.8 && first.ratio > 0.2, "{first:?}");
     // No PFC in this capture: nothing left out.
-    assert_eq!(f.paused_bins, 0);
+    assert_eq!(f.summary.paused_bins, 0);
     assert!(f.observed.iter().all(|o| !o.paused));
 }
 
@@ -325,7 +326,7 @@ fn fit_recovers_a_different_cut_factor() {
     let mut knobs = Knobs::default();
     knobs.set("rpg_gd", "10").unwrap();
     let report = analyse(Sender::new(&knobs, &CNPS_US).pcap(), &bins20());
-    let fit = report.flows[0].fit.expect("fitted");
+    let fit = report.flows[0].summary.fit.expect("fitted");
     assert_eq!(fit.rpg_gd, 10, "{fit:?}");
     assert!(fit.error_gbps < fit.given_error_gbps / 2.0, "{fit:?}");
 }
@@ -348,7 +349,7 @@ fn knobs_recorded_in_the_capture_are_the_default() {
         "{}",
         report.knob_source
     );
-    let fit = report.flows[0].fit.expect("fitted");
+    let fit = report.flows[0].summary.fit.expect("fitted");
     // With the recorded knobs the model already explains the rate: the fit finds nothing better.
     assert_eq!(fit.rpg_gd, 10, "{fit:?}");
     assert!(fit.given_error_gbps <= fit.error_gbps + 1e-9, "{fit:?}");
@@ -425,10 +426,13 @@ fn a_flow_whose_rp_is_off_on_its_priority_is_not_cut() {
     );
     let report = analyse(bytes, &bins20());
     let f = &report.flows[0];
-    assert_eq!((f.priority, f.rp_enabled), (Some(3), Some(false)));
-    assert_eq!(f.cnps, CNPS_US.len() as u64);
+    assert_eq!(
+        (f.summary.priority, f.summary.rp_enabled),
+        (Some(3), Some(false))
+    );
+    assert_eq!(f.summary.cnps, CNPS_US.len() as u64);
     assert!(f.cuts.is_empty(), "{:?}", f.cuts);
-    assert_eq!(f.above_model_fraction, 0.0);
+    assert_eq!(f.summary.above_model_fraction, 0.0);
     // The same capture on priority 4, where the RP is on: cut as usual.
     let sender = Sender {
         pcp: Some(4),
@@ -439,7 +443,7 @@ fn a_flow_whose_rp_is_off_on_its_priority_is_not_cut() {
         serde_json::json!({"eth0/roce_rp/enable/3": "0", "eth0/roce_rp/enable/4": "1"}),
     );
     let f = &analyse(bytes, &bins20()).flows[0];
-    assert_eq!(f.rp_enabled, Some(true));
+    assert_eq!(f.summary.rp_enabled, Some(true));
     assert!(!f.cuts.is_empty());
 }
 
@@ -471,7 +475,11 @@ fn a_recovered_flow_congested_again_is_cut_by_half() {
         .find(|c| c.t_ns >= T0 + 6_000 * US)
         .expect("an observed cut after the second CNP");
     assert!(seen.ratio < 0.7, "{seen:?}");
-    assert!(f.above_model_fraction < 0.05, "{}", f.above_model_fraction);
+    assert!(
+        f.summary.above_model_fraction < 0.05,
+        "{}",
+        f.summary.above_model_fraction
+    );
 }
 
 /// PFC holds the sender from 110 to 150 µs, right after a CNP at 100 µs. The bins that overlap the pause show
@@ -493,14 +501,14 @@ fn pfc_paused_bins_are_left_out_of_the_comparisons() {
         .collect();
     // The busy bins that overlap 110..150 µs (the one at 120 µs carried nothing, so it is not in the series).
     assert_eq!(paused, [100, 140]);
-    assert_eq!(f.paused_bins, 2);
+    assert_eq!(f.summary.paused_bins, 2);
     let cut = f.observed_cuts.first().expect("an observed cut");
     assert!(
         cut.lag_ns >= 60_000,
         "the low point is after the pause: {cut:?}"
     );
     assert!((cut.ratio - 0.51).abs() < 0.08, "{cut:?}");
-    let fit = f.fit.expect("fitted");
+    let fit = f.summary.fit.expect("fitted");
     let busy_unpaused = f
         .observed
         .iter()
@@ -508,7 +516,7 @@ fn pfc_paused_bins_are_left_out_of_the_comparisons() {
         .count();
     // At 50 Gb/s a bin holds far more than the frames a stretch needs: one stretch per bin, the paused left out.
     assert_eq!(fit.stretches_compared, busy_unpaused);
-    assert_eq!(f.stretches_compared, busy_unpaused);
+    assert_eq!(f.summary.stretches_compared, busy_unpaused);
 }
 
 /// Only the flows with the most CNPs are fitted, as many as `fit_flows` says; the others keep their model.
@@ -524,7 +532,7 @@ fn the_fit_goes_to_the_flows_with_the_most_cnps() {
         let fitted: Vec<(u64, bool)> = report
             .flows
             .iter()
-            .map(|f| (f.cnps, f.fit.is_some()))
+            .map(|f| (f.summary.cnps, f.summary.fit.is_some()))
             .collect();
         let want: Vec<(u64, bool)> = [(6, fit_flows >= 1), (3, fit_flows >= 2)].into();
         assert_eq!(fitted, want, "fit_flows {fit_flows}");
@@ -554,7 +562,10 @@ fn a_timestamp_years_ahead_costs_the_model_nothing() {
     let (normal, n_events) = analyse_with_events(pcap_of(&frames), &opts);
     let (far, f_events) = analyse_with_events(capture_with_a_far_frame(&frames), &opts);
     let (n, f) = (&normal.flows[0], &far.flows[0]);
-    assert_eq!((n.model_stopped_ns, f.model_stopped_ns), (None, None));
+    assert_eq!(
+        (n.summary.model_stopped_ns, f.summary.model_stopped_ns),
+        (None, None)
+    );
     assert!(far.limits().is_empty(), "{:?}", far.limits());
     // Up to the normal capture's end the models are the same; the far one then finishes the recovery and
     // releases the limiter, and nothing happens in the years after.
@@ -566,7 +577,7 @@ fn a_timestamp_years_ahead_costs_the_model_nothing() {
     assert_eq!(last.kind, EventKind::Released);
     assert!(last.t_ns < end + 100_000_000, "{last:?}");
     assert_eq!(f.cuts, n.cuts);
-    assert_eq!(f.cnps, n.cnps);
+    assert_eq!(f.summary.cnps, n.summary.cnps);
 }
 
 #[test]
@@ -591,7 +602,7 @@ fn a_timestamp_at_the_end_of_time_is_survived() {
         };
         let report = analyse(bytes.clone(), &opts);
         let f = &report.flows[0];
-        assert_eq!(f.cnps, CNPS_US.len() as u64);
+        assert_eq!(f.summary.cnps, CNPS_US.len() as u64);
         assert!(!f.cuts.is_empty());
     }
 }
@@ -610,7 +621,7 @@ fn the_guard_stops_a_model_out_loud() {
     };
     let (cut, c_events) = analyse_with_events(bytes, &opts);
     let c = &cut.flows[0];
-    let stop = c.model_stopped_ns.expect("stopped");
+    let stop = c.summary.model_stopped_ns.expect("stopped");
     let want: Vec<_> = w.iter().filter(|e| e.t_ns <= stop).copied().collect();
     assert_eq!(events_of(&c_events, c), want);
     let limits = cut.limits();
@@ -705,14 +716,14 @@ fn the_model_series_is_decimated_per_column_without_losing_what_a_chart_shows() 
     assert!(f.model.windows(2).all(|p| p[0].t_ns <= p[1].t_ns));
     assert!(f.model.len() <= 8 * columns);
     // The flow's summary is over every event, not the series.
-    assert_eq!(f.model_events, all.len() as u64);
+    assert_eq!(f.summary.model_events, all.len() as u64);
     let min_rc = all
         .iter()
         .map(|e| e.rc_mbps / 1000.0)
         .fold(f64::INFINITY, f64::min);
     let max_alpha = all.iter().map(|e| e.alpha).fold(0.0, f64::max);
     assert_eq!(
-        (f.min_rc_gbps, f.max_alpha),
+        (f.summary.min_rc_gbps, f.summary.max_alpha),
         (Some(min_rc), Some(max_alpha))
     );
 }
@@ -786,8 +797,12 @@ fn the_report_writes_every_model_event_on_request() {
     assert!(events > 100, "{events}");
     // The taps are named as everywhere else: FILE:IFACE.
     let f = &a.dcqcn.flows[0];
-    assert!(f.tap.ends_with("incast_dcqcn.pcapng:sw1-r"), "{}", f.tap);
-    assert_eq!(f.cnp_tap.as_deref(), Some(f.tap.as_str()));
+    assert!(
+        f.summary.tap.ends_with("incast_dcqcn.pcapng:sw1-r"),
+        "{}",
+        f.summary.tap
+    );
+    assert_eq!(f.summary.cnp_tap.as_deref(), Some(f.summary.tap.as_str()));
     assert_eq!(table.height(), events);
     let cols: Vec<String> = table
         .get_column_names()
@@ -835,8 +850,8 @@ fn cnps_seen_at_two_taps_are_counted_once() {
     let two = analyse(w.into_inner().unwrap(), &bins20());
     let one = analyse(pcap_of(&frames), &bins20());
     let (t, o) = (&two.flows[0], &one.flows[0]);
-    assert_eq!(t.cnps, CNPS_US.len() as u64);
-    assert_eq!((t.iface, t.cnp_iface), (0, Some(0)));
+    assert_eq!(t.summary.cnps, CNPS_US.len() as u64);
+    assert_eq!((t.summary.iface, t.summary.cnp_iface), (0, Some(0)));
     assert_eq!(t.cuts, o.cuts);
     assert!(two.unpaired_cnps.is_empty(), "{:?}", two.unpaired_cnps);
 }
@@ -875,7 +890,11 @@ fn a_sender_paced_below_a_frame_per_bin_is_not_above_its_model() {
     };
     let report = analyse(sender.pcap(), &opts);
     let f = &report.flows[0];
-    assert!(f.min_rc_gbps.unwrap() < 1.0, "{:?}", f.min_rc_gbps);
+    assert!(
+        f.summary.min_rc_gbps.unwrap() < 1.0,
+        "{:?}",
+        f.summary.min_rc_gbps
+    );
     // The quantisation the rule must see through: most busy bins after the squeeze read above 3 Gb/s.
     let late: Vec<f64> = f
         .observed
@@ -887,8 +906,16 @@ fn a_sender_paced_below_a_frame_per_bin_is_not_above_its_model() {
         late.iter().filter(|&&g| g > 3.0).count() * 2 > late.len(),
         "{late:?}"
     );
-    assert!(f.stretches_compared >= 5, "{}", f.stretches_compared);
-    assert!(f.above_model_fraction < 0.1, "{}", f.above_model_fraction);
+    assert!(
+        f.summary.stretches_compared >= 5,
+        "{}",
+        f.summary.stretches_compared
+    );
+    assert!(
+        f.summary.above_model_fraction < 0.1,
+        "{}",
+        f.summary.above_model_fraction
+    );
 }
 
 /// The same CNPs to a sender whose RP ignores them, offering 2 Gb/s (a frame every 17 µs, also less than one
@@ -909,8 +936,16 @@ fn a_slow_sender_that_ignores_its_cnps_is_still_found() {
     );
     let report = analyse(bytes.clone(), &bins10());
     let f = &report.flows[0];
-    assert!(f.stretches_compared >= 5, "{}", f.stretches_compared);
-    assert!(f.above_model_fraction > 0.9, "{}", f.above_model_fraction);
+    assert!(
+        f.summary.stretches_compared >= 5,
+        "{}",
+        f.summary.stretches_compared
+    );
+    assert!(
+        f.summary.above_model_fraction > 0.9,
+        "{}",
+        f.summary.above_model_fraction
+    );
     // Through the whole analysis, as `report` runs it.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ignores.pcapng");
@@ -943,21 +978,24 @@ fn a_hosts_enable_knobs_speak_for_that_host_only() {
         &bins20(),
     );
     let f = &own.flows[0];
-    assert_eq!((f.rp_enabled, f.np_enabled), (Some(false), None));
+    assert_eq!(
+        (f.summary.rp_enabled, f.summary.np_enabled),
+        (Some(false), None)
+    );
     assert!(f.cuts.is_empty(), "{:?}", f.cuts);
     let other = analyse(
         pcapng_with_record(&sender.frames(), record("10.0.0.9")),
         &bins20(),
     );
     let f = &other.flows[0];
-    assert_eq!((f.rp_enabled, f.np_enabled), (None, None));
+    assert_eq!((f.summary.rp_enabled, f.summary.np_enabled), (None, None));
     assert!(!f.cuts.is_empty());
     // The receiver's own NP knob, recorded with its address.
     let np_off = analyse(
         pcapng_with_record(&sender.frames(), record("10.0.0.2")),
         &bins20(),
     );
-    assert_eq!(np_off.flows[0].np_enabled, Some(false));
+    assert_eq!(np_off.flows[0].summary.np_enabled, Some(false));
 }
 
 /// Captures of both ends merged (one record here): the first captured interface is the receiver's, whose
@@ -977,13 +1015,13 @@ fn a_flows_model_runs_with_its_senders_own_knobs() {
     );
     assert_eq!(report.knobs.rpg_gd, 9);
     let f = &report.flows[0];
-    assert_eq!(f.knobs_of, "10.0.0.1's own (eth0)");
+    assert_eq!(f.summary.knobs_of, "10.0.0.1's own (eth0)");
     let cut = f.cuts[0];
     assert!(
         (cut.rc_after_gbps / cut.rc_before_gbps - 0.51).abs() < 0.01,
         "{cut:?}"
     );
     // The fit starts from, and keeps, the sender's own knobs, which paced it.
-    let fit = f.fit.expect("fitted");
+    let fit = f.summary.fit.expect("fitted");
     assert_eq!((fit.dce_tcp_g, fit.rpg_gd), (1019, 11));
 }

@@ -85,7 +85,11 @@ fn recorded_enable_knobs_are_read_as_their_hosts() {
     let a = analyse("ce_no_cnp", 25);
     assert!(!a.dcqcn.flows.is_empty());
     for f in &a.dcqcn.flows {
-        assert_eq!((f.rp_enabled, f.np_enabled), (None, Some(false)), "{f:?}");
+        assert_eq!(
+            (f.summary.rp_enabled, f.summary.np_enabled),
+            (None, Some(false)),
+            "{f:?}"
+        );
     }
     let f = a
         .findings
@@ -101,7 +105,11 @@ fn recorded_enable_knobs_are_read_as_their_hosts() {
     );
     let a = analyse("cnp_ignored", 25);
     for f in &a.dcqcn.flows {
-        assert_eq!((f.rp_enabled, f.np_enabled), (None, Some(true)), "{f:?}");
+        assert_eq!(
+            (f.summary.rp_enabled, f.summary.np_enabled),
+            (None, Some(true)),
+            "{f:?}"
+        );
     }
     assert!(codes(&a).contains(&"cnps_without_cuts"));
 }

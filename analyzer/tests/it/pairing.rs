@@ -377,7 +377,7 @@ fn an_ambiguous_stream_is_reported_with_its_candidates_and_a_finding() {
         a.dcqcn
             .flows
             .iter()
-            .all(|f| f.cnps == 0 && f.pairing.is_none())
+            .all(|f| f.summary.cnps == 0 && f.summary.pairing.is_none())
     );
     assert_eq!(a.dcqcn.unpaired_cnps.len(), 2);
     for u in &a.dcqcn.unpaired_cnps {

@@ -139,7 +139,10 @@ fn writes_every_file_self_contained_and_escaped() {
         inputs.dcqcn.flows.len()
     );
     let first = &summary["dcqcn"]["flows"][0];
-    assert_eq!(first["cnps"].as_u64().unwrap(), inputs.dcqcn.flows[0].cnps);
+    assert_eq!(
+        first["cnps"].as_u64().unwrap(),
+        inputs.dcqcn.flows[0].summary.cnps
+    );
     assert!(first.get("cnp_ts_ns").is_none() && first.get("observed").is_none());
     assert_eq!(summary["findings"][0]["severity"], "problem");
     assert_eq!(
@@ -173,14 +176,14 @@ fn many_flows_chart_the_worst_and_table_the_rest() {
         .stats
         .flows
         .iter()
-        .find(|r| r.dest_qp == base.receiver_qp && r.src == base.sender)
+        .find(|r| r.dest_qp == base.summary.receiver_qp && r.src == base.summary.sender)
         .unwrap()
         .clone();
     inputs.dcqcn.flows.clear();
     for i in 0..60u32 {
         let mut f = base.clone();
-        f.receiver_qp = 0x1000 + i;
-        f.cnps = 100 + u64::from(i);
+        f.summary.receiver_qp = 0x1000 + i;
+        f.summary.cnps = 100 + u64::from(i);
         inputs.dcqcn.flows.push(f);
         let mut r = base_row.clone();
         r.dest_qp = 0x1000 + i;

@@ -246,18 +246,23 @@ fn replay(name: &str) -> Vec<Replayed> {
         let ours = report
             .flows
             .iter()
-            .find(|f| f.sender_qp == Some(sender_qp as u32))
+            .find(|f| f.summary.sender_qp == Some(sender_qp as u32))
             .unwrap_or_else(|| panic!("{flow}: no flow paired with QP {sender_qp:#x}"));
-        assert_eq!(ours.receiver_qp as u64, receiver_qp, "{flow}: pairing");
-        assert_eq!(ours.pairing, Some(Method::ReverseTraffic), "{flow}");
-        assert_eq!(ours.cnps, received, "{flow}: CNPs");
+        assert_eq!(
+            ours.summary.receiver_qp as u64, receiver_qp,
+            "{flow}: pairing"
+        );
+        assert_eq!(ours.summary.pairing, Some(Method::ReverseTraffic), "{flow}");
+        assert_eq!(ours.summary.cnps, received, "{flow}: CNPs");
         out.push(Replayed {
             name: flow,
             truth: tf.clone(),
             model: ours.clone(),
             events: events
                 .iter()
-                .filter(|(id, _)| id.sender == ours.sender && id.receiver_qp == ours.receiver_qp)
+                .filter(|(id, _)| {
+                    id.sender == ours.summary.sender && id.receiver_qp == ours.summary.receiver_qp
+                })
                 .map(|(_, e)| *e)
                 .collect(),
             line,

@@ -165,7 +165,7 @@ fn a_long_capture_gives_a_bounded_trace() {
         pauses: 20,
         kernel_events: 10,
     };
-    let paired: u64 = a.dcqcn.flows.iter().map(|f| f.cnps).sum();
+    let paired: u64 = a.dcqcn.flows.iter().map(|f| f.summary.cnps).sum();
     assert!(
         paired > 2 * limits.cnps as u64,
         "{paired} CNPs of {} written",

@@ -130,9 +130,9 @@ where
 
 fn model_rows(f: &FlowDcqcn) -> impl Iterator<Item = ModelRow> + '_ {
     f.model.iter().map(|m| ModelRow {
-        sender: f.sender,
-        receiver: f.receiver,
-        receiver_qp: f.receiver_qp,
+        sender: f.summary.sender,
+        receiver: f.summary.receiver,
+        receiver_qp: f.summary.receiver_qp,
         t_ns: m.t_ns,
         event: m.event,
         rc_gbps: m.rc_gbps,
@@ -143,9 +143,9 @@ fn model_rows(f: &FlowDcqcn) -> impl Iterator<Item = ModelRow> + '_ {
 
 fn cut_rows(f: &FlowDcqcn) -> impl Iterator<Item = CutRow> + '_ {
     f.cuts.iter().map(|c| CutRow {
-        sender: f.sender,
-        receiver: f.receiver,
-        receiver_qp: f.receiver_qp,
+        sender: f.summary.sender,
+        receiver: f.summary.receiver,
+        receiver_qp: f.summary.receiver_qp,
         t_ns: c.t_ns,
         rc_before_gbps: c.rc_before_gbps,
         rc_after_gbps: c.rc_after_gbps,
@@ -155,9 +155,9 @@ fn cut_rows(f: &FlowDcqcn) -> impl Iterator<Item = CutRow> + '_ {
 
 fn observed_cut_rows(f: &FlowDcqcn) -> impl Iterator<Item = ObservedCutRow> + '_ {
     f.observed_cuts.iter().map(|c| ObservedCutRow {
-        sender: f.sender,
-        receiver: f.receiver,
-        receiver_qp: f.receiver_qp,
+        sender: f.summary.sender,
+        receiver: f.summary.receiver,
+        receiver_qp: f.summary.receiver_qp,
         t_ns: c.t_ns,
         cnps: c.cnps,
         lag_ns: c.lag_ns,

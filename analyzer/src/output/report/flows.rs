@@ -38,9 +38,9 @@ pub(super) fn write(r: &mut Report<'_>) -> Result<(), ReportError> {
         let processes = label_for(
             r.labels(),
             r.kernel_summary,
-            f.sender,
-            f.receiver,
-            f.receiver_qp,
+            f.summary.sender,
+            f.summary.receiver,
+            f.summary.receiver_qp,
         );
         if let (Some(label), Chart::Line(c)) = (&processes, &mut chart) {
             c.title.push_str(&format!(" — {}", label.text));
@@ -82,7 +82,11 @@ pub(super) fn ce_packets(stats: &StatsReport, f: &FlowDcqcn) -> u64 {
     stats
         .flows
         .iter()
-        .find(|r| r.src == f.sender && r.dst == f.receiver && r.dest_qp == f.receiver_qp)
+        .find(|r| {
+            r.src == f.summary.sender
+                && r.dst == f.summary.receiver
+                && r.dest_qp == f.summary.receiver_qp
+        })
         .map_or(0, |r| r.ce_packets)
 }
 
@@ -96,22 +100,35 @@ pub(super) fn worst_flows<'a>(input: &ReportInput<'a>) -> Vec<&'a FlowDcqcn> {
         .map(|f| (f, ce_packets(input.stats, f)))
         .collect();
     v.sort_by(|a, b| {
-        b.0.cnps.cmp(&a.0.cnps).then(b.1.cmp(&a.1)).then(
-            (a.0.sender, a.0.receiver, a.0.receiver_qp).cmp(&(
-                b.0.sender,
-                b.0.receiver,
-                b.0.receiver_qp,
-            )),
-        )
+        b.0.summary
+            .cnps
+            .cmp(&a.0.summary.cnps)
+            .then(b.1.cmp(&a.1))
+            .then(
+                (
+                    a.0.summary.sender,
+                    a.0.summary.receiver,
+                    a.0.summary.receiver_qp,
+                )
+                    .cmp(&(
+                        b.0.summary.sender,
+                        b.0.summary.receiver,
+                        b.0.summary.receiver_qp,
+                    )),
+            )
     });
     v.into_iter().take(MAX_FLOW_CHARTS).map(|x| x.0).collect()
 }
 
 pub(super) fn flow_label(f: &FlowDcqcn) -> String {
     let sqp = f
+        .summary
         .sender_qp
         .map_or(String::new(), |q| format!(" (sender QP {q:#x})"));
-    format!("{} → {} QP {:#x}{sqp}", f.sender, f.receiver, f.receiver_qp)
+    format!(
+        "{} → {} QP {:#x}{sqp}",
+        f.summary.sender, f.summary.receiver, f.summary.receiver_qp
+    )
 }
 
 /// A step function (value holds until the next point) as polyline points, from `x0` to `x1`.
@@ -178,7 +195,7 @@ pub fn flow_chart(f: &FlowDcqcn, axis: &TimeAxis, d: &DcqcnReport, index: usize)
     }
     if !cnps.is_empty() {
         marks.push(Marks {
-            label: format!("CNP ({})", f.cnps),
+            label: format!("CNP ({})", f.summary.cnps),
             color: PALETTE[3],
             shape: MarkShape::Tick,
             points: cnps,

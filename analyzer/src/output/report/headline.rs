@@ -99,7 +99,7 @@ fn verdict(
     let congested: Vec<&FlowDcqcn> = d
         .flows
         .iter()
-        .filter(|f| f.cnps > 0 || f.ce_packets > 0)
+        .filter(|f| f.summary.cnps > 0 || f.summary.ce_packets > 0)
         .collect();
     if congested.is_empty() {
         if paused_ns == 0 {
@@ -117,18 +117,21 @@ fn verdict(
         // The receiver most senders were congested towards: two or more make an incast.
         let mut senders: BTreeMap<IpAddr, BTreeSet<IpAddr>> = BTreeMap::new();
         for f in &congested {
-            senders.entry(f.receiver).or_default().insert(f.sender);
+            senders
+                .entry(f.summary.receiver)
+                .or_default()
+                .insert(f.summary.sender);
         }
         let (receiver, n) = senders
             .iter()
             .map(|(r, s)| (*r, s.len()))
             .max_by_key(|&(r, n)| (n, std::cmp::Reverse(r)))
-            .unwrap_or((congested[0].receiver, 1));
+            .unwrap_or((congested[0].summary.receiver, 1));
         let group: Vec<&FlowDcqcn> = if n > 1 {
             congested
                 .iter()
                 .copied()
-                .filter(|f| f.receiver == receiver)
+                .filter(|f| f.summary.receiver == receiver)
                 .collect()
         } else {
             congested.clone()

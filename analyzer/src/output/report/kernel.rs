@@ -40,12 +40,17 @@ pub const MAX_KERNEL_EVENT_ROWS: usize = 200;
 /// coming back, the pairing of the data flow it answers), else the only flow the other way.
 pub fn sender_qp_of(d: &DcqcnReport, flows: &[FlowRow], f: &FlowRow) -> Option<(u32, String)> {
     let paired = d.flows.iter().find_map(|x| {
-        let method = x.pairing?.key();
-        if x.sender == f.src && x.receiver == f.dst && x.receiver_qp == f.dest_qp {
-            return Some((x.sender_qp?, method.to_string()));
+        let method = x.summary.pairing?.key();
+        if x.summary.sender == f.src
+            && x.summary.receiver == f.dst
+            && x.summary.receiver_qp == f.dest_qp
+        {
+            return Some((x.summary.sender_qp?, method.to_string()));
         }
-        (x.sender == f.dst && x.receiver == f.src && x.sender_qp == Some(f.dest_qp))
-            .then(|| (x.receiver_qp, method.to_string()))
+        (x.summary.sender == f.dst
+            && x.summary.receiver == f.src
+            && x.summary.sender_qp == Some(f.dest_qp))
+        .then(|| (x.summary.receiver_qp, method.to_string()))
     });
     paired.or_else(|| reverse_flow_qp(flows, f).map(|q| (q, "reverse_flow".to_string())))
 }

@@ -18,9 +18,9 @@ pub(super) fn write(r: &mut Report<'_>) {
 }
 
 fn dcqcn_of(d: &DcqcnReport, src: IpAddr, dst: IpAddr, qp: u32) -> Option<&FlowDcqcn> {
-    d.flows
-        .iter()
-        .find(|f| f.sender == src && f.receiver == dst && f.receiver_qp == qp)
+    d.flows.iter().find(|f| {
+        f.summary.sender == src && f.summary.receiver == dst && f.summary.receiver_qp == qp
+    })
 }
 
 fn method_name(m: Option<Method>) -> &'static str {
@@ -45,7 +45,7 @@ fn qp_table(input: &ReportInput<'_>, labels: &[FlowProcess]) -> String {
         .map(|r| (r, dcqcn_of(d, r.src, r.dst, r.dest_qp)))
         .collect();
     flows.sort_by(|a, b| {
-        let cnps = |x: &Option<&FlowDcqcn>| x.map_or(0, |f| f.cnps);
+        let cnps = |x: &Option<&FlowDcqcn>| x.map_or(0, |f| f.summary.cnps);
         cnps(&b.1)
             .cmp(&cnps(&a.1))
             .then(b.0.ce_packets.cmp(&a.0.ce_packets))
@@ -94,8 +94,8 @@ fn qp_table(input: &ReportInput<'_>, labels: &[FlowProcess]) -> String {
                     "{:.2}",
                     100.0 * r.ce_packets as f64 / r.packets.max(1) as f64
                 ),
-                f.map_or("0".into(), |f| f.cnps.to_string()),
-                method_name(f.and_then(|f| f.pairing)).into(),
+                f.map_or("0".into(), |f| f.summary.cnps.to_string()),
+                method_name(f.and_then(|f| f.summary.pairing)).into(),
                 f.map_or("-".into(), |f| f.cuts.len().to_string()),
                 r.retransmissions.to_string(),
                 r.psn_gaps.to_string(),
@@ -136,7 +136,7 @@ fn qp_table(input: &ReportInput<'_>, labels: &[FlowProcess]) -> String {
             format!("{:.2}", 100.0 * ce as f64 / packets.max(1) as f64),
             others
                 .iter()
-                .map(|(_, f)| f.map_or(0, |f| f.cnps))
+                .map(|(_, f)| f.map_or(0, |f| f.summary.cnps))
                 .sum::<u64>()
                 .to_string(),
             String::new(),

@@ -182,9 +182,9 @@ fn flow_name(i: usize, f: &FlowDcqcn) -> String {
     format!(
         "flow {}: {} → {} QP {:#x}",
         i + 1,
-        f.sender,
-        f.receiver,
-        f.receiver_qp
+        f.summary.sender,
+        f.summary.receiver,
+        f.summary.receiver_qp
     )
 }
 
