@@ -471,9 +471,7 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
     let mut stats =
         Stats::new(a.link_speed).with_priorities(a.dscp_map.clone().unwrap_or_default());
     let mut frames = Frames::new(&mut capture, decoder(&a.input));
-    while let Some(f) = frames.next_frame() {
-        stats.frame(&f);
-    }
+    frames.for_each(|f| stats.frame(f));
     let report = stats.finish(&capture);
     // Kernel events (`roce-tracer --kernel-events`) name the processes behind QPs. A flow's sending QP is
     // not in its packets: it comes from pairing the flow with its other direction, which `stats` does in a
@@ -545,9 +543,7 @@ fn pair_flows(input: &Input) -> Result<Pairing> {
     let mut capture = open(input)?;
     let mut pass = PairingPass::default();
     let mut frames = Frames::new(&mut capture, decoder(input));
-    while let Some(f) = frames.next_frame() {
-        pass.frame(&f);
-    }
+    frames.for_each(|f| pass.frame(f));
     Ok(pass.finish())
 }
 

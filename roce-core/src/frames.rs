@@ -27,6 +27,18 @@ impl<'c> Frames<'c> {
         Some(f)
     }
 
+    /// Hands every remaining frame to `each`, for loops that need nothing between frames. The frame stays
+    /// where it was decoded: [`Frames::next_frame`] moves it (a few hundred bytes) out to its caller, which
+    /// cost `stats` a fifth of its time on the benchmark capture.
+    #[inline]
+    pub fn for_each(&mut self, mut each: impl FnMut(&Frame<'_>)) {
+        while let Some((number, rec)) = self.capture.next_record() {
+            let mut f = Frame::empty(number, &rec);
+            self.decoder.decode_into(&mut f, rec.link);
+            each(&f);
+        }
+    }
+
     /// The capture being read: its progress between frames, its taps and files at the end.
     pub fn capture(&self) -> &Capture {
         self.capture
