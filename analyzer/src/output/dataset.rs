@@ -1040,29 +1040,31 @@ impl Encoder {
 
     /// The file being filled, opened when the first group of it is written.
     fn part(&mut self) -> Result<&mut Part, DatasetError> {
-        if self.part.is_none() {
-            let name = format!("part-{:05}.parquet", self.parts);
-            self.parts += 1;
-            let path = self.dir.join(&name);
-            let temp = self.dir.join(format!(".{name}.inprogress"));
-            let file = File::create(&temp).map_err(io_error(&temp))?;
-            let writer = FileWriter::new(
-                BufWriter::with_capacity(1 << 20, file),
-                self.schema.clone(),
-                WriteOptions {
-                    write_statistics: false,
-                    version: Version::V1,
-                },
-                Some(format!("rocetrace {}", env!("CARGO_PKG_VERSION"))),
-            );
-            self.part = Some(Part {
-                writer,
-                temp,
-                path,
-                groups: 0,
-            });
+        // Taken and put back: returning a borrow of the open part from inside `if let` would keep
+        // `self.part` borrowed on the path that opens a new one.
+        if let Some(part) = self.part.take() {
+            return Ok(self.part.insert(part));
         }
-        Ok(self.part.as_mut().expect("opened above"))
+        let name = format!("part-{:05}.parquet", self.parts);
+        self.parts += 1;
+        let path = self.dir.join(&name);
+        let temp = self.dir.join(format!(".{name}.inprogress"));
+        let file = File::create(&temp).map_err(io_error(&temp))?;
+        let writer = FileWriter::new(
+            BufWriter::with_capacity(1 << 20, file),
+            self.schema.clone(),
+            WriteOptions {
+                write_statistics: false,
+                version: Version::V1,
+            },
+            Some(format!("rocetrace {}", env!("CARGO_PKG_VERSION"))),
+        );
+        Ok(self.part.insert(Part {
+            writer,
+            temp,
+            path,
+            groups: 0,
+        }))
     }
 
     fn close_part(&mut self) -> Result<(), DatasetError> {
