@@ -8,14 +8,35 @@
 
 use std::io::{self, Read};
 
+use super::ahead::ReadAhead;
+
 pub(super) struct StreamBuf {
     /// `bytes[start..end]` is the data not yet consumed; `bytes.len()` is the capacity.
     bytes: Vec<u8>,
     start: usize,
     end: usize,
-    inner: Box<dyn Read + Send>,
+    source: Source,
     /// The last read returned 0 bytes: the stream has ended.
     exhausted: bool,
+}
+
+enum Source {
+    /// Read on the parser's own thread, into the space after the data.
+    Here(Box<dyn Read + Send>),
+    /// Read on a thread of its own, a chunk at a time (see [`super::ahead`]).
+    Ahead(ReadAhead),
+    /// Only while the reader moves from one to the other.
+    Moving,
+}
+
+impl std::fmt::Debug for StreamBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamBuf")
+            .field("buffered", &(self.end - self.start))
+            .field("read_ahead", &matches!(self.source, Source::Ahead(_)))
+            .field("exhausted", &self.exhausted)
+            .finish()
+    }
 }
 
 impl StreamBuf {
@@ -29,7 +50,7 @@ impl StreamBuf {
             bytes,
             start: 0,
             end: prefix.len(),
-            inner,
+            source: Source::Here(inner),
             exhausted: false,
         }
     }
@@ -51,20 +72,84 @@ impl StreamBuf {
         self.exhausted
     }
 
+    /// How many bytes one refill can bring at most; read ahead, a refill always brings a whole chunk, however
+    /// long the block being completed.
     pub(super) fn capacity(&self) -> usize {
-        self.bytes.len()
+        match self.source {
+            Source::Ahead(_) => usize::MAX,
+            _ => self.bytes.len(),
+        }
     }
 
     /// Makes room for `capacity` bytes in all (never shrinks).
     pub(super) fn grow(&mut self, capacity: usize) {
-        if capacity > self.bytes.len() {
+        if capacity > self.bytes.len() && !matches!(self.source, Source::Ahead(_)) {
             self.bytes.resize(capacity, 0);
         }
     }
 
-    /// Moves the unconsumed bytes to the front and reads once into the space after them. A read of 0 bytes into
-    /// a non-empty space marks the end of the stream; an interrupted read is retried.
+    /// Whether the stream is read on a thread of its own.
+    pub(super) fn reads_ahead(&self) -> bool {
+        matches!(self.source, Source::Ahead(_))
+    }
+
+    /// Moves the reading of the stream to a thread of its own, with chunks of `chunk` bytes and `headroom`
+    /// free bytes before each; returns false (and goes on reading here) when no thread can be started.
+    pub(super) fn read_ahead(&mut self, headroom: usize, chunk: usize) -> bool {
+        let Source::Here(inner) = std::mem::replace(&mut self.source, Source::Moving) else {
+            return self.reads_ahead();
+        };
+        match ReadAhead::spawn(inner, headroom, chunk) {
+            Ok(ahead) => {
+                self.source = Source::Ahead(ahead);
+                true
+            }
+            Err(inner) => {
+                self.source = Source::Here(inner);
+                false
+            }
+        }
+    }
+
+    /// Moves the unconsumed bytes to the front and reads once into the space after them (read ahead: puts
+    /// them in front of the next chunk). A read of 0 bytes into a non-empty space marks the end of the
+    /// stream; an interrupted read is retried.
     pub(super) fn refill(&mut self) -> io::Result<()> {
+        let ahead = match &mut self.source {
+            Source::Ahead(ahead) => ahead,
+            Source::Here(_) | Source::Moving => return self.refill_here(),
+        };
+        let Some((mut chunk, len)) = ahead.next()? else {
+            self.exhausted = true;
+            return Ok(());
+        };
+        let head = ahead.headroom();
+        let rest = self.bytes.get(self.start..self.end).unwrap_or_default();
+        let left = rest.len();
+        if let Some(front) = chunk
+            .get_mut(head.saturating_sub(left)..head)
+            .filter(|_| left <= head)
+        {
+            front.copy_from_slice(rest);
+            let parsed = std::mem::replace(&mut self.bytes, chunk);
+            ahead.recycle(parsed);
+            (self.start, self.end) = (head - left, head + len);
+        } else {
+            // A block longer than the headroom is still incomplete: join its parts in a buffer of their own.
+            let mut joined = Vec::with_capacity(left + len);
+            joined.extend_from_slice(rest);
+            joined.extend_from_slice(chunk.get(head..head + len).unwrap_or_default());
+            ahead.recycle(chunk);
+            (self.start, self.end) = (0, joined.len());
+            self.bytes = joined;
+        }
+        Ok(())
+    }
+
+    fn refill_here(&mut self) -> io::Result<()> {
+        let Source::Here(inner) = &mut self.source else {
+            return Ok(());
+        };
         if self.start > 0 {
             self.bytes.copy_within(self.start..self.end, 0);
             self.end -= self.start;
@@ -74,7 +159,7 @@ impl StreamBuf {
             return Ok(());
         };
         let n = loop {
-            match self.inner.read(space) {
+            match inner.read(space) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 other => break other?,
             }
@@ -144,6 +229,78 @@ mod tests {
         assert_eq!(buf.capacity(), 5);
         buf.grow(8);
         assert_eq!(buf.capacity(), 8);
+    }
+
+    /// Consumes `stream` through a buffer in steps of `step` bytes, asking for `want` bytes before each,
+    /// reading ahead from the first refill on: what comes out must be the stream, in order, whole.
+    fn read_through(stream: &[u8], headroom: usize, chunk: usize, step: usize, want: usize) {
+        let inner = Awkward {
+            data: io::Cursor::new(stream.to_vec()),
+            chunk: 7,
+            interrupt: false,
+        };
+        let mut buf = StreamBuf::new(b"", Box::new(inner), 16);
+        assert!(buf.read_ahead(headroom, chunk));
+        assert!(buf.reads_ahead());
+        let mut out = Vec::new();
+        loop {
+            while buf.data().len() < want && !buf.exhausted() {
+                buf.refill().unwrap();
+            }
+            let n = step.min(buf.data().len());
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf.data()[..n]);
+            buf.consume(n);
+        }
+        assert_eq!(out.len(), stream.len());
+        assert!(out == stream, "bytes changed on their way through");
+    }
+
+    #[test]
+    fn read_ahead_hands_over_every_byte_across_chunks() {
+        let stream: Vec<u8> = (0..100_000u32).map(|i| (i * 31 % 251) as u8).collect();
+        // Records that straddle chunks meet in the headroom...
+        read_through(&stream, 64, 1000, 37, 50);
+        // ...and blocks longer than the headroom are joined by copying.
+        read_through(&stream, 8, 1000, 997, 2500);
+        // A stream shorter than one chunk.
+        read_through(&stream[..500], 64, 1000, 37, 50);
+    }
+
+    #[test]
+    fn read_ahead_returns_the_error_after_the_data_before_it() {
+        struct FailsLater(usize);
+        impl Read for FailsLater {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                if self.0 == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "corrupt deflate stream",
+                    ));
+                }
+                let n = buf.len().min(self.0).min(300);
+                buf[..n].fill(1);
+                self.0 -= n;
+                Ok(n)
+            }
+        }
+        let mut buf = StreamBuf::new(b"", Box::new(FailsLater(2500)), 16);
+        assert!(buf.read_ahead(16, 1000));
+        let mut got = 0;
+        let e = loop {
+            match buf.refill() {
+                Ok(()) => {
+                    got += buf.data().len();
+                    buf.consume(buf.data().len());
+                }
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(got, 2500, "every byte before the damage arrives first");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(!buf.exhausted());
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! Timestamps leave this module as nanoseconds since the epoch, whatever the file's resolution, because DCQCN
 //! timing is about microseconds and one unit everywhere removes a class of bugs downstream.
 
+mod ahead;
 mod buffer;
 mod compress;
 mod error;
@@ -532,7 +533,11 @@ impl CaptureReader {
         let before = self.buf.data().len();
         let streamed = self.pos + before as u64;
         let capacity = self.buf.capacity();
-        if capacity < BUFFER_SIZE && (needed > capacity || streamed >= capacity as u64) {
+        // Past its first buffer a file is read on a thread of its own (see `ahead`); a file that is only
+        // peeked at, or too short to need more, never starts one.
+        let ahead =
+            streamed >= capacity as u64 && self.buf.read_ahead(ahead::HEADROOM, ahead::CHUNK);
+        if !ahead && capacity < BUFFER_SIZE && (needed > capacity || streamed >= capacity as u64) {
             self.buf.grow(BUFFER_SIZE.max(needed));
         }
         if let Err(e) = self.buf.refill() {
