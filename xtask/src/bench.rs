@@ -1,7 +1,7 @@
 //! `cargo xtask bench`: the analyzer's throughput and memory against the file-reading floor and tshark.
 //!
-//! Everything runs on one core (`taskset -c 0`) with a warm page cache, timed by GNU time for wall time and
-//! peak RSS; each measurement is the median of three runs, and the floor/`stats` ratio is also taken over
+//! Everything runs with a warm page cache, timed by GNU time for wall time and peak RSS, on every core (a
+//! capture is read on a thread of its own beside the one that decodes) or, with `--one-core`, on core 0; each measurement is the median of three runs, and the floor/`stats` ratio is also taken over
 //! alternating pairs of runs. tshark is measured on a slice of the same file,
 //! because dissecting millions of frames with it takes many minutes; frames/s is what compares.
 
@@ -46,13 +46,32 @@ pub(crate) fn time_once_keeping_stderr(argv: &[&str], overhead: f64) -> Result<(
     Ok((secs, rss, text))
 }
 
+/// The cores the measured commands may run on, for taskset: all of them unless `--one-core` was given.
+static CORES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// See [`CORES`].
+pub(crate) fn cores() -> &'static str {
+    CORES.get_or_init(|| {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        format!("0-{}", n - 1)
+    })
+}
+
+/// How the runs were placed, for the notes under each table.
+pub(crate) fn cores_note() -> String {
+    match cores() {
+        "0" => "one core (taskset -c 0)".to_owned(),
+        all => format!("every core (taskset -c {all}; reading runs on a thread of its own)"),
+    }
+}
+
 fn timed(argv: &[&str], overhead: f64, stderr: Stdio) -> Result<(f64, f64)> {
     let timing = std::env::temp_dir().join("rocetrace-bench-time.txt");
     let start = Instant::now();
     let status = Command::new("/usr/bin/time")
         .args(["-f", "%M", "-o"])
         .arg(&timing)
-        .args(["taskset", "-c", "0"])
+        .args(["taskset", "-c", cores()])
         .args(argv)
         .stdout(Stdio::null())
         .stderr(stderr)
@@ -118,6 +137,15 @@ impl Paired {
 }
 
 pub fn run(args: &[String]) -> Result<()> {
+    if args.iter().any(|a| a == "--one-core") {
+        let _ = CORES.set("0".to_owned());
+    }
+    let args: Vec<String> = args
+        .iter()
+        .filter(|a| *a != "--one-core")
+        .cloned()
+        .collect();
+    let args = args.as_slice();
     if args.iter().any(|a| a == "--tracer") {
         if args.len() > 1 {
             bail!("--tracer takes no other option");
@@ -364,10 +392,11 @@ fn render(
         .unwrap_or(1.0);
     let mut s = String::new();
     s.push_str(&format!(
-        "Machine: {} cores of {}, {}; one core used (taskset -c 0); median of 3 runs, warm page cache; wall \
+        "Machine: {} cores of {}, {}; runs on {}; median of 3 runs, warm page cache; wall \
          time taken around each process, less {:.1} ms for starting GNU time and taskset (their median on \
          `true`).\n\n",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
+        cores_note(),
         cpu_model(),
         std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|k| format!("Linux {}", k.trim()))

@@ -97,11 +97,12 @@ pub fn run(args: &[String]) -> Result<()> {
     let body = format!(
         "Captures: `roce-sim`, {duration_us} µs of a 4:1 incast at 100 Gb/s (snap length 96), the four senders' \
          links in one file and the receiver's in another (clock 3 ms ahead, 10 ppm fast): {frames} frames \
-         over 5 taps, {mb:.0} MB. One core (taskset -c 0), median of 3 runs, warm page cache; load average {load} \
+         over 5 taps, {mb:.0} MB. Runs on {}, median of 3 runs, warm page cache; load average {load} \
          when the runs ended.\n\n\
          | what | frames (all taps) | seconds | frames/s | CPU s (user+sys) | frames per CPU s | peak RSS MB | command |\n\
          |---|---:|---:|---:|---:|---:|---:|---|\n\
          | roce-analyzer hops --json | {frames} | {secs:.3} | {:.2e} | {cpu:.3} | {:.2e} | {rss:.1} | `roce-analyzer hops --json hops_bench.pcapng hops_bench.rx.pcapng` |\n",
+        crate::bench::cores_note(),
         frames as f64 / secs,
         frames as f64 / cpu
     );
@@ -113,10 +114,10 @@ pub fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The CPU time (user + sys) of one run on core 0, as `/usr/bin/time` reports it.
+/// The CPU time (user + sys) of one run on the bench's cores, as `/usr/bin/time` reports it.
 fn cpu_once(argv: &[&str]) -> Result<f64> {
     let out = Command::new("/usr/bin/time")
-        .args(["-f", "%U %S", "taskset", "-c", "0"])
+        .args(["-f", "%U %S", "taskset", "-c", crate::bench::cores()])
         .args(argv)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -6,7 +6,7 @@
 //! over its first 3, 6 and 12 files: time should grow linearly with the frames and memory stay flat.
 //!
 //! The capture is `samples::bulk` in its saturation mix (4,096 QPs from 64 senders, ~5 % CE, ~1 % CNPs,
-//! ~0.1 % PFC of all frames). Commands run on one core, timed like `cargo xtask bench` (median of three).
+//! ~0.1 % PFC of all frames). Commands run and are timed like `cargo xtask bench` (median of three).
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -353,11 +353,12 @@ fn render(b: &Bench, per_file: u64, base: &Path, long_rows: &[String]) -> Result
         .collect();
     s.push_str(&format!(
         "Capture: `samples::bulk` in its saturation mix, {} frames per file over 4,096 QPs from 64 senders, one \
-         frame per µs, header-only (128 B); written as {} ({}). Machine and timing as above: one core, median of \
-         three runs, wall time and peak RSS by GNU time.\n\n",
+         frame per µs, header-only (128 B); written as {} ({}). Machine and timing as above: {}, median \
+         of three runs, wall time and peak RSS by GNU time.\n\n",
         per_file,
         sizes.join(", "),
-        counts_of(&dir)
+        counts_of(&dir),
+        crate::bench::cores_note()
     ));
     s.push_str("| what | frames | seconds | M frames/s | peak RSS MB | report dir MB |\n");
     s.push_str("|---|---:|---:|---:|---:|---:|\n");

@@ -24,7 +24,8 @@ tasks:
   test [--no-install] [--fuzz-seconds N]   install what is missing, then fmt, clippy, every test, short fuzz runs
   install                                  only install what is missing (apt packages, cargo-fuzz)
   fuzz [--seconds N] [TARGET...]           run the fuzz targets (default 20 s each)
-  bench [--frames N]                       generate a large capture, measure analyzer and tshark, update BENCHMARKS.md
+  bench [--frames N] [--one-core]          generate a large capture, measure analyzer and tshark, update BENCHMARKS.md
+                                           (every core unless --one-core; any bench mode takes --one-core)
   bench --scale [--per-file N] [--long]    a saturation test's size: 3 rotated files (pcap, gzip, pcapng) of N
                                            frames (5 M), report vs stats, memory, output; --long adds 60 s in 12
                                            zstd files, reported over 3, 6 and 12 of them
