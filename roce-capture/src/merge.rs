@@ -132,6 +132,8 @@ pub struct Capture {
     /// Source bytes of the files already closed, for progress.
     closed_bytes: u64,
     skipped: Vec<(PathBuf, String)>,
+    /// Whether every input can be opened again from its path (not standard input, not a reader).
+    rereadable: bool,
 }
 
 impl Capture {
@@ -175,11 +177,14 @@ impl Capture {
         if let Err(e) = first {
             file.summary.error = Some(e);
         }
-        Ok(Capture::start(vec![file], Vec::new()))
+        let mut capture = Capture::start(vec![file], Vec::new());
+        capture.rereadable = false;
+        Ok(capture)
     }
 
     fn start(mut files: Vec<File>, skipped: Vec<(PathBuf, String)>) -> Capture {
         let first_ns = files.iter().filter_map(|f| f.first_ns).min();
+        let rereadable = files.iter().all(|f| matches!(f.input, Input::File(_)));
         let mut waiting: Vec<usize> = (0..files.len())
             .filter(|&i| files[i].state == State::Waiting)
             .collect();
@@ -198,6 +203,7 @@ impl Capture {
             window: (0, u64::MAX),
             closed_bytes: 0,
             skipped,
+            rereadable,
         };
         // Files already open (standard input, a stream) start reading at once.
         for (i, f) in files.iter_mut().enumerate() {
@@ -211,6 +217,28 @@ impl Capture {
             capture.finish_if_empty(i);
         }
         capture
+    }
+
+    /// The same inputs opened again, with the same window, for a pass that must read the start of the
+    /// capture a second time; the records come with the same numbers and taps. `None` when an input cannot
+    /// be read twice (standard input, a capture made from a reader).
+    pub fn reopen(&self) -> Option<Result<Capture, SourceError>> {
+        if !self.rereadable {
+            return None;
+        }
+        let inputs = Inputs {
+            files: self.files.iter().map(|f| f.input.clone()).collect(),
+            skipped: self.skipped.clone(),
+        };
+        Some(Capture::open(inputs).map(|mut c| {
+            c.window = self.window;
+            c
+        }))
+    }
+
+    /// Whether [`Capture::reopen`] can read the inputs again.
+    pub fn rereadable(&self) -> bool {
+        self.rereadable
     }
 
     /// Keeps only records with `from <= ts < to`.

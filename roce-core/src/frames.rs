@@ -32,11 +32,25 @@ impl<'c> Frames<'c> {
     /// cost `stats` a fifth of its time on the benchmark capture.
     #[inline]
     pub fn for_each(&mut self, mut each: impl FnMut(&Frame<'_>)) {
+        self.for_each_until(|f| {
+            each(f);
+            false
+        });
+    }
+
+    /// [`Frames::for_each`] until `each` returns true (after the frame it was given), for loops that must
+    /// look at the capture now and then (its progress, its new taps): they call it again to go on. Returns
+    /// whether it stopped early, false once the capture has ended.
+    #[inline]
+    pub fn for_each_until(&mut self, mut each: impl FnMut(&Frame<'_>) -> bool) -> bool {
         while let Some((number, rec)) = self.capture.next_record() {
             let mut f = Frame::empty(number, &rec);
             self.decoder.decode_into(&mut f, rec.link);
-            each(&f);
+            if each(&f) {
+                return true;
+            }
         }
+        false
     }
 
     /// The capture being read: its progress between frames, its taps and files at the end.

@@ -87,16 +87,21 @@ pub fn run_with_model_events(
     let mut stats = Stats::new(opts.link_bps).with_priorities(opts.dcqcn.priorities.clone());
     let mut dcqcn = DcqcnPass::new(opts.dcqcn.bin_ns);
     let mut hosts = HostsPass::default();
-    let mut hops = hops::HopsPass::new(opts.hops.clone());
+    let mut hops = LazyHops::new(capture, &opts.hops);
     let mut frames = Frames::new(capture, opts.decoder);
     let mut number = 0u64;
-    while let Some(f) = frames.next_frame() {
-        stats.frame(&f);
-        dcqcn.frame(&f);
-        hosts.frame(&f);
-        hops.frame(&f);
-        hops.learn_taps(frames.capture());
+    let mut paused_at = 0u64;
+    // The loop pauses every 65,536 frames for the progress bar, and whenever the hops pass must look at the
+    // capture's taps; the frames stay where they were decoded (see `Frames::for_each`).
+    while frames.for_each_until(|f| {
+        stats.frame(f);
+        dcqcn.frame(f);
+        hosts.frame(f);
         number += 1;
+        paused_at = f.number;
+        hops.frame(f) | number.is_multiple_of(65_536)
+    }) {
+        hops.between(frames.capture(), paused_at, opts.decoder);
         if number.is_multiple_of(65_536) {
             progress(frames.capture().progress().0);
         }
@@ -119,7 +124,14 @@ pub fn run_with_model_events(
         storm_threshold_ns: opts.storm_threshold_ns,
     });
     let mut findings = findings::diagnose(&stats, &dcqcn, &pauses, &opts.rules);
-    let hops = Some(hops.finish(capture)).filter(|h| !h.hops.is_empty());
+    let hops = match hops {
+        LazyHops::Waiting { .. } => None,
+        LazyHops::Running { pass, .. } => Some(pass.finish(capture)).filter(|h| !h.hops.is_empty()),
+        LazyHops::Lost(why) => {
+            findings.push(hops_lost(why));
+            None
+        }
+    };
     if let Some(h) = &hops {
         findings.extend(h.findings.iter().cloned());
     }
@@ -130,6 +142,134 @@ pub fn run_with_model_events(
         findings,
         hops,
     })
+}
+
+/// The hops pass, started only once a frame shows up at a second tap.
+///
+/// A hop is a packet seen at two taps, so a capture of one tap (one file, or a rotated set whose files
+/// continue one another's taps) has none; yet the pass would hold every packet for its match window, a
+/// sixth of `report`'s time on the benchmark capture. A capture's taps are known only as its files open, so
+/// the pass waits: at the first frame of another tap it reads the capture again from its start up to that
+/// frame ([`Capture::reopen`]) and then takes the frames of the main loop, so it sees every frame in order,
+/// exactly as if it had run from the start. Inputs that cannot be read twice (standard input) get the pass
+/// from the first frame.
+enum LazyHops {
+    /// Every frame so far was at `tap` (`None` before the first) until `second` says one was not; the
+    /// options the pass will start with.
+    Waiting {
+        tap: Option<u32>,
+        second: bool,
+        opts: hops::HopsOptions,
+    },
+    /// The pass, and how many taps it has learnt (a frame at a tap beyond them pauses the loop to learn).
+    Running {
+        pass: Box<hops::HopsPass>,
+        known_taps: usize,
+    },
+    /// The capture could not be read again: why.
+    Lost(String),
+}
+
+impl LazyHops {
+    fn new(capture: &Capture, opts: &hops::HopsOptions) -> Self {
+        if capture.rereadable() {
+            LazyHops::Waiting {
+                tap: None,
+                second: false,
+                opts: opts.clone(),
+            }
+        } else {
+            LazyHops::Running {
+                pass: Box::new(hops::HopsPass::new(opts.clone())),
+                known_taps: 0,
+            }
+        }
+    }
+
+    /// One frame; true when the loop must pause and call [`LazyHops::between`] before the next.
+    #[inline]
+    fn frame(&mut self, f: &roce_core::decode::Frame<'_>) -> bool {
+        match self {
+            LazyHops::Waiting { tap, second, .. } => {
+                *second = *tap.get_or_insert(f.iface) != f.iface;
+                *second
+            }
+            LazyHops::Running { pass, known_taps } => {
+                pass.frame(f);
+                f.iface as usize >= *known_taps
+            }
+            LazyHops::Lost(_) => false,
+        }
+    }
+
+    /// At a pause after frame `number`: starts the pass when that frame was at a second tap, and learns the
+    /// taps' files (which the pass needs before the copies of a new tap close).
+    fn between(&mut self, capture: &Capture, number: u64, decoder: Decoder) {
+        match self {
+            LazyHops::Waiting { second, opts, .. } => {
+                if !*second {
+                    return;
+                }
+                *self = match Self::catch_up(capture, number, decoder, opts.clone()) {
+                    Ok(mut pass) => {
+                        pass.learn_taps(capture);
+                        LazyHops::Running {
+                            pass: Box::new(pass),
+                            known_taps: capture.taps().len(),
+                        }
+                    }
+                    Err(why) => LazyHops::Lost(why),
+                };
+            }
+            LazyHops::Running { pass, known_taps } => {
+                pass.learn_taps(capture);
+                *known_taps = capture.taps().len();
+            }
+            LazyHops::Lost(_) => {}
+        }
+    }
+
+    /// A pass fed the frames of the capture read again, up to frame `number` included.
+    fn catch_up(
+        capture: &Capture,
+        number: u64,
+        decoder: Decoder,
+        opts: hops::HopsOptions,
+    ) -> Result<hops::HopsPass, String> {
+        let mut again = match capture.reopen() {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => return Err(e.to_string()),
+            None => return Err("the inputs cannot be read twice".to_owned()),
+        };
+        let mut pass = hops::HopsPass::new(opts);
+        let mut frames = Frames::new(&mut again, decoder);
+        while let Some(f) = frames.next_frame() {
+            let n = f.number;
+            pass.frame(&f);
+            pass.learn_taps(frames.capture());
+            if n >= number {
+                return Ok(pass);
+            }
+        }
+        Err(format!(
+            "the capture ended before frame {number} when read again: did a file change?"
+        ))
+    }
+}
+
+/// The finding that says the hops were not analysed, and why.
+fn hops_lost(why: String) -> Finding {
+    Finding {
+        code: "hops_not_analysed",
+        severity: findings::Severity::Warning,
+        title: "The hops between taps were not analysed: the capture could not be read again"
+            .to_owned(),
+        detail:
+            "The hops pass starts when a frame shows up at a second tap and then reads the capture \
+                 again from its start up to that frame; that second read failed."
+                .to_owned(),
+        evidence: vec![why],
+    }
 }
 
 /// A tap's name (`FILE:IFACE`) by its index over the capture.

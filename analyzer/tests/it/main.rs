@@ -13,6 +13,7 @@ mod findings;
 mod flow_table;
 mod hops;
 mod inputs;
+mod lazy_hops;
 mod np_check;
 mod pairing;
 mod priority;
