@@ -1,7 +1,8 @@
 //! The core both rocetrace applications stand on: [`decode`] turns a capture record into a [`decode::Frame`]
 //! (one decoder for the analyzer, the live tracer and the simulator's tests), the streaming [`passes`] fold
 //! frames into tables whose size depends on flows and time, never on the packet count, [`dcqcn`] is the
-//! reaction-point model, [`recorded`] reads what the tracer stored beside the packets, [`units`] parses
+//! reaction-point model, [`recorded`] reads what the tracer stored beside the packets, [`spill`] keeps the
+//! per-event logs a pass needs at its end on disk, [`units`] parses
 //! the speeds and durations the command lines take, and [`text`] makes a capture's strings safe to print.
 #![warn(missing_docs)]
 pub mod dcqcn;
@@ -11,5 +12,6 @@ pub mod frames;
 pub mod passes;
 pub mod priority;
 pub mod recorded;
+pub mod spill;
 pub mod text;
 pub mod units;

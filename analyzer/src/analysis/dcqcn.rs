@@ -881,6 +881,9 @@ impl DcqcnPass {
                 )?);
             }
         }
+        if let Some(e) = pairing.spill_error() {
+            return Err(DcqcnError::Spill(e.to_string()));
+        }
         flows.sort_by(|a, b| {
             b.summary.cnps.cmp(&a.summary.cnps).then(
                 (a.summary.sender, a.summary.receiver, a.summary.receiver_qp).cmp(&(

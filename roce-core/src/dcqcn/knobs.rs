@@ -57,6 +57,13 @@ pub enum DcqcnError {
     /// `--dcqcn-profile` named something other than `connectx`, `connectx-fixed` or `paper`.
     #[error("unknown DCQCN profile `{0}` (known: connectx, connectx-fixed, paper)")]
     UnknownProfile(String),
+    /// The CE marks and CNPs the notification point's check needs could not be read back from the temporary
+    /// file they were kept in while the capture was read (the check would see part of them).
+    #[error(
+        "reading back the CE marks and CNPs kept in a temporary file (in TMPDIR) failed: {0}; \
+         check that the temporary directory is writable and has room"
+    )]
+    Spill(String),
 }
 
 /// Knob values are stored in their natural Rust type but travel as sysfs integers.

@@ -41,6 +41,7 @@ use serde::Serialize;
 use super::flows::FlowKey;
 use super::psn::psn_diff;
 use crate::decode::{ECN_CE, Frame, Kind};
+use crate::spill::{Spill, SpillLog, next_varint, put_varint};
 
 /// How a pairing was established, most reliable first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -117,60 +118,38 @@ impl RequestPsns {
 
 /// Times in the order the pass met them, each with the pass's frame number (which orders a flow's marks
 /// against a stream's CNPs, also where timestamps tie or run backwards): deltas as LEB128 varints, the time's
-/// zigzagged, so an entry of a busy flow takes a few bytes.
+/// zigzagged, so an entry of a busy flow takes a few bytes, and all but the newest few hundred bytes of each
+/// log wait on disk (see [`crate::spill`]) until the pairs are known.
 #[derive(Debug, Default)]
 struct EventLog {
-    bytes: Vec<u8>,
+    log: SpillLog,
     last_ts: u64,
     last_seq: u64,
 }
 
 impl EventLog {
-    fn push(&mut self, ts: u64, seq: u64) {
+    fn push(&mut self, ts: u64, seq: u64, spill: &mut Spill) {
         let dt = ts.wrapping_sub(self.last_ts) as i64;
-        put_varint(&mut self.bytes, ((dt << 1) ^ (dt >> 63)) as u64);
-        put_varint(&mut self.bytes, seq.wrapping_sub(self.last_seq));
+        let tail = self.log.tail();
+        put_varint(tail, ((dt << 1) ^ (dt >> 63)) as u64);
+        put_varint(tail, seq.wrapping_sub(self.last_seq));
+        self.log.entry_done(spill);
         self.last_ts = ts;
         self.last_seq = seq;
     }
 
     /// (time, frame number) in the order pushed.
-    fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        let mut at = 0;
+    fn iter<'a>(&'a self, spill: &'a Spill) -> impl Iterator<Item = (u64, u64)> + 'a {
+        let mut bytes = self.log.bytes(spill);
         let (mut ts, mut seq) = (0u64, 0u64);
         std::iter::from_fn(move || {
-            if at >= self.bytes.len() {
-                return None;
-            }
-            let z = get_varint(&self.bytes, &mut at);
+            let z = next_varint(&mut bytes)?;
             let dt = ((z >> 1) as i64) ^ -((z & 1) as i64);
             ts = ts.wrapping_add(dt as u64);
-            seq = seq.wrapping_add(get_varint(&self.bytes, &mut at));
+            seq = seq.wrapping_add(next_varint(&mut bytes)?);
             Some((ts, seq))
         })
     }
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn get_varint(bytes: &[u8], at: &mut usize) -> u64 {
-    let mut v = 0u64;
-    let mut shift = 0;
-    while let Some(&b) = bytes.get(*at) {
-        *at += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        shift += 7;
-        if b < 0x80 {
-            break;
-        }
-    }
-    v
 }
 
 /// A request flow from one host to another: its receiver's QP and PSNs.
@@ -291,6 +270,8 @@ pub struct PairingPass {
     tap_streams: FxHashMap<(u32, FlowKey), TapStream>,
     /// Frames met so far: the order of the logs' entries.
     seq: u64,
+    /// Where the logs of CE marks and CNPs keep their older entries.
+    spill: Spill,
     /// CNPs per stream, over all taps (the timing shares' denominator, counted as the hits are).
     cnps: FxHashMap<FlowKey, u64>,
     /// (stream, candidate receiver QP) → evidence.
@@ -316,14 +297,18 @@ pub struct Pair {
 }
 
 /// Every pairing found, looked up by either direction, and the streams that could not be decided.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Pairing {
     /// (sender, receiver, receiver's QP) → pair
     pairs: FxHashMap<FlowKey, Pair>,
     /// Stream (to the sender's QP) → the data flow's key.
     by_stream: FxHashMap<FlowKey, FlowKey>,
     ambiguous: FxHashMap<FlowKey, Ambiguous>,
-    triggers: FxHashMap<(u32, FlowKey, FlowKey), Vec<NpMarks>>,
+    /// Per (tap, paired stream): the stream's CNPs there and its flow's CE marks there, worked into the NP
+    /// check's marks when asked ([`Pairing::ce_triggers`]), one pair at a time.
+    logs: FxHashMap<(u32, FlowKey), (EventLog, EventLog)>,
+    /// Where the logs' older entries are.
+    spill: Spill,
 }
 
 impl Pairing {
@@ -371,13 +356,24 @@ impl Pairing {
             .iter()
             .rposition(|&g| g * 1_000 <= min_gap_ns)
             .unwrap_or(0);
-        self.triggers
-            .get(&(iface, *stream, *flow))
-            .map_or(&[][..], Vec::as_slice)
-            .iter()
+        let Some((cnps, ce)) = self
+            .logs
+            .get(&(iface, *stream))
+            .filter(|_| self.by_stream.get(stream) == Some(flow))
+        else {
+            return Vec::new();
+        };
+        np_marks(cnps.iter(&self.spill), ce.iter(&self.spill))
+            .into_iter()
             .filter(|(_, m)| m[slot] != u32::MAX)
-            .map(|&(t, m)| (t, t - u64::from(m[slot])))
+            .map(|(t, m)| (t, t - u64::from(m[slot])))
             .collect()
+    }
+
+    /// Why [`Pairing::ce_triggers`] may have answered from part of the logs: the first failure to read them
+    /// back from their temporary file since the last call.
+    pub fn spill_error(&self) -> Option<std::io::Error> {
+        self.spill.take_error()
     }
 }
 
@@ -385,15 +381,18 @@ impl Pairing {
 /// stream's previous CNP, the flow's first CE mark at or after each gap of [`NP_GAPS_US`]. A CNP before the
 /// flow's first mark has none; at the first CNP after it, that first mark counts for every gap (the NP had no
 /// gap to wait since the stream's previous CNP), unless it came before that previous CNP.
-fn np_marks(cnps: &EventLog, ce: &EventLog) -> Vec<NpMarks> {
+fn np_marks(
+    cnps: impl Iterator<Item = (u64, u64)>,
+    ce: impl Iterator<Item = (u64, u64)>,
+) -> Vec<NpMarks> {
     const GAPS: usize = NP_GAPS_US.len();
     let mut out = Vec::new();
-    let mut ce = ce.iter().peekable();
+    let mut ce = ce.peekable();
     let mut first_ce: Option<u64> = None;
     // Since the stream's last CNP that met the flow marked: that CNP's time and the marks found after it.
     let mut open: Option<(u64, [Option<u64>; GAPS])> = None;
     let mut prev: Option<u64> = None;
-    for (t, seq) in cnps.iter() {
+    for (t, seq) in cnps {
         while let Some((c, _)) = ce.next_if(|&(_, s)| s < seq) {
             first_ce.get_or_insert(c);
             if let Some((since, marks)) = &mut open {
@@ -599,7 +598,7 @@ impl PairingPass {
         s.last_tx = Some(ts_ns);
         if ce {
             s.last_ce = Some(ts_ns);
-            s.ce_log.push(ts_ns, self.seq);
+            s.ce_log.push(ts_ns, self.seq, &mut self.spill);
         }
     }
 
@@ -607,7 +606,7 @@ impl PairingPass {
     fn cnp(&mut self, iface: u32, stream: FlowKey, t: u64) {
         *self.cnps.entry(stream).or_default() += 1;
         let st = self.tap_streams.entry((iface, stream)).or_default();
-        st.log.push(t, self.seq);
+        st.log.push(t, self.seq, &mut self.spill);
         let Some(&g) = self
             .tap_groups_by_pair
             .get(&(iface, stream.dst, stream.src))
@@ -772,22 +771,20 @@ impl PairingPass {
                 Decision::None => {}
             }
         }
-        // The CE marks each CNP may answer, for the pairs made only.
-        for (&(iface, stream), st) in &self.tap_streams {
+        // The logs of the pairs made go with them, to be worked into the NP check's marks when asked.
+        for (&(iface, stream), st) in &mut self.tap_streams {
             let Some(flow) = pairing.by_stream.get(&stream) else {
                 continue;
             };
             let Some(&(g, i)) = self.tap_flows.get(&(iface, *flow)) else {
                 continue;
             };
-            let marks = np_marks(
-                &st.log,
-                &self.tap_groups[g as usize].flows[i as usize].ce_log,
-            );
-            if !marks.is_empty() {
-                pairing.triggers.insert((iface, stream, *flow), marks);
-            }
+            let ce = std::mem::take(&mut self.tap_groups[g as usize].flows[i as usize].ce_log);
+            pairing
+                .logs
+                .insert((iface, stream), (std::mem::take(&mut st.log), ce));
         }
+        pairing.spill = self.spill;
         pairing
     }
 
@@ -923,6 +920,7 @@ fn decide(stream: FlowKey, cands: Vec<Candidate>) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::{EventLog, NP_GAPS_US, NpMarks, np_marks};
+    use crate::spill::Spill;
     use proptest::prelude::*;
 
     /// The NP marks as the pass once worked them out, frame by frame: each CE mark fills the open slots of the
@@ -970,18 +968,23 @@ mod tests {
             steps in proptest::collection::vec((any::<bool>(), -3_000i64..60_000), 0..200)
         ) {
             let mut t = 10_000_000i64;
+            // In memory: a file per case would cost more than the case.
+            let mut spill = Spill::in_memory();
             let (mut cnps, mut ce) = (EventLog::default(), EventLog::default());
             let mut events = Vec::new();
             for (seq, (is_cnp, dt)) in steps.into_iter().enumerate() {
                 t += dt;
                 events.push((is_cnp, t as u64));
                 if is_cnp {
-                    cnps.push(t as u64, seq as u64);
+                    cnps.push(t as u64, seq as u64, &mut spill);
                 } else {
-                    ce.push(t as u64, seq as u64);
+                    ce.push(t as u64, seq as u64, &mut spill);
                 }
             }
-            prop_assert_eq!(np_marks(&cnps, &ce), marks_frame_by_frame(&events));
+            prop_assert_eq!(
+                np_marks(cnps.iter(&spill), ce.iter(&spill)),
+                marks_frame_by_frame(&events)
+            );
         }
     }
 
@@ -995,10 +998,11 @@ mod tests {
             (0, 1 << 40),
             (0, (1 << 40) + 1),
         ];
+        let mut spill = Spill::in_memory();
         let mut log = EventLog::default();
         for (ts, seq) in given {
-            log.push(ts, seq);
+            log.push(ts, seq, &mut spill);
         }
-        assert_eq!(log.iter().collect::<Vec<_>>(), given);
+        assert_eq!(log.iter(&spill).collect::<Vec<_>>(), given);
     }
 }
