@@ -1,6 +1,8 @@
 //! Everything the report needs from one read of a capture: each frame is decoded once and handed to the
-//! statistics and DCQCN passes; the PFC and findings analyses then run on their tables.
+//! statistics pass, and a copy of it to the DCQCN and hosts passes on a thread beside ([`beside`]); the PFC
+//! and findings analyses then run on their tables.
 
+mod beside;
 pub mod dcqcn;
 pub mod findings;
 pub mod hops;
@@ -35,6 +37,9 @@ pub struct PipelineOptions {
     pub rules: Rules,
     /// The hops pass (it finds nothing in a capture of one tap).
     pub hops: hops::HopsOptions,
+    /// Runs every pass on the caller's thread: the DCQCN and hosts passes otherwise run on a thread of
+    /// their own ([`beside`]), which only costs time on a machine of one core.
+    pub one_thread: bool,
 }
 
 impl Default for PipelineOptions {
@@ -46,6 +51,7 @@ impl Default for PipelineOptions {
             storm_threshold_ns: pauses::DEFAULT_STORM_THRESHOLD_NS,
             rules: Rules::default(),
             hops: hops::HopsOptions::default(),
+            one_thread: std::thread::available_parallelism().is_ok_and(|n| n.get() < 2),
         }
     }
 }
@@ -85,27 +91,34 @@ pub fn run_with_model_events(
     on_event: &mut dyn FnMut(&dcqcn::FlowId, &roce_core::dcqcn::Event),
 ) -> Result<Analysis, DcqcnError> {
     let mut stats = Stats::new(opts.link_bps).with_priorities(opts.dcqcn.priorities.clone());
-    let mut dcqcn = DcqcnPass::new(opts.dcqcn.bin_ns);
-    let mut hosts = HostsPass::default();
     let mut hops = LazyHops::new(capture, &opts.hops);
-    let mut frames = Frames::new(capture, opts.decoder);
-    let mut number = 0u64;
-    let mut paused_at = 0u64;
-    // The loop pauses every 65,536 frames for the progress bar, and whenever the hops pass must look at the
-    // capture's taps; the frames stay where they were decoded (see `Frames::for_each`).
-    while frames.for_each_until(|f| {
-        stats.frame(f);
-        dcqcn.frame(f);
-        hosts.frame(f);
-        number += 1;
-        paused_at = f.number;
-        hops.frame(f) | number.is_multiple_of(65_536)
-    }) {
-        hops.between(frames.capture(), paused_at, opts.decoder);
-        if number.is_multiple_of(65_536) {
-            progress(frames.capture().progress().0);
+    let passes = beside::Passes::new(
+        DcqcnPass::new(opts.dcqcn.bin_ns),
+        HostsPass::default(),
+        opts.decoder,
+    );
+    let beside::Passes { dcqcn, hosts, .. } = std::thread::scope(|scope| {
+        let mut beside = beside::Beside::start(scope, passes, opts.one_thread);
+        let mut frames = Frames::new(capture, opts.decoder);
+        let mut number = 0u64;
+        let mut paused_at = 0u64;
+        // The loop pauses every 65,536 frames for the progress bar, and whenever the hops pass or the
+        // thread beside must look at the capture's taps; the frames stay where they were decoded (see
+        // `Frames::for_each`).
+        while frames.for_each_until(|f| {
+            stats.frame(f);
+            number += 1;
+            paused_at = f.number;
+            beside.frame(f) | hops.frame(f) | number.is_multiple_of(65_536)
+        }) {
+            beside.between(frames.capture());
+            hops.between(frames.capture(), paused_at, opts.decoder);
+            if number.is_multiple_of(65_536) {
+                progress(frames.capture().progress().0);
+            }
         }
-    }
+        beside.finish()
+    });
     let (stats, intervals) = stats.finish_with_intervals(capture);
     let mut dcqcn_opts = opts.dcqcn.clone();
     dcqcn_opts.apply_recorded_knobs(capture.custom_blocks());
