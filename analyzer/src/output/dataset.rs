@@ -39,7 +39,7 @@ use std::thread::JoinHandle;
 use polars::prelude::PlSmallStr;
 use polars_parquet::parquet::CowBuffer;
 use polars_parquet::parquet::compression::{Compression, CompressionOptions, compress};
-use polars_parquet::parquet::encoding::hybrid_rle;
+use polars_parquet::parquet::encoding::{bitpacked, hybrid_rle};
 use polars_parquet::parquet::error::ParquetError;
 use polars_parquet::parquet::metadata::{Descriptor, KeyValue, SchemaDescriptor};
 use polars_parquet::parquet::page::{
@@ -420,6 +420,16 @@ fn zigzag(out: &mut Vec<u8>, v: i64) {
 /// delta and each miniblock's deltas above it at the bits the largest needs. A column of an INT32 type is
 /// differenced in 32-bit arithmetic, as the format defines it for that type (so no width exceeds 32).
 fn delta_binary_packed(out: &mut Vec<u8>, values: &[i64], int32: bool) {
+    if int32 {
+        delta_blocks::<true>(out, values);
+    } else {
+        delta_blocks::<false>(out, values);
+    }
+}
+
+/// [`delta_binary_packed`] for one integer width, so that the loops carry no test of it: this is the
+/// encoding thread's largest single cost, a few operations per value of every integer column.
+fn delta_blocks<const INT32: bool>(out: &mut Vec<u8>, values: &[i64]) {
     uleb128(out, DELTA_BLOCK as u64);
     uleb128(out, DELTA_MINIBLOCKS as u64);
     uleb128(out, values.len() as u64);
@@ -428,20 +438,27 @@ fn delta_binary_packed(out: &mut Vec<u8>, values: &[i64], int32: bool) {
         return;
     };
     zigzag(out, first);
+    let diff = |a: i64, b: i64| {
+        if INT32 {
+            i64::from((a as i32).wrapping_sub(b as i32))
+        } else {
+            a.wrapping_sub(b)
+        }
+    };
     let mut prev = first;
-    let mut deltas = [0u64; DELTA_BLOCK];
+    let mut deltas = [0i64; DELTA_BLOCK];
+    let mut above = [0u64; DELTA_BLOCK];
     for block in rest.chunks(DELTA_BLOCK) {
+        let n = block.len();
+        let deltas = &mut deltas[..n];
+        // Differences, least and greatest in one pass: the machine baseline has no vector compare of
+        // 64-bit integers, so separate min and max passes cost as much again.
         let mut min = i64::MAX;
         let mut max = i64::MIN;
         for (d, &v) in deltas.iter_mut().zip(block) {
-            let delta = if int32 {
-                i64::from((v as i32).wrapping_sub(prev as i32))
-            } else {
-                v.wrapping_sub(prev)
-            };
-            *d = delta as u64;
-            min = min.min(delta);
-            max = max.max(delta);
+            *d = diff(v, prev);
+            min = min.min(*d);
+            max = max.max(*d);
             prev = v;
         }
         zigzag(out, min);
@@ -450,43 +467,56 @@ fn delta_binary_packed(out: &mut Vec<u8>, values: &[i64], int32: bool) {
             out.extend_from_slice(&[0; DELTA_MINIBLOCKS]);
             continue;
         }
+        for (a, &d) in above.iter_mut().zip(deltas.iter()) {
+            *a = if INT32 {
+                u64::from((d as i32).wrapping_sub(min as i32) as u32)
+            } else {
+                d.wrapping_sub(min) as u64
+            };
+        }
+        // Padding past the last value is packed as zeros.
+        above[n..].fill(0);
         let mut widths = [0u8; DELTA_MINIBLOCKS];
-        for (m, width) in widths.iter_mut().enumerate() {
-            let from = m * DELTA_PER_MINIBLOCK;
-            let to = (from + DELTA_PER_MINIBLOCK).min(block.len());
-            let mut any = 0u64;
-            for d in deltas.iter_mut().take(to).skip(from) {
-                *d = if int32 {
-                    u64::from((*d as i32).wrapping_sub(min as i32) as u32)
-                } else {
-                    (*d as i64).wrapping_sub(min) as u64
-                };
-                any |= *d;
-            }
-            // Padding past the last value is packed as zeros.
-            for d in deltas.iter_mut().take(from + DELTA_PER_MINIBLOCK).skip(to) {
-                *d = 0;
-            }
+        for (width, mini) in widths
+            .iter_mut()
+            .zip(above.chunks_exact(DELTA_PER_MINIBLOCK))
+        {
+            let any = mini.iter().fold(0, |any, &a| any | a);
             *width = (u64::BITS - any.leading_zeros()) as u8;
         }
         out.extend_from_slice(&widths);
-        let used = block.len().div_ceil(DELTA_PER_MINIBLOCK);
-        for (m, &width) in widths.iter().enumerate().take(used) {
-            let from = m * DELTA_PER_MINIBLOCK;
-            bit_pack(
-                out,
-                &deltas[from..from + DELTA_PER_MINIBLOCK],
-                u32::from(width),
-            );
+        let used = n.div_ceil(DELTA_PER_MINIBLOCK);
+        for (&width, mini) in widths
+            .iter()
+            .zip(above.chunks_exact(DELTA_PER_MINIBLOCK))
+            .take(used)
+        {
+            bit_pack(out, mini, u32::from(width));
         }
     }
 }
 
-/// Packs values LSB first at `width` bits each; 32 values fill whole bytes at any width.
+/// Packs a miniblock of 32 values LSB first at `width` bits each (32 values fill whole bytes at any width),
+/// through the Parquet layer's unrolled packer when the width fits 32 bits, as all but the rarest do.
 fn bit_pack(out: &mut Vec<u8>, values: &[u64], width: u32) {
     if width == 0 {
         return;
     }
+    if width <= 32 && values.len() == 32 {
+        let mut narrow = [0u32; 32];
+        for (n, &v) in narrow.iter_mut().zip(values) {
+            *n = v as u32;
+        }
+        let at = out.len();
+        out.resize(at + 4 * width as usize, 0);
+        bitpacked::encode_pack::<u32>(&narrow, width as usize, &mut out[at..]);
+        return;
+    }
+    bit_pack_wide(out, values, width);
+}
+
+/// Packs values LSB first at `width` bits each, any width up to 64.
+fn bit_pack_wide(out: &mut Vec<u8>, values: &[u64], width: u32) {
     let mut acc: u128 = 0;
     let mut bits = 0u32;
     for &v in values {
