@@ -735,13 +735,69 @@ impl Pager<'_> {
         let present = gather(&mut s.valid, &mut s.keys, v, |x| {
             get(x).map(|k| dict.key(k, &text, chunk))
         });
-        let width = (usize::BITS - chunk.entries.saturating_sub(1).leading_zeros()).max(1);
         let mut buf = Vec::with_capacity(64 + present / 2);
         def_levels(&mut buf, &s.valid, self.n);
+        self.dict_page(at, buf, present)
+    }
+
+    /// A text column of a gathered header, as [`Pager::text`] makes one.
+    fn text_of<T, K: Hash + Eq + Copy>(
+        &mut self,
+        dict: &mut Dict<K>,
+        g: &Gathered<T>,
+        get: impl Fn(&T) -> K,
+        text: impl Fn(&K) -> String,
+    ) -> std::io::Result<()> {
+        let at = self.next_chunk(&[Type::Text]);
+        let s = &mut *self.scratch;
+        let chunk = &mut self.chunks[at];
+        s.keys.clear();
+        s.keys
+            .extend(g.values.iter().map(|x| dict.key(get(x), &text, chunk)));
+        let mut buf = Vec::with_capacity(64 + g.levels.len() + g.values.len() / 2);
+        buf.extend_from_slice(&g.levels);
+        self.dict_page(at, buf, g.values.len())
+    }
+
+    /// Ends a dictionary column's page (`buf` holds its definition levels) with the first `present` keys
+    /// of the scratch.
+    fn dict_page(&mut self, at: usize, mut buf: Vec<u8>, present: usize) -> std::io::Result<()> {
+        let entries = self.chunks[at].entries;
+        let width = (usize::BITS - entries.saturating_sub(1).leading_zeros()).max(1);
         buf.push(width as u8);
-        hybrid_rle::encode::<u32, _, _>(&mut buf, s.keys[..present].iter().copied(), width)?;
+        hybrid_rle::encode::<u32, _, _>(
+            &mut buf,
+            self.scratch.keys[..present].iter().copied(),
+            width,
+        )?;
         self.page(at, buf, FormatEncoding::RLE_DICTIONARY);
         Ok(())
+    }
+
+    /// An integer column of a gathered header, as [`Pager::int`] makes one.
+    fn int_of<T>(&mut self, g: &Gathered<T>, get: impl Fn(&T) -> i64) {
+        let at = self.next_chunk(&[Type::Int32, Type::Int64, Type::UInt64]);
+        let s = &mut *self.scratch;
+        s.ints.clear();
+        s.ints.extend(g.values.iter().map(get));
+        let mut buf = Vec::with_capacity(64 + g.levels.len() + g.values.len() * 2);
+        buf.extend_from_slice(&g.levels);
+        delta_binary_packed(&mut buf, &s.ints, COLUMNS[at].1 == Type::Int32);
+        self.page(at, buf, FormatEncoding::DELTA_BINARY_PACKED);
+    }
+
+    /// A boolean column of a gathered header, as [`Pager::boolean`] makes one.
+    fn boolean_of<T>(&mut self, g: &Gathered<T>, get: impl Fn(&T) -> bool) {
+        let at = self.next_chunk(&[Type::Bool]);
+        let mut buf = Vec::with_capacity(16 + g.levels.len() + g.values.len() / 8);
+        buf.extend_from_slice(&g.levels);
+        buf.extend(g.values.chunks(8).map(|values| {
+            values
+                .iter()
+                .enumerate()
+                .fold(0u8, |byte, (j, x)| byte | u8::from(get(x)) << j)
+        }));
+        self.page(at, buf, FormatEncoding::PLAIN);
     }
 }
 
@@ -771,6 +827,40 @@ fn gather<T, U: Copy + Default>(
         *byte = bits;
     }
     present
+}
+
+/// The present values of a header that several columns come from (the BTH's eleven, the IP layer's
+/// five), split out once with their definition levels: each column is then a plain map over the values,
+/// and the levels are copied rather than worked out again per column.
+#[derive(Debug)]
+struct Gathered<T> {
+    levels: Vec<u8>,
+    values: Vec<T>,
+}
+
+impl<T> Default for Gathered<T> {
+    fn default() -> Self {
+        Gathered {
+            levels: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+}
+
+impl<T: Copy> Gathered<T> {
+    /// Takes the present entries of `v`; `valid` is scratch for the bitmap.
+    fn of(&mut self, v: &[Option<T>], valid: &mut Vec<u8>) {
+        valid.clear();
+        valid.extend(v.chunks(8).map(|rows| {
+            rows.iter()
+                .enumerate()
+                .fold(0u8, |bits, (j, x)| bits | u8::from(x.is_some()) << j)
+        }));
+        self.values.clear();
+        self.values.extend(v.iter().flatten().copied());
+        self.levels.clear();
+        def_levels(&mut self.levels, valid, v.len());
+    }
 }
 
 /// The file being filled, under its temporary name until it is closed.
@@ -825,6 +915,15 @@ enum Message {
     Finish,
 }
 
+/// The headers gathered once per page for the columns that share them.
+#[derive(Debug, Default)]
+struct Sources {
+    ip: Gathered<IpInfo>,
+    bth: Gathered<BthRepr>,
+    aeth: Gathered<AethRepr>,
+    reth: Gathered<RethRepr>,
+}
+
 /// The encoding thread's state: the row group being gathered and the file it goes to.
 #[derive(Debug)]
 struct Encoder {
@@ -840,6 +939,7 @@ struct Encoder {
     dst_mac: Dict<[u8; 6]>,
     src: Dict<IpAddr>,
     dst: Dict<IpAddr>,
+    gathered: Sources,
     rows: usize,
     bytes: usize,
     part: Option<Part>,
@@ -875,6 +975,7 @@ impl Encoder {
             dst_mac: Dict::default(),
             src: Dict::default(),
             dst: Dict::default(),
+            gathered: Sources::default(),
             rows: 0,
             bytes: 0,
             part: None,
@@ -952,42 +1053,37 @@ impl Encoder {
         p.int(&r.vlan, |v| v.map(i64::from));
         p.int(&r.pcp, |v| v.map(i64::from));
         p.int(&r.inner_vlan, |v| v.map(i64::from));
-        p.text(
-            &mut self.src,
-            &r.ip,
-            |i| i.map(|i| i.src),
-            IpAddr::to_string,
-        )?;
-        p.text(
-            &mut self.dst,
-            &r.ip,
-            |i| i.map(|i| i.dst),
-            IpAddr::to_string,
-        )?;
-        p.int(&r.ip, |i| i.map(|i| i.dscp.into()));
-        p.int(&r.ip, |i| i.map(|i| i.ecn.into()));
-        p.int(&r.ip, |i| i.map(|i| (i.len as i32).into()));
+        let g = &mut self.gathered;
+        g.ip.of(&r.ip, &mut p.scratch.valid);
+        g.bth.of(&r.bth, &mut p.scratch.valid);
+        g.aeth.of(&r.aeth, &mut p.scratch.valid);
+        g.reth.of(&r.reth, &mut p.scratch.valid);
+        p.text_of(&mut self.src, &g.ip, |i| i.src, IpAddr::to_string)?;
+        p.text_of(&mut self.dst, &g.ip, |i| i.dst, IpAddr::to_string)?;
+        p.int_of(&g.ip, |i| i.dscp.into());
+        p.int_of(&g.ip, |i| i.ecn.into());
+        p.int_of(&g.ip, |i| (i.len as i32).into());
         p.int(&r.roce_version, |v| v.map(i64::from));
         p.int(&r.sport, |v| v.map(i64::from));
-        p.int(&r.bth, |b| b.map(|b| b.opcode.0.into()));
-        p.int(&r.bth, |b| b.map(|b| (b.dest_qp as i32).into()));
-        p.int(&r.bth, |b| b.map(|b| (b.psn as i32).into()));
-        p.boolean(&r.bth, |b| b.map(|b| b.se));
-        p.boolean(&r.bth, |b| b.map(|b| b.migreq));
-        p.int(&r.bth, |b| b.map(|b| b.pad_count.into()));
-        p.int(&r.bth, |b| b.map(|b| b.tver.into()));
-        p.int(&r.bth, |b| b.map(|b| b.pkey.into()));
-        p.boolean(&r.bth, |b| b.map(|b| b.fecn));
-        p.boolean(&r.bth, |b| b.map(|b| b.becn));
-        p.boolean(&r.bth, |b| b.map(|b| b.ack_req));
+        p.int_of(&g.bth, |b| b.opcode.0.into());
+        p.int_of(&g.bth, |b| (b.dest_qp as i32).into());
+        p.int_of(&g.bth, |b| (b.psn as i32).into());
+        p.boolean_of(&g.bth, |b| b.se);
+        p.boolean_of(&g.bth, |b| b.migreq);
+        p.int_of(&g.bth, |b| b.pad_count.into());
+        p.int_of(&g.bth, |b| b.tver.into());
+        p.int_of(&g.bth, |b| b.pkey.into());
+        p.boolean_of(&g.bth, |b| b.fecn);
+        p.boolean_of(&g.bth, |b| b.becn);
+        p.boolean_of(&g.bth, |b| b.ack_req);
         p.int(&r.payload_len, |v| v.map(i64::from));
         p.boolean(&r.icrc_ok, |&v| v);
-        p.int(&r.aeth, |a| a.map(|a| a.syndrome.into()));
-        p.int(&r.aeth, |a| a.map(|a| (a.msn as i32).into()));
+        p.int_of(&g.aeth, |a| a.syndrome.into());
+        p.int_of(&g.aeth, |a| (a.msn as i32).into());
         // The full 64 bits, as Parquet stores an unsigned 64-bit integer.
-        p.int(&r.reth, |x| x.map(|x| x.va as i64));
-        p.int(&r.reth, |x| x.map(|x| x.rkey.into()));
-        p.int(&r.reth, |x| x.map(|x| x.dma_len.into()));
+        p.int_of(&g.reth, |x| x.va as i64);
+        p.int_of(&g.reth, |x| x.rkey.into());
+        p.int_of(&g.reth, |x| x.dma_len.into());
         p.int(&r.deth_src_qp, |&q| q.map(|q| (q as i32).into()));
         // PFC and PAUSE frames are rare: their ten columns look only at the rows that hold one.
         let control: Vec<usize> = (0..n).filter(|&i| r.mac_control[i].is_some()).collect();
