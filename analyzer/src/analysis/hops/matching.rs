@@ -9,6 +9,7 @@
 use std::net::IpAddr;
 
 use roce_core::decode::{Frame, Kind};
+use roce_wire::pfc::MacControlRepr;
 
 /// How many taps one packet's group records; a copy at a further tap is counted and left out.
 pub const MAX_COPIES: usize = 6;
@@ -87,34 +88,76 @@ impl Group {
     }
 }
 
-/// Reads the key and the copy out of a RoCE frame (CNPs included: they cross switches too).
-pub fn observe(f: &Frame<'_>) -> Option<(Key, Copy)> {
-    if !matches!(f.kind, Kind::Roce | Kind::Cnp) {
-        return None;
+/// What the hops pass reads of one frame, cut out of the decoded [`Frame`] where it was decoded: about a third
+/// of its size, so that a reading thread can hand frames to the pass in batches cheaply.
+#[derive(Debug, Clone, Copy)]
+pub struct Seen {
+    /// The frame's copy at its tap (ECN 0 without an IP layer, the destination MAC zero without one).
+    pub copy: Copy,
+    pub kind: Kind,
+    /// Whether the frame has a destination MAC (`copy.dst_mac` is zero when not).
+    pub has_mac: bool,
+    /// The PFC priorities the frame pauses for a nonzero time, bit n for priority n.
+    pub paused: u8,
+    /// A read request's DMA length (0 when its RETH was not captured), `None` for every other opcode.
+    pub read_len: Option<u32>,
+    /// The key of a RoCE frame (CNPs included: they cross switches too) with an IP layer and a BTH.
+    pub key: Option<Key>,
+    /// The key's digest (0 without a key), computed where the frame was decoded.
+    pub digest: u64,
+}
+
+impl Seen {
+    /// Cuts a decoded frame down to what the pass uses.
+    #[inline]
+    pub fn of(f: &Frame<'_>) -> Seen {
+        let mut paused = 0u8;
+        if let Some(MacControlRepr::Pfc(p)) = f.mac_control {
+            for prio in 0..8u8 {
+                if p.enabled(prio) && p.quanta[prio as usize] > 0 {
+                    paused |= 1 << prio;
+                }
+            }
+        }
+        let mut key = None;
+        let mut read_len = None;
+        if matches!(f.kind, Kind::Roce | Kind::Cnp)
+            && let (Some(ip), Some(roce)) = (f.ip, f.roce.as_ref())
+            && let Some(bth) = roce.packet.bth.as_ref()
+        {
+            let whole = !f.truncated && roce.packet.stop.is_none();
+            key = Some(Key {
+                src: ip_bits(ip.src),
+                dst: ip_bits(ip.dst),
+                dest_qp: bth.dest_qp,
+                psn: bth.psn,
+                opcode: bth.opcode.0,
+                payload_len: roce.packet.payload_len.unwrap_or(0) as u32,
+                icrc: if whole { roce.packet.icrc } else { None },
+            });
+            read_len = bth
+                .opcode
+                .is_read_request()
+                .then(|| roce.packet.ext.reth.map_or(0, |r| r.dma_len));
+        }
+        Seen {
+            copy: Copy {
+                ts: f.ts_ns,
+                tap: f.iface,
+                ecn: f.ip.map_or(0, |ip| ip.ecn),
+                pcp: f.pcp.unwrap_or(0xff),
+                seen: 1,
+                len: f.len,
+                dst_mac: f.dst_mac.unwrap_or_default(),
+            },
+            kind: f.kind,
+            has_mac: f.dst_mac.is_some(),
+            paused,
+            read_len,
+            digest: key.map_or(0, |k| k.digest()),
+            key,
+        }
     }
-    let ip = f.ip?;
-    let roce = f.roce.as_ref()?;
-    let bth = roce.packet.bth.as_ref()?;
-    let whole = !f.truncated && roce.packet.stop.is_none();
-    let key = Key {
-        src: ip_bits(ip.src),
-        dst: ip_bits(ip.dst),
-        dest_qp: bth.dest_qp,
-        psn: bth.psn,
-        opcode: bth.opcode.0,
-        payload_len: roce.packet.payload_len.unwrap_or(0) as u32,
-        icrc: if whole { roce.packet.icrc } else { None },
-    };
-    let copy = Copy {
-        ts: f.ts_ns,
-        tap: f.iface,
-        ecn: ip.ecn,
-        pcp: f.pcp.unwrap_or(0xff),
-        seen: 1,
-        len: f.len,
-        dst_mac: f.dst_mac.unwrap_or_default(),
-    };
-    Some((key, copy))
 }
 
 /// Groups copies within `window_ns` of a packet's first copy; hands out each group once its window has passed.
@@ -214,6 +257,43 @@ impl Matcher {
             // SAFETY: SSE is part of every x86_64 CPU, and a prefetch reads nothing the program sees (the
             // address is inside the table anyway).
             unsafe { _mm_prefetch::<_MM_HINT_T0>(self.table[i..].as_ptr().cast()) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = digest;
+    }
+
+    /// Asks the CPU to fetch the open group a key with this digest probably belongs to, once its table entry
+    /// is in the cache ([`Matcher::prefetch`] a few frames earlier): adding a packet's second copy then finds
+    /// the group there. A guess only: a wrong one costs a fetch, never a result.
+    #[inline]
+    pub fn prefetch_group(&self, digest: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            let mask = self.table.len() - 1;
+            let tag = entry(digest, 0) >> SEQ_BITS;
+            let mut i = digest as usize & mask;
+            // The first few entries of the probe only: most keys sit at their first.
+            for _ in 0..4 {
+                let e = self.table[i];
+                if e == 0 {
+                    return;
+                }
+                if e >> SEQ_BITS == tag
+                    && let Some(seq) = self.live(e)
+                {
+                    let g = &self.ring[(seq & (self.ring.len() as u64 - 1)) as usize];
+                    let at: *const Group = g;
+                    // SAFETY: as in `prefetch`; the key and the first copies span the group's first lines.
+                    unsafe {
+                        _mm_prefetch::<_MM_HINT_T0>(at.cast());
+                        _mm_prefetch::<_MM_HINT_T0>(at.cast::<u8>().wrapping_add(64).cast());
+                        _mm_prefetch::<_MM_HINT_T0>(at.cast::<u8>().wrapping_add(128).cast());
+                    }
+                    return;
+                }
+                i = (i + 1) & mask;
+            }
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = digest;

@@ -25,14 +25,14 @@ use roce_capture::Capture;
 use roce_core::decode::{Decoder, ECN_CE, Frame, Kind};
 use roce_core::frames::Frames;
 use roce_core::passes::psn::{PsnEvent, PsnTracker};
-use roce_wire::pfc::MacControlRepr;
+use roce_wire::Opcode;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::analysis::findings::{Finding, Severity};
 use clock::ClockTrack;
 use hist::{Hist, Percentiles};
-use matching::{Copy, Group, MAX_COPIES, Matcher};
+use matching::{Copy, Group, MAX_COPIES, Matcher, Seen};
 use np::{NpCheck, NpReport};
 use red::{Bin, RedFit};
 
@@ -553,49 +553,51 @@ impl HopsPass {
     /// One frame. Its tap's file must be known ([`HopsPass::learn_taps`]) before its copies close.
     #[inline]
     pub fn frame(&mut self, f: &Frame<'_>) {
-        let tap = f.iface as usize;
+        self.seen(&Seen::of(f));
+    }
+
+    /// One frame, as [`Seen::of`] cut it out.
+    #[inline]
+    fn seen(&mut self, s: &Seen) {
+        let tap = s.copy.tap as usize;
+        let ts = s.copy.ts;
         if tap >= self.packets.len() {
             self.packets.resize(tap + 1, 0);
             self.psn_gaps.resize(tap + 1, 0);
         }
-        let start = *self.core.start_ns.get_or_insert(f.ts_ns);
+        let start = *self.core.start_ns.get_or_insert(ts);
         let segment = self.core.opts.segment_ns();
-        if let Some(mac) = f.dst_mac
-            && matches!(f.kind, Kind::Roce | Kind::Cnp | Kind::Other)
-        {
-            self.rates.get_mut(f.iface, mac).departure(f.ts_ns, f.len);
+        if s.has_mac && matches!(s.kind, Kind::Roce | Kind::Cnp | Kind::Other) {
+            self.rates
+                .get_mut(s.copy.tap, s.copy.dst_mac)
+                .departure(ts, s.copy.len);
         }
-        if let Some(MacControlRepr::Pfc(p)) = f.mac_control {
+        if s.paused != 0 {
             for prio in 0..8u8 {
-                if p.enabled(prio) && p.quanta[prio as usize] > 0 && self.pauses.len() < 1_000_000 {
-                    self.pauses.push((f.iface, prio, f.ts_ns));
+                if s.paused & (1 << prio) != 0 && self.pauses.len() < 1_000_000 {
+                    self.pauses.push((s.copy.tap, prio, ts));
                 }
             }
         }
-        self.np.frame(f, self.core.opts.np_min_gap_ns);
-        let Some((key, copy)) = matching::observe(f) else {
+        self.np.frame(s, self.core.opts.np_min_gap_ns);
+        let Some(key) = s.key else {
             return;
         };
+        let copy = s.copy;
         self.packets[tap] += 1;
         if tap >= self.core.spans.len() {
             self.core.spans.resize(tap + 1, (u64::MAX, 0));
         }
         let span = &mut self.core.spans[tap];
-        span.0 = span.0.min(f.ts_ns);
-        span.1 = span.1.max(f.ts_ns);
-        if f.kind == Kind::Roce
-            && let (Some(roce), Some(bth)) = (f.roce.as_ref(), f.bth())
-            && (bth.opcode.consumes_request_psn() || bth.opcode.is_read_response())
-        {
-            let read_len = bth
-                .opcode
-                .is_read_request()
-                .then(|| roce.packet.ext.reth.map_or(0, |r| r.dma_len));
+        span.0 = span.0.min(ts);
+        span.1 = span.1.max(ts);
+        let opcode = Opcode(key.opcode);
+        if s.kind == Kind::Roce && (opcode.consumes_request_psn() || opcode.is_read_response()) {
             let ev = self
                 .psn
-                .entry((f.iface, key.dst, bth.dest_qp))
+                .entry((s.copy.tap, key.dst, key.dest_qp))
                 .or_default()
-                .observe(bth.psn, read_len);
+                .observe(key.psn, s.read_len);
             if let PsnEvent::Gap(n) = ev {
                 self.psn_gaps[tap] += n as u64;
             }
@@ -606,12 +608,12 @@ impl HopsPass {
         }
         // This frame's copy joins the matcher at the next frame, its table entry fetched meanwhile; the groups
         // its window closes close now, as if it had joined.
-        let digest = key.digest();
+        let digest = s.digest;
         self.matcher.prefetch(digest);
         if let Some((k, d, c)) = self.waiting.replace((key, digest, copy)) {
             self.matcher.add_digested(k, d, c, |g| core.group(g));
         }
-        let now = f.ts_ns.saturating_sub(core.opts.match_window_ns);
+        let now = ts.saturating_sub(core.opts.match_window_ns);
         self.matcher.close_before(now, &mut |g| core.group(g));
         if core.learning.is_some() && core.learn_until.is_some_and(|t| now >= t) {
             core.end_learning();
@@ -1472,24 +1474,129 @@ fn findings(hops: &[HopReport], queues: &[QueueReport], opts: &HopsOptions) -> V
     out
 }
 
-/// Runs the pass over a whole capture.
+/// Frames per batch: small enough that the batches in flight between the threads stay in the cores' caches,
+/// large enough that the threads seldom wait on each other.
+const BATCH: usize = 1024;
+/// Batches in flight between the threads: what the reader may run ahead of the pass.
+const BATCHES_AHEAD: usize = 4;
+/// How many frames ahead of the one it handles [`HopsPass::feed`] fetches the table entry of a frame's key,
+/// and (fewer, once that entry is in the cache) the group it points to.
+const PREFETCH_TABLE: usize = 16;
+const PREFETCH_GROUP: usize = 8;
+
+/// A batch of frames for the pass, with the taps' files when a tap appeared while it was filled.
+type Batch = (Vec<Seen>, Option<Vec<usize>>);
+
+impl HopsPass {
+    /// Frames in capture order, the table entries and groups their copies go to fetched from memory a few
+    /// frames ahead: waiting on them was most of the pass's time once it no longer decoded between frames.
+    fn feed(&mut self, batch: &[Seen]) {
+        for (i, s) in batch.iter().enumerate() {
+            if let Some(a) = batch.get(i + PREFETCH_TABLE)
+                && a.key.is_some()
+            {
+                self.matcher.prefetch(a.digest);
+            }
+            if let Some(a) = batch.get(i + PREFETCH_GROUP)
+                && a.key.is_some()
+            {
+                self.matcher.prefetch_group(a.digest);
+            }
+            self.seen(s);
+        }
+    }
+}
+
+/// Fills `batch` with up to [`BATCH`] frames; false once the capture has ended and none was left.
+fn fill(frames: &mut Frames<'_>, batch: &mut Vec<Seen>) -> bool {
+    while batch.len() < BATCH {
+        // Read through a reference: `while let Some(f)` moved the frame (360 bytes) out of the Option again,
+        // a tenth of the pass's time.
+        let next = frames.next_frame();
+        let Some(f) = next.as_ref() else { break };
+        batch.push(Seen::of(f));
+    }
+    !batch.is_empty()
+}
+
+/// The taps' files, when taps appeared since `known` of them were seen. The pass needs a tap's file only once
+/// its first copies close, later than the batch in which it appeared.
+fn new_taps(capture: &Capture, known: &mut usize) -> Option<Vec<usize>> {
+    let taps = capture.taps();
+    (taps.len() != *known).then(|| {
+        *known = taps.len();
+        taps.iter().map(|t| t.file).collect()
+    })
+}
+
+/// Runs the pass over a whole capture. With a second core, one thread reads and decodes while another runs
+/// the pass (each takes about half of the work); the pass sees the same frames in the same order either way.
 pub fn run(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -> HopsReport {
-    let mut pass = HopsPass::new(opts);
     // Matching keys on the ICRC the frame carries, never on whether it is right: no CRC over every frame.
     let decoder = Decoder {
         check_icrc: false,
         ..decoder
     };
-    let mut frames = Frames::new(capture, decoder);
-    loop {
-        // Read through a reference: `while let Some(f)` moved the frame (360 bytes) out of the Option
-        // again, a tenth of the pass's time.
-        let next = frames.next_frame();
-        let Some(f) = next.as_ref() else { break };
-        pass.frame(f);
-        pass.learn_taps(frames.capture());
-    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pass = if cores > 1 {
+        run_two_threads(capture, decoder, opts)
+    } else {
+        let mut pass = HopsPass::new(opts);
+        let mut frames = Frames::new(capture, decoder);
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut known = 0;
+        while fill(&mut frames, &mut batch) {
+            if let Some(taps) = new_taps(frames.capture(), &mut known) {
+                pass.core.tap_file = taps;
+            }
+            pass.feed(&batch);
+            batch.clear();
+        }
+        pass
+    };
     pass.finish(capture)
+}
+
+/// This thread reads, decodes and cuts frames down to [`Seen`]s; a second one runs the pass over them.
+fn run_two_threads(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -> HopsPass {
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Batch>(BATCHES_AHEAD);
+    let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<Seen>>();
+    std::thread::scope(|scope| {
+        let worker = scope.spawn(move || {
+            let mut pass = HopsPass::new(opts);
+            for (mut batch, taps) in full_rx {
+                if let Some(taps) = taps {
+                    pass.core.tap_file = taps;
+                }
+                pass.feed(&batch);
+                batch.clear();
+                // The reader may have finished and gone: then the batch is simply dropped.
+                let _ = empty_tx.send(batch);
+            }
+            pass
+        });
+        let mut frames = Frames::new(capture, decoder);
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut known = 0;
+        while fill(&mut frames, &mut batch) {
+            let taps = new_taps(frames.capture(), &mut known);
+            let fresh = empty_rx
+                .try_recv()
+                .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+            // A send fails only when the pass thread has panicked: joining it passes the panic on.
+            if full_tx
+                .send((std::mem::replace(&mut batch, fresh), taps))
+                .is_err()
+            {
+                break;
+            }
+        }
+        drop(full_tx);
+        match worker.join() {
+            Ok(pass) => pass,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
 }
 
 #[cfg(test)]

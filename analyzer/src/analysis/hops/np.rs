@@ -5,12 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use roce_core::decode::{ECN_CE, Frame, Kind};
+use roce_core::decode::{ECN_CE, Kind};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 use super::hist::{Hist, Percentiles};
-use super::matching::ip_bits as bits;
+use super::matching::Seen;
 
 #[derive(Debug, Default)]
 struct TapNp {
@@ -58,40 +58,38 @@ pub struct NpReport {
 
 impl NpCheck {
     #[inline]
-    pub fn frame(&mut self, f: &Frame<'_>, min_gap_ns: u64) {
-        let (Some(ip), Some(roce)) = (f.ip, f.roce.as_ref()) else {
+    pub fn frame(&mut self, s: &Seen, min_gap_ns: u64) {
+        let Some(key) = s.key.as_ref() else {
             return;
         };
-        let (src, dst) = (bits(ip.src), bits(ip.dst));
-        match f.kind {
+        let (src, dst) = (key.src, key.dst);
+        let (tap, ts) = (s.copy.tap, s.copy.ts);
+        match s.kind {
             Kind::Roce => {
                 // Most packets are not CE-marked data: only those pay for the lookups.
-                if ip.ecn != ECN_CE || roce.packet.payload_len.unwrap_or(0) == 0 {
+                if s.copy.ecn != ECN_CE || key.payload_len == 0 {
                     return;
                 }
                 let quiet = self
                     .last_pair
-                    .get(&(f.iface, src, dst))
-                    .is_some_and(|&t| f.ts_ns < t.saturating_add(min_gap_ns));
+                    .get(&(tap, src, dst))
+                    .is_some_and(|&t| ts < t.saturating_add(min_gap_ns));
                 if !quiet {
-                    self.pending.entry((f.iface, src, dst)).or_insert(f.ts_ns);
+                    self.pending.entry((tap, src, dst)).or_insert(ts);
                 }
             }
             Kind::Cnp => {
-                let Some(bth) = roce.packet.bth.as_ref() else {
-                    return;
-                };
-                let t = self.taps.entry(f.iface).or_default();
+                let t = self.taps.entry(tap).or_default();
                 t.cnps += 1;
-                t.qps.insert((dst, bth.dest_qp));
+                t.qps.insert((dst, key.dest_qp));
                 // The CNP goes from the data's receiver back to its sender.
-                self.last_pair.insert((f.iface, dst, src), f.ts_ns);
-                if let Some(ce) = self.pending.remove(&(f.iface, dst, src)) {
+                self.last_pair.insert((tap, dst, src), ts);
+                if let Some(ce) = self.pending.remove(&(tap, dst, src)) {
                     t.answered += 1;
-                    t.latency.add(f.ts_ns.saturating_sub(ce));
+                    t.latency.add(ts.saturating_sub(ce));
                 }
-                if let Some(prev) = self.last.insert((f.iface, dst, bth.dest_qp), f.ts_ns) {
-                    let gap = f.ts_ns.saturating_sub(prev);
+                if let Some(prev) = self.last.insert((tap, dst, key.dest_qp), ts) {
+                    let gap = ts.saturating_sub(prev);
                     t.min_spacing = Some(t.min_spacing.map_or(gap, |m| m.min(gap)));
                     if gap < min_gap_ns {
                         t.below_gap += 1;
