@@ -1509,13 +1509,12 @@ impl HopsPass {
 
 /// Fills `batch` with up to [`BATCH`] frames; false once the capture has ended and none was left.
 fn fill(frames: &mut Frames<'_>, batch: &mut Vec<Seen>) -> bool {
-    while batch.len() < BATCH {
-        // Read through a reference: `while let Some(f)` moved the frame (360 bytes) out of the Option again,
-        // a tenth of the pass's time.
-        let next = frames.next_frame();
-        let Some(f) = next.as_ref() else { break };
+    // Each frame is cut down where it was decoded: moving it (360 bytes) out of `Frames::next_frame` cost a
+    // tenth of the pass's time.
+    frames.for_each_until(|f| {
         batch.push(Seen::of(f));
-    }
+        batch.len() >= BATCH
+    });
     !batch.is_empty()
 }
 
