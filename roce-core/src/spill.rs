@@ -8,8 +8,8 @@
 //! [`WRITE_BYTES`] at a time. The file is made on the first write, in the system's temporary directory
 //! (`TMPDIR`), and is unlinked from the start: nothing is left behind, whatever way the process ends.
 //!
-//! A file that cannot be made or written costs no data: the blocks not written stay in memory (the log then
-//! grows as it would without spilling). A block that cannot be read back ends its log there, and the error
+//! A file that cannot be made or written costs no data: the blocks not written stay in memory, and the logs
+//! grow in memory from then on, as they would without spilling. A block that cannot be read back ends its log there, and the error
 //! waits in [`Spill::take_error`] so the caller can fail instead of reporting on part of the events.
 
 use std::cell::RefCell;
@@ -42,7 +42,8 @@ pub struct Spill {
 }
 
 impl Spill {
-    /// A store that never writes a file: blocks stay in memory (for tests, and where no file may be made).
+    /// A store that keeps every log whole in memory, as one growing tail (where no file may be made, and to
+    /// check the blocks and the file against).
     pub fn in_memory() -> Spill {
         Spill {
             memory_only: true,
@@ -142,9 +143,10 @@ impl SpillLog {
         &mut self.tail
     }
 
-    /// Moves the tail to the store once it holds a block's worth.
+    /// Moves the tail to the store once it holds a block's worth (unless the store keeps logs in memory: then
+    /// the tail grows, after the blocks it already has).
     pub fn entry_done(&mut self, spill: &mut Spill) {
-        if self.tail.len() >= BLOCK_BYTES {
+        if self.tail.len() >= BLOCK_BYTES && !spill.memory_only {
             self.newest = Some(spill.append(self.newest, &self.tail));
             self.tail.clear();
         }
@@ -302,12 +304,14 @@ mod tests {
 
     #[test]
     fn a_block_that_cannot_be_read_ends_the_log_and_says_so() {
-        let mut spill = Spill::in_memory();
+        // Too few blocks to be written: they wait in memory, where they can be lost on purpose.
+        let mut spill = Spill::default();
         let mut log = SpillLog::default();
         for v in 0..1_000u64 {
             put_varint(log.tail(), v);
             log.entry_done(&mut spill);
         }
+        assert!(spill.sizes().1 > 2 * BLOCK_BYTES);
         // The store loses its blocks (as a file that can no longer be read would).
         spill.pending.truncate(HEADER + 10);
         let read: Vec<u8> = log.bytes(&spill).collect();

@@ -394,3 +394,56 @@ fn an_ambiguous_stream_is_reported_with_its_candidates_and_a_finding() {
     let json = serde_json::to_value(&a.dcqcn).unwrap();
     assert_eq!(json["unpaired_cnps"][0]["candidates"][0]["ce_share"], 1.0);
 }
+
+// ---- The NP check's logs on disk (issue 14, bounded memory). ----
+
+#[test]
+fn the_np_marks_read_back_from_the_temporary_file_are_those_kept_in_memory() {
+    // A saturation mix over few QPs: thousands of CE marks and CNPs per flow, so the logs go to the file.
+    let spec = samples::bulk::BulkSpec {
+        qps: 32,
+        ..samples::bulk::BulkSpec::saturation(300_000)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("saturation.pcap");
+    let counts = samples::bulk::write(std::fs::File::create(&path).unwrap(), &spec).unwrap();
+    assert!(counts.cnps > 1_000, "{counts:?}");
+    let (mut on_disk, mut in_memory) = (PairingPass::default(), PairingPass::in_memory());
+    let dec = Decoder::default();
+    let mut r = CaptureReader::open(&path).unwrap();
+    let mut n = 0;
+    while let Some(rec) = r.next_record().unwrap() {
+        n += 1;
+        let f = dec.decode(n, &rec);
+        on_disk.frame(&f);
+        in_memory.frame(&f);
+    }
+    let (written, held) = on_disk.spilled();
+    assert!(written > 0, "the logs stayed in memory ({held} bytes)");
+    assert_eq!(in_memory.spilled().0, 0);
+    let (a, b) = (on_disk.finish(), in_memory.finish());
+    let mut answered = 0;
+    for p in a.pairs() {
+        let stream = FlowKey {
+            src: p.receiver,
+            dst: p.sender,
+            dest_qp: p.sender_qp,
+        };
+        let flow = FlowKey {
+            src: p.sender,
+            dst: p.receiver,
+            dest_qp: p.receiver_qp,
+        };
+        for gap_ns in [0, 4_000, 50_000] {
+            let marks = a.ce_triggers(0, &stream, &flow, gap_ns);
+            assert_eq!(marks, b.ce_triggers(0, &stream, &flow, gap_ns), "{p:?}");
+            answered += marks.len();
+        }
+    }
+    assert!(a.spill_error().is_none());
+    assert!(
+        answered as u64 > counts.cnps,
+        "{answered} marks for {} CNPs",
+        counts.cnps
+    );
+}

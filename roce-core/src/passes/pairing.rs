@@ -433,6 +433,20 @@ fn flow_of(stream: &FlowKey, receiver_qp: u32) -> FlowKey {
 }
 
 impl PairingPass {
+    /// A pass whose logs of CE marks and CNPs stay in memory, for where no temporary file may be made (the
+    /// default pass keeps them in one, and only their newest bytes in memory).
+    pub fn in_memory() -> PairingPass {
+        PairingPass {
+            spill: Spill::in_memory(),
+            ..PairingPass::default()
+        }
+    }
+
+    /// Bytes of those logs in the temporary file, and in memory.
+    pub fn spilled(&self) -> (u64, usize) {
+        self.spill.sizes()
+    }
+
     fn evidence(&mut self, stream: FlowKey, receiver_qp: u32) -> &mut Evidence {
         self.evidence.entry((stream, receiver_qp)).or_default()
     }
@@ -968,8 +982,9 @@ mod tests {
             steps in proptest::collection::vec((any::<bool>(), -3_000i64..60_000), 0..200)
         ) {
             let mut t = 10_000_000i64;
-            // In memory: a file per case would cost more than the case.
-            let mut spill = Spill::in_memory();
+            // Blocks of the logs are cut as in a capture, and wait in memory: a case is far too small to be
+            // written to a file.
+            let mut spill = Spill::default();
             let (mut cnps, mut ce) = (EventLog::default(), EventLog::default());
             let mut events = Vec::new();
             for (seq, (is_cnp, dt)) in steps.into_iter().enumerate() {
