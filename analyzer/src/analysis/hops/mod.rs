@@ -497,6 +497,15 @@ pub struct HopsPass {
     /// The last copy, not yet added to `matcher`: (key, its digest, copy).
     waiting: Option<(matching::Key, u64, Copy)>,
     core: Core,
+    side: Side,
+}
+
+/// What the pass keeps per frame besides matching: drain rates, PFC pauses, the NP check, packets and PSN
+/// gaps per tap. Matching never reads it, and the report only at the end, so with two threads it is kept on
+/// the reading one and the matching thread's is left empty.
+#[derive(Debug)]
+struct Side {
+    np_min_gap_ns: u64,
     rates: RateMap,
     psn: FxHashMap<(u32, u128, u32), PsnTracker>,
     packets: Vec<u64>,
@@ -506,12 +515,65 @@ pub struct HopsPass {
     pauses: Vec<(u32, u8, u64)>,
 }
 
+impl Side {
+    fn new(np_min_gap_ns: u64) -> Self {
+        Side {
+            np_min_gap_ns,
+            rates: RateMap::default(),
+            psn: FxHashMap::default(),
+            packets: Vec::new(),
+            psn_gaps: Vec::new(),
+            np: NpCheck::default(),
+            pauses: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn seen(&mut self, s: &Seen) {
+        let tap = s.copy.tap as usize;
+        let ts = s.copy.ts;
+        if tap >= self.packets.len() {
+            self.packets.resize(tap + 1, 0);
+            self.psn_gaps.resize(tap + 1, 0);
+        }
+        if s.has_mac && matches!(s.kind, Kind::Roce | Kind::Cnp | Kind::Other) {
+            self.rates
+                .get_mut(s.copy.tap, s.copy.dst_mac)
+                .departure(ts, s.copy.len);
+        }
+        if s.paused != 0 {
+            for prio in 0..8u8 {
+                if s.paused & (1 << prio) != 0 && self.pauses.len() < 1_000_000 {
+                    self.pauses.push((s.copy.tap, prio, ts));
+                }
+            }
+        }
+        self.np.frame(s, self.np_min_gap_ns);
+        let Some(key) = s.key.as_ref() else {
+            return;
+        };
+        self.packets[tap] += 1;
+        let opcode = Opcode(key.opcode);
+        if s.kind == Kind::Roce && (opcode.consumes_request_psn() || opcode.is_read_response()) {
+            let ev = self
+                .psn
+                .entry((s.copy.tap, key.dst, key.dest_qp))
+                .or_default()
+                .observe(key.psn, s.read_len);
+            if let PsnEvent::Gap(n) = ev {
+                self.psn_gaps[tap] += n as u64;
+            }
+        }
+    }
+}
+
 impl HopsPass {
     /// A pass with these options; the taps' files are learnt as the capture is read ([`HopsPass::learn_taps`]).
     pub fn new(opts: HopsOptions) -> Self {
         HopsPass {
             matcher: Matcher::new(opts.match_window_ns),
             waiting: None,
+            side: Side::new(opts.np_min_gap_ns),
             core: Core {
                 opts,
                 start_ns: None,
@@ -531,12 +593,6 @@ impl HopsPass {
                 next_flush: None,
                 spans: Vec::new(),
             },
-            rates: RateMap::default(),
-            psn: FxHashMap::default(),
-            packets: Vec::new(),
-            psn_gaps: Vec::new(),
-            np: NpCheck::default(),
-            pauses: Vec::new(),
         }
     }
 
@@ -559,49 +615,27 @@ impl HopsPass {
     /// One frame, as [`Seen::of`] cut it out.
     #[inline]
     fn seen(&mut self, s: &Seen) {
+        self.side.seen(s);
+        self.matched(s);
+    }
+
+    /// The matching part of [`HopsPass::seen`].
+    #[inline]
+    fn matched(&mut self, s: &Seen) {
         let tap = s.copy.tap as usize;
         let ts = s.copy.ts;
-        if tap >= self.packets.len() {
-            self.packets.resize(tap + 1, 0);
-            self.psn_gaps.resize(tap + 1, 0);
-        }
         let start = *self.core.start_ns.get_or_insert(ts);
         let segment = self.core.opts.segment_ns();
-        if s.has_mac && matches!(s.kind, Kind::Roce | Kind::Cnp | Kind::Other) {
-            self.rates
-                .get_mut(s.copy.tap, s.copy.dst_mac)
-                .departure(ts, s.copy.len);
-        }
-        if s.paused != 0 {
-            for prio in 0..8u8 {
-                if s.paused & (1 << prio) != 0 && self.pauses.len() < 1_000_000 {
-                    self.pauses.push((s.copy.tap, prio, ts));
-                }
-            }
-        }
-        self.np.frame(s, self.core.opts.np_min_gap_ns);
         let Some(key) = s.key else {
             return;
         };
         let copy = s.copy;
-        self.packets[tap] += 1;
         if tap >= self.core.spans.len() {
             self.core.spans.resize(tap + 1, (u64::MAX, 0));
         }
         let span = &mut self.core.spans[tap];
         span.0 = span.0.min(ts);
         span.1 = span.1.max(ts);
-        let opcode = Opcode(key.opcode);
-        if s.kind == Kind::Roce && (opcode.consumes_request_psn() || opcode.is_read_response()) {
-            let ev = self
-                .psn
-                .entry((s.copy.tap, key.dst, key.dest_qp))
-                .or_default()
-                .observe(key.psn, s.read_len);
-            if let PsnEvent::Gap(n) = ev {
-                self.psn_gaps[tap] += n as u64;
-            }
-        }
         let core = &mut self.core;
         if core.learn_until.is_none() {
             core.learn_until = Some(start.saturating_add(segment));
@@ -660,8 +694,8 @@ impl HopsPass {
                     file,
                     interface: t.interface,
                     name: t.description.name.clone(),
-                    packets: self.packets.get(i).copied().unwrap_or(0),
-                    psn_gaps: self.psn_gaps.get(i).copied().unwrap_or(0),
+                    packets: self.side.packets.get(i).copied().unwrap_or(0),
+                    psn_gaps: self.side.psn_gaps.get(i).copied().unwrap_or(0),
                     isb_dropped: dropped,
                 }
             })
@@ -694,7 +728,7 @@ impl HopsPass {
                 }
             })
             .collect();
-        let pauses = std::mem::take(&mut self.pauses);
+        let pauses = std::mem::take(&mut self.side.pauses);
         let mut accs = std::mem::take(&mut core.queues);
         for q in &mut accs {
             q.settle_macs();
@@ -704,7 +738,7 @@ impl HopsPass {
             .map(|q| {
                 let mac = q.macs.iter().max_by_key(|(_, n)| **n).map(|(m, _)| *m);
                 let measured = mac
-                    .and_then(|m| self.rates.get(q.tap, &m))
+                    .and_then(|m| self.side.rates.get(q.tap, &m))
                     .and_then(RateAcc::rate);
                 let (gbps, is_measured) = match opts.link_bps {
                     Some(bps) => (Some(bps as f64 / 1e9), false),
@@ -714,7 +748,7 @@ impl HopsPass {
             })
             .collect();
         let findings = findings(&hops, &queues, &opts);
-        let np = self.np.finish(name, opts.np_min_gap_ns);
+        let np = self.side.np.finish(name, opts.np_min_gap_ns);
         HopsReport {
             taps,
             hops,
@@ -1488,8 +1522,9 @@ const PREFETCH_GROUP: usize = 8;
 type Batch = (Vec<Seen>, Option<Vec<usize>>);
 
 impl HopsPass {
-    /// Frames in capture order, the table entries and groups their copies go to fetched from memory a few
-    /// frames ahead: waiting on them was most of the pass's time once it no longer decoded between frames.
+    /// Matches frames in capture order (their [`Side`] was kept as they were read), the table entries and
+    /// groups their copies go to fetched from memory a few frames ahead: waiting on them was most of the
+    /// pass's time once it no longer decoded between frames.
     fn feed(&mut self, batch: &[Seen]) {
         for (i, s) in batch.iter().enumerate() {
             if let Some(a) = batch.get(i + PREFETCH_TABLE)
@@ -1502,17 +1537,20 @@ impl HopsPass {
             {
                 self.matcher.prefetch_group(a.digest);
             }
-            self.seen(s);
+            self.matched(s);
         }
     }
 }
 
-/// Fills `batch` with up to [`BATCH`] frames; false once the capture has ended and none was left.
-fn fill(frames: &mut Frames<'_>, batch: &mut Vec<Seen>) -> bool {
+/// Fills `batch` with up to [`BATCH`] frames, keeping `side` on them; false once the capture has ended and
+/// none was left.
+fn fill(frames: &mut Frames<'_>, batch: &mut Vec<Seen>, side: &mut Side) -> bool {
     // Each frame is cut down where it was decoded: moving it (360 bytes) out of `Frames::next_frame` cost a
     // tenth of the pass's time.
     frames.for_each_until(|f| {
-        batch.push(Seen::of(f));
+        let s = Seen::of(f);
+        side.seen(&s);
+        batch.push(s);
         batch.len() >= BATCH
     });
     !batch.is_empty()
@@ -1528,8 +1566,9 @@ fn new_taps(capture: &Capture, known: &mut usize) -> Option<Vec<usize>> {
     })
 }
 
-/// Runs the pass over a whole capture. With a second core, one thread reads and decodes while another runs
-/// the pass (each takes about half of the work); the pass sees the same frames in the same order either way.
+/// Runs the pass over a whole capture. With a second core, one thread reads, decodes and keeps the [`Side`]
+/// while another matches (each takes about half of the work); the pass sees the same frames in the same order
+/// either way.
 pub fn run(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -> HopsReport {
     // Matching keys on the ICRC the frame carries, never on whether it is right: no CRC over every frame.
     let decoder = Decoder {
@@ -1544,7 +1583,7 @@ pub fn run(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -> HopsRe
         let mut frames = Frames::new(capture, decoder);
         let mut batch = Vec::with_capacity(BATCH);
         let mut known = 0;
-        while fill(&mut frames, &mut batch) {
+        while fill(&mut frames, &mut batch, &mut pass.side) {
             if let Some(taps) = new_taps(frames.capture(), &mut known) {
                 pass.core.tap_file = taps;
             }
@@ -1558,6 +1597,7 @@ pub fn run(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -> HopsRe
 
 /// This thread reads, decodes and cuts frames down to [`Seen`]s; a second one runs the pass over them.
 fn run_two_threads(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -> HopsPass {
+    let mut side = Side::new(opts.np_min_gap_ns);
     let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Batch>(BATCHES_AHEAD);
     let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<Seen>>();
     std::thread::scope(|scope| {
@@ -1577,7 +1617,7 @@ fn run_two_threads(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -
         let mut frames = Frames::new(capture, decoder);
         let mut batch = Vec::with_capacity(BATCH);
         let mut known = 0;
-        while fill(&mut frames, &mut batch) {
+        while fill(&mut frames, &mut batch, &mut side) {
             let taps = new_taps(frames.capture(), &mut known);
             let fresh = empty_rx
                 .try_recv()
@@ -1592,7 +1632,10 @@ fn run_two_threads(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -
         }
         drop(full_tx);
         match worker.join() {
-            Ok(pass) => pass,
+            Ok(mut pass) => {
+                pass.side = side;
+                pass
+            }
             Err(panic) => std::panic::resume_unwind(panic),
         }
     })
