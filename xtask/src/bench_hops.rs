@@ -4,9 +4,10 @@
 //! The captures come from `roce-sim`: four senders at 100 Gb/s write to one receiver behind one switch, whose
 //! port to the receiver queues and marks; one capturing host taps the four senders' links, another (its
 //! clock 3 ms ahead and 10 ppm fast) the receiver's. Each data packet is seen twice, its ACK twice. The
-//! command runs on one core, timed like `cargo xtask bench` (median of three, peak RSS), and its CPU time
-//! (user + sys) is kept too: on a machine shared with other builds the wall time measures the load as much as
-//! the pass, the CPU time much less so.
+//! command runs on the bench's cores (all by default, core 0 with `--one-core`; `hops` reads and matches on
+//! two threads when it has two cores), timed like `cargo xtask bench` (median of three, peak RSS), and its
+//! CPU time (user + sys) is kept too: on a machine shared with other builds the wall time measures the load as
+//! much as the pass, the CPU time much less so.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
