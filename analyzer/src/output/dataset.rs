@@ -137,7 +137,7 @@ macro_rules! rows {
         /// names) only on the encoding thread, so a row costs the decoding thread a handful of stores.
         #[derive(Debug, Default)]
         struct Rows {
-            $($name: Vec<$ty>,)*
+            $($name: $ty,)*
         }
 
         impl Rows {
@@ -149,27 +149,63 @@ macro_rules! rows {
 }
 
 rows! {
-    frame: i64,
-    time_ns: i64,
-    iface: u32,
-    kind: Kind,
-    len: u32,
-    caplen: u32,
-    vlan: Option<u16>,
-    pcp: Option<u8>,
-    inner_vlan: Option<u16>,
-    src_mac: Option<[u8; 6]>,
-    dst_mac: Option<[u8; 6]>,
-    ip: Option<IpInfo>,
-    roce_version: Option<u8>,
-    sport: Option<u16>,
-    bth: Option<BthRepr>,
-    payload_len: Option<i32>,
-    icrc_ok: Option<bool>,
-    aeth: Option<AethRepr>,
-    reth: Option<RethRepr>,
-    deth_src_qp: Option<u32>,
-    mac_control: Option<MacControlRepr>,
+    frame: Vec<i64>,
+    time_ns: Vec<i64>,
+    iface: Vec<u32>,
+    kind: Vec<Kind>,
+    len: Vec<u32>,
+    caplen: Vec<u32>,
+    vlan: Vec<Option<u16>>,
+    pcp: Vec<Option<u8>>,
+    inner_vlan: Vec<Option<u16>>,
+    src_mac: Vec<Option<[u8; 6]>>,
+    dst_mac: Vec<Option<[u8; 6]>>,
+    ip: Vec<Option<IpInfo>>,
+    roce_version: Vec<Option<u8>>,
+    sport: Vec<Option<u16>>,
+    bth: Vec<Option<BthRepr>>,
+    payload_len: Vec<Option<i32>>,
+    icrc_ok: Vec<Option<bool>>,
+    aeth: Sparse<AethRepr>,
+    reth: Sparse<RethRepr>,
+    deth_src_qp: Sparse<u32>,
+    mac_control: Sparse<MacControlRepr>,
+}
+
+/// A header that few frames carry (AETH on acknowledgements, RETH on a message's first packet, DETH,
+/// PFC and PAUSE): its values with their rows, so that the other rows cost neither a store nor room in
+/// the batch (as `Option`s these four took a third of a row's bytes).
+#[derive(Debug)]
+struct Sparse<T> {
+    rows: Vec<u32>,
+    values: Vec<T>,
+}
+
+impl<T> Default for Sparse<T> {
+    fn default() -> Self {
+        Sparse {
+            rows: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+}
+
+impl<T> Sparse<T> {
+    #[inline]
+    fn push(&mut self, row: usize, value: Option<T>) {
+        if let Some(v) = value {
+            self.rows.push(row as u32);
+            self.values.push(v);
+        }
+    }
+}
+
+impl<T> Buffer for Sparse<T> {
+    fn clear_keep(&mut self) {
+        self.rows.clear();
+        self.values.clear();
+    }
+    fn reserve_rows(&mut self, _: usize) {}
 }
 
 impl Rows {
@@ -183,6 +219,7 @@ impl Rows {
     /// are copied whole (a BTH, the IP facts, a PFC frame's content) and split into columns on the encoding
     /// thread: fewer stores here, on the thread that also reads and decodes.
     fn push(&mut self, f: &Frame<'_>) {
+        let row = self.frame.len();
         self.frame.push(f.number as i64);
         self.time_ns.push(f.ts_ns as i64);
         self.iface.push(f.iface);
@@ -204,12 +241,12 @@ impl Rows {
                 .map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
         );
         self.icrc_ok.push(roce.and_then(|r| r.icrc.as_option()));
-        let ext = roce.map(|r| &r.packet.ext);
-        self.aeth.push(ext.and_then(|e| e.aeth));
-        self.reth.push(ext.and_then(|e| e.reth));
-        self.deth_src_qp
-            .push(ext.and_then(|e| e.deth).map(|d| d.src_qp));
-        self.mac_control.push(f.mac_control);
+        if let Some(e) = roce.map(|r| &r.packet.ext) {
+            self.aeth.push(row, e.aeth);
+            self.reth.push(row, e.reth);
+            self.deth_src_qp.push(row, e.deth.map(|d| d.src_qp));
+        }
+        self.mac_control.push(row, f.mac_control);
     }
 
     fn len(&self) -> usize {
@@ -684,17 +721,17 @@ impl Pager<'_> {
         self.page(at, buf, FormatEncoding::DELTA_BINARY_PACKED);
     }
 
-    /// An integer column present on few rows of the page (PFC and PAUSE fields): `rows` lists the rows
-    /// that may hold a value, in order, and only those are looked at.
-    fn sparse_int(&mut self, rows: &[usize], get: impl Fn(usize) -> Option<i64>) {
+    /// An integer column of a sparse header that not all of its rows fill (a PFC field on a PAUSE
+    /// frame's row is null): only the rows that hold the header are looked at.
+    fn sparse_int<T>(&mut self, v: &Sparse<T>, get: impl Fn(&T) -> Option<i64>) {
         let at = self.next_chunk(&[Type::Int32, Type::Int64, Type::UInt64]);
         let s = &mut *self.scratch;
         s.valid.clear();
         s.valid.resize(self.n.div_ceil(8), 0);
         s.sparse.clear();
-        for &i in rows {
-            if let Some(v) = get(i) {
-                s.valid[i >> 3] |= 1 << (i & 7);
+        for (&i, x) in v.rows.iter().zip(&v.values) {
+            if let Some(v) = get(x) {
+                s.valid[i as usize >> 3] |= 1 << (i & 7);
                 s.sparse.push(v);
             }
         }
@@ -848,6 +885,19 @@ impl<T> Default for Gathered<T> {
 }
 
 impl<T: Copy> Gathered<T> {
+    /// Takes the values of a sparse header over a page of `n` rows; `valid` is scratch for the bitmap.
+    fn of_sparse(&mut self, v: &Sparse<T>, n: usize, valid: &mut Vec<u8>) {
+        valid.clear();
+        valid.resize(n.div_ceil(8), 0);
+        for &i in &v.rows {
+            valid[i as usize >> 3] |= 1 << (i & 7);
+        }
+        self.values.clear();
+        self.values.extend_from_slice(&v.values);
+        self.levels.clear();
+        def_levels(&mut self.levels, valid, n);
+    }
+
     /// Takes the present entries of `v`; `valid` is scratch for the bitmap.
     fn of(&mut self, v: &[Option<T>], valid: &mut Vec<u8>) {
         valid.clear();
@@ -1056,8 +1106,8 @@ impl Encoder {
         let g = &mut self.gathered;
         g.ip.of(&r.ip, &mut p.scratch.valid);
         g.bth.of(&r.bth, &mut p.scratch.valid);
-        g.aeth.of(&r.aeth, &mut p.scratch.valid);
-        g.reth.of(&r.reth, &mut p.scratch.valid);
+        g.aeth.of_sparse(&r.aeth, n, &mut p.scratch.valid);
+        g.reth.of_sparse(&r.reth, n, &mut p.scratch.valid);
         p.text_of(&mut self.src, &g.ip, |i| i.src, IpAddr::to_string)?;
         p.text_of(&mut self.dst, &g.ip, |i| i.dst, IpAddr::to_string)?;
         p.int_of(&g.ip, |i| i.dscp.into());
@@ -1084,19 +1134,17 @@ impl Encoder {
         p.int_of(&g.reth, |x| x.va as i64);
         p.int_of(&g.reth, |x| x.rkey.into());
         p.int_of(&g.reth, |x| x.dma_len.into());
-        p.int(&r.deth_src_qp, |&q| q.map(|q| (q as i32).into()));
-        // PFC and PAUSE frames are rare: their ten columns look only at the rows that hold one.
-        let control: Vec<usize> = (0..n).filter(|&i| r.mac_control[i].is_some()).collect();
-        let pfc = |i: usize| match r.mac_control[i] {
-            Some(MacControlRepr::Pfc(p)) => Some(p),
+        p.sparse_int(&r.deth_src_qp, |&q| Some((q as i32).into()));
+        let pfc = |m: &MacControlRepr| match *m {
+            MacControlRepr::Pfc(p) => Some(p),
             _ => None,
         };
-        p.sparse_int(&control, |i| pfc(i).map(|p| p.enable.into()));
+        p.sparse_int(&r.mac_control, |m| pfc(m).map(|p| p.enable.into()));
         for prio in 0..8 {
-            p.sparse_int(&control, |i| pfc(i).map(|p| p.quanta[prio].into()));
+            p.sparse_int(&r.mac_control, |m| pfc(m).map(|p| p.quanta[prio].into()));
         }
-        p.sparse_int(&control, |i| match r.mac_control[i] {
-            Some(MacControlRepr::Pause { quanta }) => Some(quanta.into()),
+        p.sparse_int(&r.mac_control, |m| match *m {
+            MacControlRepr::Pause { quanta } => Some(quanta.into()),
             _ => None,
         });
         debug_assert_eq!(p.at, COLUMNS.len());
