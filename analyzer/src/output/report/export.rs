@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::summary::DcqcnFlowRow;
 use super::{ReportError, ReportInput};
 use crate::analysis::dcqcn::{DcqcnReport, FlowDcqcn};
-use crate::output::tables::{self, TableError, TableFormat, TableRow};
+use crate::output::tables::{self, TableError, TableFormat, TableRow, Typed};
 use roce_core::dcqcn::EventKind;
 use roce_core::recorded::{KernelEvent, KernelSummary, flow_process_rows, kernel_event_rows};
 use std::net::Ipv4Addr;
@@ -69,6 +69,49 @@ impl TableRow for CutRow {
             alpha: 0.0,
         }
     }
+
+    fn columns(rows: &[Self]) -> Option<Vec<(&'static str, Typed)>> {
+        let mut columns = flow_columns(rows, |r| (r.sender, r.receiver, r.receiver_qp, r.t_ns));
+        columns.extend([
+            (
+                "rc_before_gbps",
+                Typed::floats(rows.iter().map(|r| r.rc_before_gbps)),
+            ),
+            (
+                "rc_after_gbps",
+                Typed::floats(rows.iter().map(|r| r.rc_after_gbps)),
+            ),
+            ("alpha", Typed::floats(rows.iter().map(|r| r.alpha))),
+        ]);
+        Some(columns)
+    }
+}
+
+/// The columns every per-event table starts with, in its rows' field order: sender, receiver,
+/// receiver_qp, t_ns.
+fn flow_columns<T>(
+    rows: &[T],
+    head: impl Fn(&T) -> (IpAddr, IpAddr, u32, u64),
+) -> Vec<(&'static str, Typed)> {
+    let heads: Vec<_> = rows.iter().map(head).collect();
+    vec![
+        (
+            "sender",
+            Typed::Text(heads.iter().map(|h| Some(h.0.to_string())).collect()),
+        ),
+        (
+            "receiver",
+            Typed::Text(heads.iter().map(|h| Some(h.1.to_string())).collect()),
+        ),
+        (
+            "receiver_qp",
+            Typed::U64(heads.iter().map(|h| Some(u64::from(h.2))).collect()),
+        ),
+        (
+            "t_ns",
+            Typed::U64(heads.iter().map(|h| Some(h.3)).collect()),
+        ),
+    ]
 }
 
 impl TableRow for ObservedCutRow {
@@ -99,6 +142,30 @@ impl TableRow for ModelRow {
             rt_gbps: 0.0,
             alpha: 0.0,
         }
+    }
+
+    fn columns(rows: &[Self]) -> Option<Vec<(&'static str, Typed)>> {
+        // An event's name as serde spells it, worked out once per kind.
+        let mut names: Vec<(EventKind, Option<String>)> = Vec::new();
+        let mut name = |k: EventKind| -> Option<String> {
+            if let Some((_, n)) = names.iter().find(|(e, _)| *e == k) {
+                return n.clone();
+            }
+            let n = serde_json::to_value(k)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned));
+            names.push((k, n.clone()));
+            n
+        };
+        let events = Typed::Text(rows.iter().map(|r| name(r.event)).collect());
+        let mut columns = flow_columns(rows, |r| (r.sender, r.receiver, r.receiver_qp, r.t_ns));
+        columns.extend([
+            ("event", events),
+            ("rc_gbps", Typed::floats(rows.iter().map(|r| r.rc_gbps))),
+            ("rt_gbps", Typed::floats(rows.iter().map(|r| r.rt_gbps))),
+            ("alpha", Typed::floats(rows.iter().map(|r| r.alpha))),
+        ]);
+        Some(columns)
     }
 }
 
@@ -310,4 +377,84 @@ pub fn write_kernel_tables(
         formats,
     )?);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The typed columns of the model and cuts tables give the files the serde path gives (whole tables go
+    /// through serde), nulls for non-finite floats and IPv6 included.
+    #[test]
+    fn typed_columns_write_the_bytes_of_the_serde_path() {
+        let v6: IpAddr = "fe80::1".parse().unwrap();
+        let v4: IpAddr = "10.0.0.2".parse().unwrap();
+        let model: Vec<ModelRow> = [
+            EventKind::FirstCnp,
+            EventKind::Cut,
+            EventKind::HyperIncrease,
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| ModelRow {
+            sender: if i == 1 { v6 } else { v4 },
+            receiver: v4,
+            receiver_qp: 0x00ab_cdef + i as u32,
+            t_ns: 1_700_000_000_000_000_000 + i as u64,
+            event,
+            rc_gbps: [100.0, f64::NAN, 0.1 + 0.2][i],
+            rt_gbps: [f64::INFINITY, 50.0, 1e-300][i],
+            alpha: 1.0 / (i as f64 + 3.0),
+        })
+        .collect();
+        let cuts: Vec<CutRow> = model
+            .iter()
+            .map(|m| CutRow {
+                sender: m.sender,
+                receiver: m.receiver,
+                receiver_qp: m.receiver_qp,
+                t_ns: m.t_ns,
+                rc_before_gbps: m.rt_gbps,
+                rc_after_gbps: m.rc_gbps,
+                alpha: m.alpha,
+            })
+            .collect();
+        let typed = tempfile::tempdir().unwrap();
+        let serde = tempfile::tempdir().unwrap();
+        let mut written = tables::write_formats_chunked(
+            typed.path(),
+            "model",
+            [model.iter().map(copy_model).collect()],
+            &FORMATS,
+        )
+        .unwrap();
+        written.extend(
+            tables::write_formats_chunked(
+                typed.path(),
+                "cuts",
+                [cuts.iter().map(copy_cut).collect()],
+                &FORMATS,
+            )
+            .unwrap(),
+        );
+        tables::write_formats(serde.path(), "model", &model, &FORMATS).unwrap();
+        tables::write_formats(serde.path(), "cuts", &cuts, &FORMATS).unwrap();
+        assert_eq!(written.len(), 4);
+        for path in written {
+            let name = path.file_name().unwrap();
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                std::fs::read(serde.path().join(name)).unwrap(),
+                "{name:?}"
+            );
+        }
+    }
+
+    fn copy_model(m: &ModelRow) -> ModelRow {
+        ModelRow { ..*m }
+    }
+
+    fn copy_cut(c: &CutRow) -> CutRow {
+        CutRow { ..*c }
+    }
 }
