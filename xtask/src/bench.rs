@@ -396,11 +396,11 @@ fn render(
          time taken around each process, less {:.1} ms for starting GNU time and taskset (their median on \
          `true`).\n\n",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        cores_note(),
         cpu_model(),
         std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|k| format!("Linux {}", k.trim()))
             .unwrap_or_default(),
+        cores_note(),
         overhead * 1e3
     ));
     s.push_str(&format!(
