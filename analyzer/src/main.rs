@@ -23,7 +23,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use roce_capture::{Bound, Capture, inputs};
 use roce_core::dcqcn::{EcnConfig, Profile};
-use roce_core::decode::{Decoder, Frame};
+use roce_core::decode::Decoder;
 use roce_core::filter::Filter;
 use roce_core::frames::Frames;
 use roce_core::passes::flows::FlowKey;
@@ -452,25 +452,21 @@ fn decode_parquet(
     let mut writer = dataset::DatasetWriter::create(&dir, layout)?;
     let limit = a.count.unwrap_or(u64::MAX);
     let mut taken = 0u64;
-    // The loop of `Frames::for_each`, written out: a batch is handed over between frames with the capture's
-    // tap names, which `for_each` does not give access to, and `Frames::next_frame` moves each frame (a few
-    // hundred bytes) out to its caller, a tenth of this command's CPU time on the benchmark capture.
-    let decoder = decoder(&a.input);
-    while taken < limit {
-        let full = {
-            let Some((number, rec)) = capture.next_record() else {
-                break;
-            };
-            let mut f = Frame::empty(number, &rec);
-            decoder.decode_into(&mut f, rec.link);
-            if filter.is_some_and(|flt| !flt.matches(&f)) {
-                continue;
+    let mut full = false;
+    let mut frames = Frames::new(&mut capture, decoder(&a.input));
+    // The loop pauses when a batch is full, to hand it over with the capture's tap names, and at the limit.
+    while taken < limit
+        && frames.for_each_until(|f| {
+            if filter.is_some_and(|flt| !flt.matches(f)) {
+                return false;
             }
             taken += 1;
-            writer.push(&f)
-        };
+            full = writer.push(f);
+            full || taken >= limit
+        })
+    {
         if full {
-            writer.flush(&capture)?;
+            writer.flush(frames.capture())?;
         }
     }
     let written = writer.finish(&capture)?;
