@@ -219,9 +219,23 @@ impl Options {
 /// lead the report anyway.
 pub const DEFAULT_FIT_FLOWS: usize = 32;
 
-/// Columns over the capture's span in which each flow's model series is decimated: one per pixel of a report
-/// chart, so that the series draws as every event would, in a size that does not grow with the capture.
+/// Columns over the capture's span in which the model series of a flow that may be charted is decimated: one
+/// per pixel of a report chart, so that the series draws as every event would, in a size that does not grow
+/// with the capture.
 pub const MODEL_COLUMNS: u64 = 1200;
+
+/// Flows whose model keeps [`MODEL_COLUMNS`] columns: those with the most CNPs (then CE marks), well beyond the
+/// report's eight charts and 32 fitted flows, so that every flow a chart or a fit shows is among them.
+pub const CHART_FLOWS: usize = 64;
+
+/// Columns shared by the models of all other flows, each getting an equal part (at least
+/// [`MIN_MODEL_COLUMNS`], at most [`MODEL_COLUMNS`]). With a column holding at most eight events, the series of
+/// thousands of flows stay within some tens of MB however long the capture, where a full resolution for each
+/// grew with every second of it. Every event of every flow is in `report --model-table`'s table.
+pub const SHARED_MODEL_COLUMNS: u64 = 1 << 16;
+
+/// The coarsest a flow's model series gets: its envelope over a sixteenth of the capture at a time.
+pub const MIN_MODEL_COLUMNS: u64 = 16;
 
 /// Which flow a model event belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -363,6 +377,9 @@ pub struct FlowDcqcn {
     /// the first and last event and those at which Rc, Rt and alpha are lowest and highest, in time order. A
     /// step chart drawn through these looks as one drawn through every event at that resolution.
     pub model: Vec<ModelPoint>,
+    /// Width of the columns `model` is decimated in: the report's [`DcqcnReport::model_column_ns`] for the
+    /// flows a chart may show, wider for the others when there are many (see [`SHARED_MODEL_COLUMNS`]).
+    pub model_column_ns: u64,
     /// The flow's busy bins (a bin that is not here carried no data).
     pub observed: Vec<Observed>,
     /// The rate drops seen after each CNP burst, to set beside the model's cuts.
@@ -569,8 +586,8 @@ pub struct DcqcnReport {
     pub line_gbps: f64,
     /// Width of the rate bins the observation is measured in.
     pub bin_ns: u64,
-    /// Width of the columns in which each flow's `model` series is decimated ([`MODEL_COLUMNS`] over the
-    /// capture's span).
+    /// Width of the columns in which the `model` series of the flows a chart may show is decimated
+    /// ([`MODEL_COLUMNS`] over the capture's span); each flow says its own in `model_column_ns`.
     pub model_column_ns: u64,
     /// The `--bin` width asked for, when the capture's span or its flows needed more bins than the grid may
     /// hold (see [`roce_core::passes::rates::MAX_TOTAL_BINS`]) and `bin_ns` had to be wider; null otherwise.
@@ -839,15 +856,12 @@ impl DcqcnPass {
         let mut chosen: Vec<&FlowSeries> = best.into_values().collect();
         chosen.sort_by_key(|s| (s.key, s.iface));
         let grid = Grid { start, width };
-        let columns = Grid {
-            start,
-            width: (end.saturating_sub(start) / MODEL_COLUMNS).saturating_add(1),
-        };
         let paused = Paused::new(pauses);
         let mut np = NpChecks::new(opts);
-        let mut flows = Vec::new();
         let mut aggregate = Aggregate::default();
         let traffic = Traffic::of(&chosen, grid);
+        // The flows DCQCN acted on, with their CNP streams, in the order their models run.
+        let mut work = Vec::new();
         for s in chosen {
             let pair = pairing.of_flow(&s.key);
             let cnp_key = pair.map(|p| FlowKey {
@@ -866,20 +880,29 @@ impl DcqcnPass {
             let ce: u64 = s.bins.iter().map(|b| u64::from(b.ce)).sum();
             if !cnp_times.is_empty() || ce > 0 {
                 aggregate.add(&s.bins);
-                flows.push(analyse_flow(
-                    s,
+                work.push(Work {
+                    series: s,
                     pair,
-                    (cnp_iface, cnp_times),
-                    FlowContext {
-                        grid,
-                        columns,
-                        end,
-                        paused: &paused,
-                        opts,
-                    },
-                    &mut *on_event,
-                )?);
+                    cnp_iface,
+                    cnp_ts: cnp_times,
+                    ce,
+                });
             }
+        }
+        let column_widths = model_columns(&work, start, end);
+        let mut flows = Vec::with_capacity(work.len());
+        for (w, width) in work.into_iter().zip(column_widths) {
+            flows.push(analyse_flow(
+                w,
+                FlowContext {
+                    grid,
+                    columns: Grid { start, width },
+                    end,
+                    paused: &paused,
+                    opts,
+                },
+                &mut *on_event,
+            )?);
         }
         if let Some(e) = pairing.spill_error() {
             return Err(DcqcnError::Spill(e.to_string()));
@@ -937,7 +960,7 @@ impl DcqcnPass {
             ignored_knobs: opts.ignored_knobs.clone(),
             line_gbps: opts.line_mbps / 1000.0,
             bin_ns: width,
-            model_column_ns: columns.width,
+            model_column_ns: column_width(start, end, MODEL_COLUMNS),
             requested_bin_ns,
             cnp_delay_ns: opts.cnp_delay_ns,
             flows,
@@ -1190,6 +1213,43 @@ struct FlowContext<'a> {
     opts: &'a Options,
 }
 
+/// Width of the columns that cut the span from `start` to `end` into `columns`.
+fn column_width(start: u64, end: u64, columns: u64) -> u64 {
+    (end.saturating_sub(start) / columns).saturating_add(1)
+}
+
+/// A flow DCQCN acted on, with its CNP stream, waiting for its model to run.
+struct Work<'a> {
+    series: &'a FlowSeries,
+    pair: Option<&'a Pair>,
+    /// The tap the CNPs were taken from, and their times.
+    cnp_iface: Option<u32>,
+    cnp_ts: Vec<u64>,
+    /// CE-marked packets in the flow's bins.
+    ce: u64,
+}
+
+/// Each flow's model column width: [`MODEL_COLUMNS`] for the [`CHART_FLOWS`] with most CNPs, then CE marks
+/// (then the flow key, for a stable choice); the other flows share [`SHARED_MODEL_COLUMNS`].
+fn model_columns(work: &[Work<'_>], start: u64, end: u64) -> Vec<u64> {
+    let rest = work.len().saturating_sub(CHART_FLOWS).max(1) as u64;
+    let shared = (SHARED_MODEL_COLUMNS / rest).clamp(MIN_MODEL_COLUMNS, MODEL_COLUMNS);
+    let mut widths = vec![column_width(start, end, shared); work.len()];
+    let mut rank: Vec<usize> = (0..work.len()).collect();
+    rank.sort_by_key(|&i| {
+        let w = &work[i];
+        (
+            std::cmp::Reverse(w.cnp_ts.len()),
+            std::cmp::Reverse(w.ce),
+            w.series.key,
+        )
+    });
+    for i in rank.into_iter().take(CHART_FLOWS) {
+        widths[i] = column_width(start, end, MODEL_COLUMNS);
+    }
+    widths
+}
+
 /// The sorted CNP arrival times as the sender's reaction point sees them.
 fn model_times(cnp_ts: &[u64], opts: &Options) -> Vec<u64> {
     cnp_ts
@@ -1387,9 +1447,7 @@ fn run_model(
 }
 
 fn analyse_flow(
-    s: &FlowSeries,
-    pair: Option<&Pair>,
-    (cnp_iface, mut cnp_ts): (Option<u32>, Vec<u64>),
+    w: Work<'_>,
     cx: FlowContext<'_>,
     on_event: &mut dyn FnMut(&FlowId, &Event),
 ) -> Result<FlowDcqcn, DcqcnError> {
@@ -1400,6 +1458,13 @@ fn analyse_flow(
         paused,
         opts,
     } = cx;
+    let Work {
+        series: s,
+        pair,
+        cnp_iface,
+        mut cnp_ts,
+        ce,
+    } = w;
     let id = FlowId {
         sender: s.key.src,
         receiver: s.key.dst,
@@ -1509,7 +1574,7 @@ fn analyse_flow(
         np_enabled,
         knobs_of,
         cnps: cnp_ts.len() as u64,
-        ce_packets: s.bins.iter().map(|b| u64::from(b.ce)).sum(),
+        ce_packets: ce,
         above_model_fraction,
         stretches_compared,
         paused_bins,
@@ -1525,6 +1590,7 @@ fn analyse_flow(
         cnp_ts_ns: cnp_ts,
         cuts,
         model,
+        model_column_ns: columns.width,
         observed,
         observed_cuts,
         frame_bits,
@@ -1812,4 +1878,94 @@ fn fit_knobs(
         stretches_compared: n,
         candidates,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(n: u32) -> FlowSeries {
+        FlowSeries {
+            iface: 0,
+            key: FlowKey {
+                src: IpAddr::from([10, 0, 0, 1]),
+                dst: IpAddr::from([10, 0, 0, 2]),
+                dest_qp: n,
+            },
+            bins: Vec::new(),
+            pcp: None,
+            dscp: None,
+            priority: None,
+            priority_source: None,
+        }
+    }
+
+    /// Work items of flows with CE marks only.
+    fn ce_marked(all: &[FlowSeries]) -> Vec<Work<'_>> {
+        all.iter()
+            .map(|s| Work {
+                series: s,
+                pair: None,
+                cnp_iface: None,
+                cnp_ts: Vec::new(),
+                ce: 1,
+            })
+            .collect()
+    }
+
+    /// The flows with most CNPs (then CE marks, then by key) keep the chart's resolution; the many others share
+    /// a fixed number of columns, so their series stop growing with the capture.
+    #[test]
+    fn the_flows_with_most_cnps_keep_full_columns_and_the_rest_share_a_budget() {
+        let all: Vec<FlowSeries> = (0..300).map(series).collect();
+        let work: Vec<Work<'_>> = all
+            .iter()
+            .map(|s| {
+                let q = s.key.dest_qp as usize;
+                Work {
+                    series: s,
+                    pair: None,
+                    cnp_iface: None,
+                    // Flows 0..100 have CNPs (more for higher QPs); 100..300 only CE marks, more for lower QPs.
+                    cnp_ts: vec![0; if q < 100 { q + 1 } else { 0 }],
+                    ce: if q < 100 { 0 } else { (300 - q) as u64 / 2 },
+                }
+            })
+            .collect();
+        let (start, end) = (1_000, 1_000 + 60_000_000_000);
+        let widths = model_columns(&work, start, end);
+        let fine = column_width(start, end, MODEL_COLUMNS);
+        let shared = column_width(
+            start,
+            end,
+            SHARED_MODEL_COLUMNS / (300 - CHART_FLOWS as u64),
+        );
+        assert!(shared > fine, "{shared} {fine}");
+        let fine_qps: Vec<u32> = (0..300u32)
+            .filter(|&q| widths[q as usize] == fine)
+            .collect();
+        // 64 flows: QPs 36..100 have the most CNPs.
+        assert_eq!(fine_qps, (36..100).collect::<Vec<u32>>());
+        assert!(widths.iter().all(|&w| w == fine || w == shared));
+        // Without CNPs, the CE marks rank; ties (QPs 101 and 102 both have 99) go to the lower key.
+        let ce_only: Vec<Work<'_>> = work.into_iter().skip(100).collect();
+        let widths = model_columns(&ce_only, start, end);
+        let fine_qps: Vec<u32> = (100..300u32)
+            .filter(|&q| widths[q as usize - 100] == fine)
+            .collect();
+        assert_eq!(fine_qps, (100..164).collect::<Vec<u32>>());
+        // Few flows: every one gets the full resolution.
+        let few = ce_marked(&all[..10]);
+        assert!(model_columns(&few, start, end).iter().all(|&w| w == fine));
+        // Thousands: the floor of 16 columns each.
+        let many: Vec<FlowSeries> = (0..5000).map(series).collect();
+        let many = ce_marked(&many);
+        let widths = model_columns(&many, start, end);
+        assert_eq!(widths.iter().filter(|&&w| w == fine).count(), CHART_FLOWS);
+        assert!(
+            widths
+                .iter()
+                .all(|&w| w == fine || w == column_width(start, end, MIN_MODEL_COLUMNS))
+        );
+    }
 }

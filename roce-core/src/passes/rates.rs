@@ -22,10 +22,10 @@ use crate::priority::{PriorityMap, PrioritySource};
 pub const MAX_BINS: usize = 4096;
 /// Narrowest automatic bin: dcqcn.md compares rates in bins of at least 10 µs.
 pub const MIN_BIN_NS: u64 = 10_000;
-/// Busy bins over all flows (40 bytes each: 80 MiB) before widths double, in either mode. A capture of
-/// thousands of flows sending throughout keeps about this many; one record with a corrupt timestamp years
-/// ahead costs one more.
-pub const MAX_TOTAL_BINS: usize = 1 << 21;
+/// Busy bins over all flows (40 bytes each: 40 MiB) before widths double, in either mode. A capture of
+/// thousands of flows sending throughout reaches it within seconds and then stays between half of it and all
+/// of it, however long it runs; one record with a corrupt timestamp years ahead costs one more.
+pub const MAX_TOTAL_BINS: usize = 1 << 20;
 
 /// One busy bin of one flow.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -200,6 +200,11 @@ impl RatesPass {
             add.paced_bytes = add.bytes;
             add.gap_ns = g;
         }
+        // A flow's bins grow by a quarter at a time, not by doubling: summed over thousands of flows, doubling
+        // left up to as much unused room as the budget itself.
+        if s.bins.len() == s.bins.capacity() {
+            s.bins.reserve_exact((s.bins.len() / 4).max(4));
+        }
         let new = match s.bins.last_mut() {
             Some(last) if last.index == index => {
                 last.add(&add);
@@ -263,6 +268,9 @@ impl RatesPass {
                 }
             }
             s.bins.truncate(kept);
+            // The room the merged bins left is given back: the budget counts what flows hold, not what they
+            // once grew to.
+            s.bins.shrink_to(kept + kept / 4);
             self.total_bins += kept;
         }
     }
