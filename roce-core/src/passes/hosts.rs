@@ -10,9 +10,21 @@ use crate::decode::{Frame, Kind, mac_to_string};
 
 /// Which MAC belongs to which IP, from RoCE frames: PFC frames carry only a MAC, and the report names a
 /// pausing host by its address when it can.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct HostsPass {
     macs: FxHashMap<[u8; 6], Option<IpAddr>>,
+    /// What `macs` says of a recent MAC, by the MAC's last byte: a frame that changes nothing (the address
+    /// already known, or the MAC already ambiguous) is done without hashing, which is nearly every frame.
+    recent: [Option<([u8; 6], Option<IpAddr>)>; 256],
+}
+
+impl Default for HostsPass {
+    fn default() -> Self {
+        HostsPass {
+            macs: FxHashMap::default(),
+            recent: [None; 256],
+        }
+    }
 }
 
 impl HostsPass {
@@ -24,10 +36,18 @@ impl HostsPass {
         let (Some(mac), Some(ip)) = (f.src_mac, f.ip) else {
             return;
         };
+        let slot = &mut self.recent[usize::from(mac[5])];
+        if let Some((m, known)) = *slot
+            && m == mac
+            && known.is_none_or(|a| a == ip.src)
+        {
+            return;
+        }
         let e = self.macs.entry(mac).or_insert(Some(ip.src));
         if *e != Some(ip.src) {
             *e = None;
         }
+        *slot = Some((mac, *e));
     }
 
     /// (MAC as text, IP) for every MAC that always carried one source IP.

@@ -3,6 +3,7 @@
 
 pub mod capture;
 pub mod cnp;
+pub mod flow_index;
 pub mod flows;
 pub mod hosts;
 pub mod pairing;

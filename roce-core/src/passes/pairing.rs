@@ -38,6 +38,7 @@ use roce_wire::mad::{CmMessage, QP1, parse_cm};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
+use super::flow_index::FlowIndex;
 use super::flows::FlowKey;
 use super::psn::psn_diff;
 use crate::decode::{ECN_CE, Frame, Kind};
@@ -94,25 +95,65 @@ fn read_span(len: u32) -> u32 {
     len.div_ceil(256).max(1)
 }
 
-/// A request flow's PSNs: the high-water mark and the widest span one request opened.
-#[derive(Debug, Clone, Copy)]
-struct RequestPsns {
-    top: u32,
-    slack: u32,
+/// The request flows from one host to another, column by column: every response the other way is checked
+/// against each of them (64 in a saturation test), in a loop the compiler can run several lanes wide.
+#[derive(Debug, Default)]
+struct RequestGroup {
+    /// Each flow's receiver QP.
+    qps: Vec<u32>,
+    /// Its PSNs' high-water mark.
+    tops: Vec<u32>,
+    /// The widest span one of its requests opened.
+    slacks: Vec<u32>,
+    /// How far behind `tops` a response's PSN may be and still fit: [`ACK_WINDOW`] plus the slack, and
+    /// never half the PSN space or more (a PSN that far behind is ahead).
+    reach: Vec<u32>,
 }
 
-impl RequestPsns {
-    fn extend(&mut self, psn: u32, span: u32) {
-        let end = psn.wrapping_add(span - 1) & 0xff_ffff;
-        if psn_diff(end, self.top) > 0 {
-            self.top = end;
-        }
-        self.slack = self.slack.max(span);
+/// PSNs are 24 bits.
+const PSN_MASK: u32 = 0xff_ffff;
+
+impl RequestGroup {
+    fn push(&mut self, qp: u32, psn: u32, span: u32) -> u32 {
+        self.qps.push(qp);
+        self.tops.push(psn);
+        self.slacks.push(span);
+        self.reach.push(Self::reach_of(span));
+        self.qps.len() as u32 - 1
     }
 
-    fn fits(&self, psn: u32) -> bool {
-        let behind = psn_diff(self.top, psn);
-        behind >= 0 && behind as u32 <= ACK_WINDOW.saturating_add(self.slack)
+    fn reach_of(slack: u32) -> u32 {
+        ACK_WINDOW.saturating_add(slack).min(PSN_MASK / 2)
+    }
+
+    fn len(&self) -> usize {
+        self.qps.len()
+    }
+
+    /// Flow `i` sent a request of `span` PSNs from `psn`.
+    fn extend(&mut self, i: usize, psn: u32, span: u32) {
+        let (Some(top), Some(slack), Some(reach)) = (
+            self.tops.get_mut(i),
+            self.slacks.get_mut(i),
+            self.reach.get_mut(i),
+        ) else {
+            return;
+        };
+        let end = psn.wrapping_add(span - 1) & PSN_MASK;
+        if psn_diff(end, *top) > 0 {
+            *top = end;
+        }
+        if span > *slack {
+            *slack = span;
+            *reach = Self::reach_of(span);
+        }
+    }
+
+    /// Adds to `fits`, per flow, whether a response with `psn` fits it: at most its reach behind its top.
+    fn count_fits(&self, psn: u32, fits: &mut [u64]) {
+        for ((n, &top), &reach) in fits.iter_mut().zip(&self.tops).zip(&self.reach) {
+            *n += u64::from(top.wrapping_sub(psn) & PSN_MASK <= reach);
+        }
     }
 }
 
@@ -150,13 +191,6 @@ impl EventLog {
             Some((ts, seq))
         })
     }
-}
-
-/// A request flow from one host to another: its receiver's QP and PSNs.
-#[derive(Debug)]
-struct RequestFlow {
-    qp: u32,
-    psns: RequestPsns,
 }
 
 /// The responses B→A to q_A (ACK/NAK/READ response).
@@ -259,12 +293,14 @@ pub struct PairingPass {
     cm_req: FxHashMap<(IpAddr, IpAddr, u32), u32>,
     /// Request flows' PSNs, grouped per (src, dst): (request flow) → (group, index in it).
     requests: FxHashMap<FlowKey, (u32, u32)>,
-    request_groups: Vec<Vec<RequestFlow>>,
+    request_groups: Vec<RequestGroup>,
     request_groups_by_pair: FxHashMap<(IpAddr, IpAddr), u32>,
     /// Responses (ACK/NAK/READ response) per stream.
     responses: FxHashMap<FlowKey, Responses>,
-    /// Flows per (tap, sender, receiver) and their timing state: (tap, flow) → (group, index in it).
-    tap_flows: FxHashMap<(u32, FlowKey), (u32, u32)>,
+    /// Flows per (tap, sender, receiver) and their timing state: (tap, flow) → a number, and by that number
+    /// (group, index in it).
+    tap_flows: FlowIndex,
+    tap_flow_at: Vec<(u32, u32)>,
     tap_groups: Vec<TapGroup>,
     tap_groups_by_pair: FxHashMap<(u32, IpAddr, IpAddr), u32>,
     tap_streams: FxHashMap<(u32, FlowKey), TapStream>,
@@ -522,9 +558,7 @@ impl PairingPass {
                     r
                 }
             };
-            self.request_groups[g as usize][i as usize]
-                .psns
-                .extend(bth.psn, span);
+            self.request_groups[g as usize].extend(i as usize, bth.psn, span);
             self.sent_at(at, f.ts_ns, ip.ecn == ECN_CE);
             return;
         }
@@ -537,9 +571,7 @@ impl PairingPass {
                 if r.fits.len() < group.len() {
                     r.fits.resize(group.len(), 0);
                 }
-                for (req, n) in group.iter().zip(&mut r.fits) {
-                    *n += u64::from(req.psns.fits(bth.psn));
-                }
+                group.count_fits(bth.psn, &mut r.fits);
             }
         }
         // Every packet but a pure acknowledgement carries data that a switch may mark (READ responses too).
@@ -556,8 +588,9 @@ impl PairingPass {
 
     /// The flow's place among the flows of its host pair at the tap, made on its first packet there.
     fn tap_flow(&mut self, iface: u32, key: FlowKey) -> (u32, u32) {
-        if let Some(&at) = self.tap_flows.get(&(iface, key)) {
-            return at;
+        let (n, new) = self.tap_flows.find_or_add(iface, &key);
+        if !new {
+            return self.tap_flow_at[n as usize];
         }
         let next = self.tap_groups.len() as u32;
         let g = *self
@@ -576,7 +609,7 @@ impl PairingPass {
             ce_log: EventLog::default(),
         });
         let at = (g, flows.len() as u32 - 1);
-        self.tap_flows.insert((iface, key), at);
+        self.tap_flow_at.push(at);
         at
     }
 
@@ -592,17 +625,12 @@ impl PairingPass {
             .entry((key.src, key.dst))
             .or_insert(next);
         if g == next {
-            self.request_groups.push(Vec::new());
+            self.request_groups.push(RequestGroup::default());
         }
-        let group = &mut self.request_groups[g as usize];
-        group.push(RequestFlow {
-            qp: key.dest_qp,
-            psns: RequestPsns {
-                top: psn,
-                slack: span,
-            },
-        });
-        let at = (g, group.len() as u32 - 1);
+        let at = (
+            g,
+            self.request_groups[g as usize].push(key.dest_qp, psn, span),
+        );
         self.requests.insert(key, at);
         at
     }
@@ -690,14 +718,14 @@ impl PairingPass {
             let Some(&g) = self.request_groups_by_pair.get(&(key.dst, key.src)) else {
                 continue;
             };
-            for (req, &n) in self.request_groups[g as usize].iter().zip(&r.fits) {
+            for (&qp, &n) in self.request_groups[g as usize].qps.iter().zip(&r.fits) {
                 if n > 0 {
                     let stream = FlowKey {
                         src: key.dst,
                         dst: key.src,
-                        dest_qp: req.qp,
+                        dest_qp: qp,
                     };
-                    self.evidence.entry((key, req.qp)).or_default().reverse_fit += n;
+                    self.evidence.entry((key, qp)).or_default().reverse_fit += n;
                     self.evidence
                         .entry((stream, key.dest_qp))
                         .or_default()
@@ -790,7 +818,11 @@ impl PairingPass {
             let Some(flow) = pairing.by_stream.get(&stream) else {
                 continue;
             };
-            let Some(&(g, i)) = self.tap_flows.get(&(iface, *flow)) else {
+            let Some(&(g, i)) = self
+                .tap_flows
+                .get(iface, flow)
+                .and_then(|n| self.tap_flow_at.get(n as usize))
+            else {
                 continue;
             };
             let ce = std::mem::take(&mut self.tap_groups[g as usize].flows[i as usize].ce_log);

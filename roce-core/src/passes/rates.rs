@@ -12,8 +12,7 @@
 
 use std::ops::Range;
 
-use rustc_hash::FxHashMap;
-
+use super::flow_index::FlowIndex;
 use super::flows::FlowKey;
 use crate::decode::{ECN_CE, Frame, Kind};
 use crate::priority::{PriorityMap, PrioritySource};
@@ -135,8 +134,10 @@ pub struct RatesPass {
     /// Busy bins held over all flows.
     total_bins: usize,
     /// Per (interface, flow): a flow mirrored at two taps must not count twice, and a tap downstream of a
-    /// pause still sees buffered frames drain while the sender is stopped.
-    flows: FxHashMap<(u32, FlowKey), Series>,
+    /// pause still sees buffered frames drain while the sender is stopped. The index numbers the pairs; the
+    /// series are kept by those numbers.
+    flows: FlowIndex,
+    series: Vec<Series>,
 }
 
 impl RatesPass {
@@ -148,7 +149,8 @@ impl RatesPass {
             fixed: bin_ns.is_some(),
             requested_ns: None,
             total_bins: 0,
-            flows: FxHashMap::default(),
+            flows: FlowIndex::default(),
+            series: Vec::new(),
         }
     }
 
@@ -183,7 +185,13 @@ impl RatesPass {
             dst: ip.dst,
             dest_qp: bth.dest_qp,
         };
-        let s = self.flows.entry((f.iface, key)).or_default();
+        let (at, new) = self.flows.find_or_add(f.iface, &key);
+        if new {
+            self.series.push(Series::default());
+        }
+        let Some(s) = self.series.get_mut(at as usize) else {
+            return;
+        };
         let gap = s.last_ns.map(|t| f.ts_ns.saturating_sub(t));
         s.last_ns = Some(f.ts_ns);
         s.pcp = f.pcp;
@@ -255,7 +263,7 @@ impl RatesPass {
         }
         self.width_ns = self.width_ns.saturating_mul(2);
         self.total_bins = 0;
-        for s in self.flows.values_mut() {
+        for s in &mut self.series {
             let mut kept = 0;
             for r in 0..s.bins.len() {
                 let mut b = s.bins[r];
@@ -291,13 +299,14 @@ impl RatesPass {
     }
 
     /// Every flow's busy bins at the final width.
-    pub fn finish(self) -> Vec<FlowSeries> {
+    pub fn finish(mut self) -> Vec<FlowSeries> {
         self.flows
-            .into_iter()
-            .map(|((iface, key), s)| {
+            .iter()
+            .map(|(iface, key, at)| {
+                let s = std::mem::take(&mut self.series[at as usize]);
                 let mut f = FlowSeries {
                     iface,
-                    key,
+                    key: *key,
                     bins: s.bins,
                     pcp: s.pcp,
                     dscp: s.dscp,
