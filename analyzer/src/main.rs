@@ -133,7 +133,7 @@ struct ReportArgs {
     /// when the curve fitted from captures of both sides of a switch disagrees).
     #[arg(long, value_name = "KMIN,KMAX,PMAX", value_parser = parse_switch_ecn)]
     switch_ecn: Option<(f64, f64, f64)>,
-    /// Also write model_events.parquet: every event of every flow's DCQCN model (model.csv holds the
+    /// Also write model_events.parquet: every event of every flow's DCQCN model (model.parquet holds the
     /// decimated series the charts draw). Written to disk as the model runs.
     #[arg(long)]
     model_table: bool,
