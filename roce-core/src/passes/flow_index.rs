@@ -1,14 +1,16 @@
 //! Dense numbers for the (tap, flow) pairs a pass keeps state for, found for most frames without hashing.
 //!
 //! The DCQCN passes look a flow up for every data frame, thousands of flows interleaved, and the hash map's
-//! lookup (hash the key, probe, compare the addresses) was a good part of their time. Here a direct-mapped
-//! table of recent flows, addressed by the destination QP's low bits, answers first; its answer is checked
-//! against the flow's full key, and a miss falls back to the hash map. QP numbers are handed out nearly in
+//! lookup (hash the key, probe, compare the addresses) was a good part of their time. A NIC sends a message's
+//! packets back to back, so most frames are of the flow of the frame before: that flow is tried first. Then
+//! a direct-mapped table of recent flows, addressed by the destination QP's low bits, answers; its answer is
+//! checked against the flow's full key, and a miss falls back to the hash map. QP numbers are handed out nearly in
 //! sequence, so thousands of flows to one host rarely share a slot; the tap and the receiver pick which part
 //! of the table a run of QP numbers lands in, so a flow seen at two taps, or receivers that reuse the same
 //! QP numbers, do not evict one another frame after frame.
 //!
-//! Memory: the table's fixed size, plus a key and a number per flow.
+//! Each pair's value sits beside its key, so a frame of a flow met again touches the table's slot and one
+//! entry. Memory: the table's fixed size, plus a key, a number and a value per flow.
 
 use rustc_hash::FxHashMap;
 
@@ -21,23 +23,26 @@ const RECENT_SLOTS: usize = 1 << 16;
 /// receiver at one tap never shares a slot.
 const QP_RUN_BITS: u32 = 12;
 
-/// (tap, flow) → a number from 0 up, in the order first seen.
+/// (tap, flow) → a number from 0 up, in the order first seen, and a value of the pass's own.
 #[derive(Debug)]
-pub struct FlowIndex {
-    /// Every pair, in the map's own order (which passes that hand their flows out in it keep).
+pub struct FlowIndex<V> {
+    /// Every pair's number, in the map's own order (which passes that hand their flows out in it keep).
     map: FxHashMap<(u32, FlowKey), u32>,
-    /// Each number's pair, to check the table's answers.
-    keys: Vec<(u32, FlowKey)>,
+    /// By number: the pair, to check the table's answers, and its value.
+    entries: Vec<(u32, FlowKey, V)>,
     /// A number per slot (`u32::MAX`: none yet).
     recent: Box<[u32]>,
+    /// The number last found.
+    last: usize,
 }
 
-impl Default for FlowIndex {
+impl<V> Default for FlowIndex<V> {
     fn default() -> Self {
         FlowIndex {
             map: FxHashMap::default(),
-            keys: Vec::new(),
+            entries: Vec::new(),
             recent: vec![u32::MAX; RECENT_SLOTS].into_boxed_slice(),
+            last: usize::MAX,
         }
     }
 }
@@ -53,38 +58,59 @@ fn slot(iface: u32, key: &FlowKey) -> usize {
     (key.dest_qp ^ (mixed << QP_RUN_BITS)) as usize & (RECENT_SLOTS - 1)
 }
 
-impl FlowIndex {
-    /// The pair's number, and whether it was just given (the pair was not seen before).
+impl<V> FlowIndex<V> {
+    /// Whether entry `at` is the pair's.
     #[inline]
-    pub fn find_or_add(&mut self, iface: u32, key: &FlowKey) -> (u32, bool) {
-        let s = slot(iface, key);
-        let cached = self.recent[s];
-        if let Some((i, k)) = self.keys.get(cached as usize)
-            && *i == iface
-            && k == key
-        {
-            return (cached, false);
-        }
-        let next = u32::try_from(self.keys.len()).unwrap_or(u32::MAX);
-        let at = *self.map.entry((iface, *key)).or_insert(next);
-        let new = at == next;
-        if new {
-            self.keys.push((iface, *key));
-        }
-        self.recent[s] = at;
-        (at, new)
+    fn holds(&self, at: usize, iface: u32, key: &FlowKey) -> bool {
+        self.entries
+            .get(at)
+            .is_some_and(|(i, k, _)| *i == iface && k == key)
     }
 
-    /// The pair's number, when it was seen.
-    pub fn get(&self, iface: u32, key: &FlowKey) -> Option<u32> {
-        self.map.get(&(iface, *key)).copied()
+    /// The pair's value, made by `new` when the pair was not seen before.
+    #[inline]
+    pub fn find_or_add(&mut self, iface: u32, key: &FlowKey, new: impl FnOnce() -> V) -> &mut V {
+        let at = if self.holds(self.last, iface, key) {
+            self.last
+        } else {
+            let s = slot(iface, key);
+            let cached = self.recent[s] as usize;
+            let at = if self.holds(cached, iface, key) {
+                cached
+            } else {
+                let next = self.entries.len();
+                let number = u32::try_from(next).unwrap_or(u32::MAX);
+                let at = *self.map.entry((iface, *key)).or_insert(number) as usize;
+                if at == next {
+                    self.entries.push((iface, *key, new()));
+                }
+                self.recent[s] = at as u32;
+                at
+            };
+            self.last = at;
+            at
+        };
+        &mut self.entries[at].2
     }
 
-    /// Every pair and its number, in the hash map's order.
-    pub fn iter(&self) -> impl Iterator<Item = (u32, &FlowKey, u32)> + '_ {
+    /// The pair's value, when it was seen.
+    pub fn get_mut(&mut self, iface: u32, key: &FlowKey) -> Option<&mut V> {
+        let at = *self.map.get(&(iface, *key))?;
+        self.entries.get_mut(at as usize).map(|e| &mut e.2)
+    }
+
+    /// Every value, in the order first seen.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> + '_ {
+        self.entries.iter_mut().map(|e| &mut e.2)
+    }
+
+    /// Every pair and its value, in the hash map's order.
+    pub fn into_map_order(self) -> impl Iterator<Item = (u32, FlowKey, V)> {
+        let mut entries: Vec<Option<(u32, FlowKey, V)>> =
+            self.entries.into_iter().map(Some).collect();
         self.map
-            .iter()
-            .map(|(&(iface, ref key), &at)| (iface, key, at))
+            .into_values()
+            .filter_map(move |at| entries.get_mut(at as usize).and_then(Option::take))
     }
 }
 
@@ -106,7 +132,11 @@ mod tests {
         /// and the map's order is what a plain map fed the same pairs would have.
         #[test]
         fn numbers_are_those_of_a_plain_map(
-            seen in proptest::collection::vec((0u32..3, 1u8..4, 0u32..0x30000), 1..400),
+            // A few QPs (flows met again, often back to back) and many (slots shared and lost).
+            seen in proptest::collection::vec(
+                (0u32..3, 1u8..4, prop_oneof![0u32..4, 0u32..0x30000]),
+                1..400,
+            ),
         ) {
             let mut index = FlowIndex::default();
             let mut plain: FxHashMap<(u32, FlowKey), u32> = FxHashMap::default();
@@ -114,10 +144,11 @@ mod tests {
                 let k = key(dst, qp);
                 let next = plain.len() as u32;
                 let want = *plain.entry((iface, k)).or_insert(next);
-                prop_assert_eq!(index.find_or_add(iface, &k), (want, want == next));
-                prop_assert_eq!(index.get(iface, &k), Some(want));
+                // The value is the pair's number as it was made, and how often it was met.
+                index.find_or_add(iface, &k, || (next, 0)).1 += 1;
+                prop_assert_eq!(index.get_mut(iface, &k).map(|v| v.0), Some(want));
             }
-            let order: Vec<_> = index.iter().map(|(i, k, at)| (i, *k, at)).collect();
+            let order: Vec<_> = index.into_map_order().map(|(i, k, v)| (i, k, v.0)).collect();
             let plain_order: Vec<_> = plain.iter().map(|(&(i, k), &at)| (i, k, at)).collect();
             prop_assert_eq!(order, plain_order);
         }

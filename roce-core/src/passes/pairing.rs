@@ -95,35 +95,32 @@ fn read_span(len: u32) -> u32 {
     len.div_ceil(256).max(1)
 }
 
-/// The request flows from one host to another, column by column: every response the other way is checked
-/// against each of them (64 in a saturation test), in a loop the compiler can run several lanes wide.
+/// The request flows from one host to another: every response the other way is checked against each of
+/// them (64 in a saturation test), so the PSN state of all of them sits in one array, in a loop the compiler
+/// can run several lanes wide.
 #[derive(Debug, Default)]
 struct RequestGroup {
     /// Each flow's receiver QP.
     qps: Vec<u32>,
-    /// Its PSNs' high-water mark.
-    tops: Vec<u32>,
-    /// The widest span one of its requests opened.
-    slacks: Vec<u32>,
-    /// How far behind `tops` a response's PSN may be and still fit: [`ACK_WINDOW`] plus the slack, and
-    /// never half the PSN space or more (a PSN that far behind is ahead).
-    reach: Vec<u32>,
+    /// Each flow's PSN high-water mark, and how far behind it a response's PSN may be and still fit:
+    /// [`ACK_WINDOW`] plus the widest span one of its requests opened, and never half the PSN space or more
+    /// (a PSN that far behind is ahead).
+    psns: Vec<(u32, u32)>,
 }
 
 /// PSNs are 24 bits.
 const PSN_MASK: u32 = 0xff_ffff;
 
+/// The reach of a flow whose widest request spanned `slack` PSNs (it grows with the slack).
+fn reach_of(slack: u32) -> u32 {
+    ACK_WINDOW.saturating_add(slack).min(PSN_MASK / 2)
+}
+
 impl RequestGroup {
     fn push(&mut self, qp: u32, psn: u32, span: u32) -> u32 {
         self.qps.push(qp);
-        self.tops.push(psn);
-        self.slacks.push(span);
-        self.reach.push(Self::reach_of(span));
+        self.psns.push((psn, reach_of(span)));
         self.qps.len() as u32 - 1
-    }
-
-    fn reach_of(slack: u32) -> u32 {
-        ACK_WINDOW.saturating_add(slack).min(PSN_MASK / 2)
     }
 
     fn len(&self) -> usize {
@@ -132,26 +129,19 @@ impl RequestGroup {
 
     /// Flow `i` sent a request of `span` PSNs from `psn`.
     fn extend(&mut self, i: usize, psn: u32, span: u32) {
-        let (Some(top), Some(slack), Some(reach)) = (
-            self.tops.get_mut(i),
-            self.slacks.get_mut(i),
-            self.reach.get_mut(i),
-        ) else {
+        let Some((top, reach)) = self.psns.get_mut(i) else {
             return;
         };
         let end = psn.wrapping_add(span - 1) & PSN_MASK;
         if psn_diff(end, *top) > 0 {
             *top = end;
         }
-        if span > *slack {
-            *slack = span;
-            *reach = Self::reach_of(span);
-        }
+        *reach = (*reach).max(reach_of(span));
     }
 
     /// Adds to `fits`, per flow, whether a response with `psn` fits it: at most its reach behind its top.
     fn count_fits(&self, psn: u32, fits: &mut [u64]) {
-        for ((n, &top), &reach) in fits.iter_mut().zip(&self.tops).zip(&self.reach) {
+        for (n, &(top, reach)) in fits.iter_mut().zip(&self.psns) {
             *n += u64::from(top.wrapping_sub(psn) & PSN_MASK <= reach);
         }
     }
@@ -299,8 +289,7 @@ pub struct PairingPass {
     responses: FxHashMap<FlowKey, Responses>,
     /// Flows per (tap, sender, receiver) and their timing state: (tap, flow) → a number, and by that number
     /// (group, index in it).
-    tap_flows: FlowIndex,
-    tap_flow_at: Vec<(u32, u32)>,
+    tap_flows: FlowIndex<(u32, u32)>,
     tap_groups: Vec<TapGroup>,
     tap_groups_by_pair: FxHashMap<(u32, IpAddr, IpAddr), u32>,
     tap_streams: FxHashMap<(u32, FlowKey), TapStream>,
@@ -588,29 +577,25 @@ impl PairingPass {
 
     /// The flow's place among the flows of its host pair at the tap, made on its first packet there.
     fn tap_flow(&mut self, iface: u32, key: FlowKey) -> (u32, u32) {
-        let (n, new) = self.tap_flows.find_or_add(iface, &key);
-        if !new {
-            return self.tap_flow_at[n as usize];
-        }
-        let next = self.tap_groups.len() as u32;
-        let g = *self
-            .tap_groups_by_pair
-            .entry((iface, key.src, key.dst))
-            .or_insert(next);
-        if g == next {
-            self.tap_groups.push(TapGroup::default());
-        }
-        let flows = &mut self.tap_groups[g as usize].flows;
-        flows.push(TapFlow {
-            receiver_qp: key.dest_qp,
-            request: None,
-            last_ce: None,
-            last_tx: None,
-            ce_log: EventLog::default(),
-        });
-        let at = (g, flows.len() as u32 - 1);
-        self.tap_flow_at.push(at);
-        at
+        *self.tap_flows.find_or_add(iface, &key, || {
+            let next = self.tap_groups.len() as u32;
+            let g = *self
+                .tap_groups_by_pair
+                .entry((iface, key.src, key.dst))
+                .or_insert(next);
+            if g == next {
+                self.tap_groups.push(TapGroup::default());
+            }
+            let flows = &mut self.tap_groups[g as usize].flows;
+            flows.push(TapFlow {
+                receiver_qp: key.dest_qp,
+                request: None,
+                last_ce: None,
+                last_tx: None,
+                ce_log: EventLog::default(),
+            });
+            (g, flows.len() as u32 - 1)
+        })
     }
 
     /// The request flow `key`'s place among the request flows of its host pair, made (at `psn`, a request
@@ -818,11 +803,7 @@ impl PairingPass {
             let Some(flow) = pairing.by_stream.get(&stream) else {
                 continue;
             };
-            let Some(&(g, i)) = self
-                .tap_flows
-                .get(iface, flow)
-                .and_then(|n| self.tap_flow_at.get(n as usize))
-            else {
+            let Some(&mut (g, i)) = self.tap_flows.get_mut(iface, flow) else {
                 continue;
             };
             let ce = std::mem::take(&mut self.tap_groups[g as usize].flows[i as usize].ce_log);

@@ -134,10 +134,8 @@ pub struct RatesPass {
     /// Busy bins held over all flows.
     total_bins: usize,
     /// Per (interface, flow): a flow mirrored at two taps must not count twice, and a tap downstream of a
-    /// pause still sees buffered frames drain while the sender is stopped. The index numbers the pairs; the
-    /// series are kept by those numbers.
-    flows: FlowIndex,
-    series: Vec<Series>,
+    /// pause still sees buffered frames drain while the sender is stopped.
+    flows: FlowIndex<Series>,
 }
 
 impl RatesPass {
@@ -150,7 +148,6 @@ impl RatesPass {
             requested_ns: None,
             total_bins: 0,
             flows: FlowIndex::default(),
-            series: Vec::new(),
         }
     }
 
@@ -185,13 +182,7 @@ impl RatesPass {
             dst: ip.dst,
             dest_qp: bth.dest_qp,
         };
-        let (at, new) = self.flows.find_or_add(f.iface, &key);
-        if new {
-            self.series.push(Series::default());
-        }
-        let Some(s) = self.series.get_mut(at as usize) else {
-            return;
-        };
+        let s = self.flows.find_or_add(f.iface, &key, Series::default);
         let gap = s.last_ns.map(|t| f.ts_ns.saturating_sub(t));
         s.last_ns = Some(f.ts_ns);
         s.pcp = f.pcp;
@@ -263,7 +254,7 @@ impl RatesPass {
         }
         self.width_ns = self.width_ns.saturating_mul(2);
         self.total_bins = 0;
-        for s in &mut self.series {
+        for s in self.flows.values_mut() {
             let mut kept = 0;
             for r in 0..s.bins.len() {
                 let mut b = s.bins[r];
@@ -299,14 +290,13 @@ impl RatesPass {
     }
 
     /// Every flow's busy bins at the final width.
-    pub fn finish(mut self) -> Vec<FlowSeries> {
+    pub fn finish(self) -> Vec<FlowSeries> {
         self.flows
-            .iter()
-            .map(|(iface, key, at)| {
-                let s = std::mem::take(&mut self.series[at as usize]);
+            .into_map_order()
+            .map(|(iface, key, s)| {
                 let mut f = FlowSeries {
                     iface,
-                    key: *key,
+                    key,
                     bins: s.bins,
                     pcp: s.pcp,
                     dscp: s.dscp,
