@@ -99,6 +99,17 @@ impl<V> FlowIndex<V> {
         self.entries.get_mut(at as usize).map(|e| &mut e.2)
     }
 
+    /// The pair's value, when it was seen.
+    pub fn get(&self, iface: u32, key: &FlowKey) -> Option<&V> {
+        let at = *self.map.get(&(iface, *key))?;
+        self.entries.get(at as usize).map(|e| &e.2)
+    }
+
+    /// Every pair and its value, in the order first seen.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &FlowKey, &V)> + '_ {
+        self.entries.iter().map(|(i, k, v)| (*i, k, v))
+    }
+
     /// Every value, in the order first seen.
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> + '_ {
         self.entries.iter_mut().map(|e| &mut e.2)

@@ -90,6 +90,9 @@ pub const MIN_ACTIVITY_SHARE: f64 = 0.9;
 /// The least share of the responses that a candidate connection must fit to count as consistent with them.
 pub const MIN_REVERSE_SHARE: f64 = 0.9;
 
+/// The tap the responses are counted at: all of them, as one.
+const ALL_TAPS: u32 = u32::MAX;
+
 /// The largest PSN span a READ REQUEST can open (PMTU 256 bytes); its responses fall inside.
 fn read_span(len: u32) -> u32 {
     len.div_ceil(256).max(1)
@@ -187,6 +190,8 @@ impl EventLog {
 #[derive(Debug, Default)]
 struct Responses {
     count: u64,
+    /// The request flows A→B they answer, once A sent a request to B.
+    group: Option<u32>,
     /// Per request flow A→B, in its group's order: how many responses fitted its PSNs. Counted here and
     /// turned into evidence at the end, as every response meets every request flow of the host pair.
     fits: Vec<u64>,
@@ -200,14 +205,15 @@ struct TapFlow {
     request: Option<(u32, u32)>,
     last_ce: Option<u64>,
     last_tx: Option<u64>,
-    /// Every CE mark, for the NP check of the pair the flow may end in.
-    ce_log: EventLog,
 }
 
-/// The flows S→R at one tap, in the order they were first seen there: a CNP R→S meets them all.
+/// The flows S→R at one tap, in the order they were first seen there: a CNP R→S meets them all, so what it
+/// reads of them lies side by side.
 #[derive(Debug, Default)]
 struct TapGroup {
     flows: Vec<TapFlow>,
+    /// Each flow's CE marks, for the NP check of the pair the flow may end in.
+    ce_logs: Vec<EventLog>,
 }
 
 /// A CNP stream at one tap.
@@ -285,8 +291,8 @@ pub struct PairingPass {
     requests: FxHashMap<FlowKey, (u32, u32)>,
     request_groups: Vec<RequestGroup>,
     request_groups_by_pair: FxHashMap<(IpAddr, IpAddr), u32>,
-    /// Responses (ACK/NAK/READ response) per stream.
-    responses: FxHashMap<FlowKey, Responses>,
+    /// Responses (ACK/NAK/READ response) per stream, over all taps (counted as at tap [`ALL_TAPS`]).
+    responses: FlowIndex<Responses>,
     /// Flows per (tap, sender, receiver) and their timing state: (tap, flow) → a number, and by that number
     /// (group, index in it).
     tap_flows: FlowIndex<(u32, u32)>,
@@ -553,10 +559,14 @@ impl PairingPass {
         }
         if op.is_ack() || op.is_read_response() {
             // This packet goes src→dst to q_dst and answers requests that went dst→src.
-            let r = self.responses.entry(key).or_default();
+            let r = self
+                .responses
+                .find_or_add(ALL_TAPS, &key, Responses::default);
             r.count += 1;
-            if let Some(&g) = self.request_groups_by_pair.get(&(ip.dst, ip.src)) {
-                let group = &self.request_groups[g as usize];
+            if r.group.is_none() {
+                r.group = self.request_groups_by_pair.get(&(ip.dst, ip.src)).copied();
+            }
+            if let Some(group) = r.group.and_then(|g| self.request_groups.get(g as usize)) {
                 if r.fits.len() < group.len() {
                     r.fits.resize(group.len(), 0);
                 }
@@ -586,15 +596,15 @@ impl PairingPass {
             if g == next {
                 self.tap_groups.push(TapGroup::default());
             }
-            let flows = &mut self.tap_groups[g as usize].flows;
-            flows.push(TapFlow {
+            let group = &mut self.tap_groups[g as usize];
+            group.flows.push(TapFlow {
                 receiver_qp: key.dest_qp,
                 request: None,
                 last_ce: None,
                 last_tx: None,
-                ce_log: EventLog::default(),
             });
-            (g, flows.len() as u32 - 1)
+            group.ce_logs.push(EventLog::default());
+            (g, group.flows.len() as u32 - 1)
         })
     }
 
@@ -621,11 +631,12 @@ impl PairingPass {
     }
 
     fn sent_at(&mut self, (g, i): (u32, u32), ts_ns: u64, ce: bool) {
-        let s = &mut self.tap_groups[g as usize].flows[i as usize];
+        let group = &mut self.tap_groups[g as usize];
+        let s = &mut group.flows[i as usize];
         s.last_tx = Some(ts_ns);
         if ce {
             s.last_ce = Some(ts_ns);
-            s.ce_log.push(ts_ns, self.seq, &mut self.spill);
+            group.ce_logs[i as usize].push(ts_ns, self.seq, &mut self.spill);
         }
     }
 
@@ -699,7 +710,7 @@ impl PairingPass {
             }
         }
         // A response B→A to q_A that fitted the request flow A→B to q_B counts for the connection (q_A, q_B).
-        for (&key, r) in &self.responses {
+        for (_, &key, r) in self.responses.iter() {
             let Some(&g) = self.request_groups_by_pair.get(&(key.dst, key.src)) else {
                 continue;
             };
@@ -806,7 +817,7 @@ impl PairingPass {
             let Some(&mut (g, i)) = self.tap_flows.get_mut(iface, flow) else {
                 continue;
             };
-            let ce = std::mem::take(&mut self.tap_groups[g as usize].flows[i as usize].ce_log);
+            let ce = std::mem::take(&mut self.tap_groups[g as usize].ce_logs[i as usize]);
             pairing
                 .logs
                 .insert((iface, stream), (std::mem::take(&mut st.log), ce));
@@ -818,7 +829,7 @@ impl PairingPass {
     fn score(&self, stream: &FlowKey, receiver_qp: u32, evidence: Evidence) -> Candidate {
         let flow = flow_of(stream, receiver_qp);
         // Responses both ways: to the stream's QP, and to the flow's receiver QP (coming back the stream's way).
-        let count = |k: &FlowKey| self.responses.get(k).map_or(0, |r| r.count);
+        let count = |k: &FlowKey| self.responses.get(ALL_TAPS, k).map_or(0, |r| r.count);
         let responses = count(stream) + count(&flow);
         let cnps = self.cnps.get(stream).copied().unwrap_or(0);
         let share = |n: u64, of: u64| (of > 0).then(|| n as f64 / of as f64);
