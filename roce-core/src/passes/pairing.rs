@@ -143,9 +143,9 @@ impl RequestGroup {
     }
 
     /// Adds to `fits`, per flow, whether a response with `psn` fits it: at most its reach behind its top.
-    fn count_fits(&self, psn: u32, fits: &mut [u64]) {
+    fn count_fits(&self, psn: u32, fits: &mut [u32]) {
         for (n, &(top, reach)) in fits.iter_mut().zip(&self.psns) {
-            *n += u64::from(top.wrapping_sub(psn) & PSN_MASK <= reach);
+            *n += u32::from(top.wrapping_sub(psn) & PSN_MASK <= reach);
         }
     }
 }
@@ -193,8 +193,38 @@ struct Responses {
     /// The request flows A→B they answer, once A sent a request to B.
     group: Option<u32>,
     /// Per request flow A→B, in its group's order: how many responses fitted its PSNs. Counted here and
-    /// turned into evidence at the end, as every response meets every request flow of the host pair.
-    fits: Vec<u64>,
+    /// turned into evidence at the end, as every response meets every request flow of the host pair. In 32
+    /// bits, so that each response reads half the memory (the counts of thousands of streams do not stay in
+    /// the cache), and added to `folded` before they could overflow.
+    fits: Vec<u32>,
+    /// The counts of `fits` up to the last fold.
+    folded: Vec<u64>,
+    /// Responses counted in `fits` since the last fold: no count there is larger.
+    since_fold: u32,
+}
+
+impl Responses {
+    /// Counts a response with `psn` against the request flows of `group`.
+    fn fit(&mut self, group: &RequestGroup, psn: u32) {
+        if self.since_fold == u32::MAX {
+            self.folded.resize(self.fits.len(), 0);
+            for (total, n) in self.folded.iter_mut().zip(&mut self.fits) {
+                *total += u64::from(std::mem::take(n));
+            }
+            self.since_fold = 0;
+        }
+        if self.fits.len() < group.len() {
+            self.fits.resize(group.len(), 0);
+        }
+        group.count_fits(psn, &mut self.fits);
+        self.since_fold += 1;
+    }
+
+    /// Per request flow of the group, how many responses fitted it.
+    fn fitted(&self) -> impl Iterator<Item = u64> + '_ {
+        let folded = self.folded.iter().copied().chain(std::iter::repeat(0));
+        self.fits.iter().zip(folded).map(|(&n, f)| f + u64::from(n))
+    }
 }
 
 /// What one flow S→R did at one tap, for the timing evidence.
@@ -567,10 +597,7 @@ impl PairingPass {
                 r.group = self.request_groups_by_pair.get(&(ip.dst, ip.src)).copied();
             }
             if let Some(group) = r.group.and_then(|g| self.request_groups.get(g as usize)) {
-                if r.fits.len() < group.len() {
-                    r.fits.resize(group.len(), 0);
-                }
-                group.count_fits(bth.psn, &mut r.fits);
+                r.fit(group, bth.psn);
             }
         }
         // Every packet but a pure acknowledgement carries data that a switch may mark (READ responses too).
@@ -714,7 +741,7 @@ impl PairingPass {
             let Some(&g) = self.request_groups_by_pair.get(&(key.dst, key.src)) else {
                 continue;
             };
-            for (&qp, &n) in self.request_groups[g as usize].qps.iter().zip(&r.fits) {
+            for (&qp, n) in self.request_groups[g as usize].qps.iter().zip(r.fitted()) {
                 if n > 0 {
                     let stream = FlowKey {
                         src: key.dst,
@@ -957,9 +984,31 @@ fn decide(stream: FlowKey, cands: Vec<Candidate>) -> Decision {
 
 #[cfg(test)]
 mod tests {
-    use super::{EventLog, NP_GAPS_US, NpMarks, np_marks};
+    use super::{EventLog, NP_GAPS_US, NpMarks, RequestGroup, Responses, np_marks};
     use crate::spill::Spill;
     use proptest::prelude::*;
+
+    #[test]
+    fn fit_counts_go_past_32_bits() {
+        let mut group = RequestGroup::default();
+        group.push(0x11, 1000, 1);
+        group.push(0x12, 5_000_000, 1);
+        // Just below the fold, with the first flow fitted by every response so far.
+        let mut r = Responses {
+            fits: vec![u32::MAX - 1, 0],
+            since_fold: u32::MAX - 1,
+            ..Responses::default()
+        };
+        for _ in 0..3 {
+            r.fit(&group, 999);
+        }
+        let want = u64::from(u32::MAX) + 2;
+        assert_eq!(r.fitted().collect::<Vec<_>>(), [want, 0]);
+        // A flow that joined the group after the fold is counted from its first response.
+        group.push(0x13, 999, 1);
+        r.fit(&group, 999);
+        assert_eq!(r.fitted().collect::<Vec<_>>(), [want + 1, 0, 1]);
+    }
 
     /// The NP marks as the pass once worked them out, frame by frame: each CE mark fills the open slots of the
     /// stream's wait, each CNP takes what the wait found and starts the next one.
