@@ -199,10 +199,10 @@ impl RatesPass {
             add.paced_bytes = add.bytes;
             add.gap_ns = g;
         }
-        // A flow's bins grow by a quarter at a time, not by doubling: summed over thousands of flows, doubling
+        // A flow's bins grow by an eighth at a time, not by doubling: summed over thousands of flows, doubling
         // left up to as much unused room as the budget itself.
         if s.bins.len() == s.bins.capacity() {
-            s.bins.reserve_exact((s.bins.len() / 4).max(4));
+            s.bins.reserve_exact((s.bins.len() / 8).max(4));
         }
         let new = match s.bins.last_mut() {
             Some(last) if last.index == index => {
@@ -269,7 +269,7 @@ impl RatesPass {
             s.bins.truncate(kept);
             // The room the merged bins left is given back: the budget counts what flows hold, not what they
             // once grew to.
-            s.bins.shrink_to(kept + kept / 4);
+            s.bins.shrink_to(kept + kept / 8);
             self.total_bins += kept;
         }
     }
