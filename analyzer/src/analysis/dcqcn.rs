@@ -1,8 +1,8 @@
 //! What DCQCN did in a capture: the model fed with each sender's CNP arrivals, next to what the sender was
 //! seen to send.
 //!
-//! [`DcqcnPass`] streams the capture once (pairing evidence, per-flow rate bins, CNP arrival times per sender
-//! QP); [`DcqcnPass::finish`] then replays the reaction-point model per paired flow, finds the observed rate
+//! [`DcqcnPass`] streams the capture once (pairing evidence, per-flow rate bins, and the CNPs' arrival times per
+//! sender QP and tap, which wait in the pairing's logs on disk); [`DcqcnPass::finish`] then replays the reaction-point model per paired flow, finds the observed rate
 //! change after each burst of CNPs, and fits the two knobs that shape a cut most (alpha gain and cut factor).
 //! The model's events are consumed as they are made: the cuts are kept, Rc is integrated over stretches long
 //! enough to hold several of the flow's frames (to tell a sender above its limiter from a rate quantised by
@@ -24,7 +24,7 @@ use roce_core::dcqcn::{
     DcqcnError, EcnConfig, Event, EventKind, Knobs, NpKnobs, PriorityEnable, Profile, Rp,
     replay_with, step_guard,
 };
-use roce_core::decode::{Frame, Kind};
+use roce_core::decode::Frame;
 use roce_core::passes::flows::FlowKey;
 use roce_core::passes::pairing::{Candidate, Method, Pair, Pairing, PairingPass};
 use roce_core::passes::pfc::PauseInterval;
@@ -760,8 +760,6 @@ impl DcqcnReport {
 pub struct DcqcnPass {
     pairing: PairingPass,
     rates: RatesPass,
-    /// CNP arrival times per tap and CNP stream (receiver → sender, sender's QP).
-    cnps: FxHashMap<(u32, FlowKey), Vec<u64>>,
     last_ns: u64,
 }
 
@@ -783,26 +781,15 @@ impl DcqcnPass {
         DcqcnPass {
             pairing: PairingPass::default(),
             rates: RatesPass::new(bin_ns),
-            cnps: FxHashMap::default(),
             last_ns: 0,
         }
     }
 
-    /// Feeds one decoded frame to the pairing, the rates and the CNP timeline.
+    /// Feeds one decoded frame to the pairing (which also logs every CNP's time) and the rates.
     pub fn frame(&mut self, f: &Frame<'_>) {
         self.last_ns = self.last_ns.max(f.ts_ns);
         self.pairing.frame(f);
         self.rates.frame(f);
-        if f.kind == Kind::Cnp
-            && let (Some(ip), Some(bth)) = (f.ip, f.bth())
-        {
-            let key = FlowKey {
-                src: ip.src,
-                dst: ip.dst,
-                dest_qp: bth.dest_qp,
-            };
-            self.cnps.entry((f.iface, key)).or_default().push(f.ts_ns);
-        }
     }
 
     /// The report, with `pauses` (the PFC pass's intervals) left out of the comparisons.
@@ -842,7 +829,7 @@ impl DcqcnPass {
         for s in &mut series {
             s.resolve_priority(&opts.priorities);
         }
-        let mut cnp_streams = CnpStreams::new(self.cnps);
+        let mut cnp_streams = CnpStreams::new(&pairing);
         // One series per flow: the tap that saw most of it (a flow mirrored twice is not twice as fast).
         let mut best: FxHashMap<FlowKey, &FlowSeries> = FxHashMap::default();
         for s in &series {
@@ -1084,35 +1071,41 @@ impl<'a> NpChecks<'a> {
 }
 
 /// The CNP streams by tap: each stream is taken from one tap, so that a CNP seen at two taps (a switch's
-/// ingress and egress, say) is one CNP.
+/// ingress and egress, say) is one CNP. The times come from the pairing's logs, which waited on disk while the
+/// capture was read, and only as each stream is taken.
 #[derive(Debug)]
-struct CnpStreams {
-    by_key: FxHashMap<FlowKey, Vec<(u32, Vec<u64>)>>,
+struct CnpStreams<'a> {
+    pairing: &'a Pairing,
+    /// Stream → (tap, CNPs there).
+    by_key: FxHashMap<FlowKey, Vec<(u32, u64)>>,
 }
 
-impl CnpStreams {
-    fn new(streams: FxHashMap<(u32, FlowKey), Vec<u64>>) -> CnpStreams {
-        let mut by_key: FxHashMap<FlowKey, Vec<(u32, Vec<u64>)>> = FxHashMap::default();
-        for ((iface, key), t) in streams {
-            by_key.entry(key).or_default().push((iface, t));
+impl<'a> CnpStreams<'a> {
+    fn new(pairing: &'a Pairing) -> CnpStreams<'a> {
+        let mut by_key: FxHashMap<FlowKey, Vec<(u32, u64)>> = FxHashMap::default();
+        for ((iface, key), n) in pairing.cnp_streams() {
+            by_key.entry(key).or_default().push((iface, n));
         }
-        CnpStreams { by_key }
+        CnpStreams { pairing, by_key }
     }
 
-    /// The stream `key` at the tap that saw most of its CNPs (`prefer` on a tie, else the lowest index); the
-    /// copies at other taps go with it.
+    /// The stream `key` at the tap that saw most of its CNPs (`prefer` on a tie, else the lowest index), with
+    /// its times there; the copies at other taps go with it.
     fn take(&mut self, key: &FlowKey, prefer: u32) -> Option<(u32, Vec<u64>)> {
         let taps = self.by_key.remove(key)?;
-        taps.into_iter()
-            .max_by_key(|(iface, t)| (t.len(), *iface == prefer, std::cmp::Reverse(*iface)))
+        let (iface, _) = taps
+            .into_iter()
+            .max_by_key(|&(iface, n)| (n, iface == prefer, std::cmp::Reverse(iface)))?;
+        Some((iface, self.pairing.cnp_times(iface, key)))
     }
 
     /// The streams no flow took, each at its tap with most CNPs.
-    fn rest(self) -> impl Iterator<Item = (FlowKey, u32, Vec<u64>)> {
-        self.by_key.into_iter().filter_map(|(key, taps)| {
+    fn rest(self) -> impl Iterator<Item = (FlowKey, u32, Vec<u64>)> + 'a {
+        let pairing = self.pairing;
+        self.by_key.into_iter().filter_map(move |(key, taps)| {
             taps.into_iter()
-                .max_by_key(|(iface, t)| (t.len(), std::cmp::Reverse(*iface)))
-                .map(|(iface, t)| (key, iface, t))
+                .max_by_key(|&(iface, n)| (n, std::cmp::Reverse(iface)))
+                .map(|(iface, _)| (key, iface, pairing.cnp_times(iface, &key)))
         })
     }
 }

@@ -71,6 +71,20 @@ fn send(qp: u32, psn: u32) -> BthRepr {
     BthRepr::new(Opcode::UC_SEND_ONLY, qp, psn)
 }
 
+/// Hands the pass frame number `n`, `bytes` seen at tap and time `at`.
+fn feed_frame(pass: &mut PairingPass, dec: &Decoder, n: u64, at: (u32, u64), bytes: &[u8]) {
+    let rec = Record {
+        iface: at.0,
+        link: LinkType::ETHERNET,
+        ts_ns: at.1,
+        caplen: bytes.len() as u32,
+        len: bytes.len() as u32,
+        data: bytes,
+        offset: 0,
+    };
+    pass.frame(&dec.decode(n, &rec));
+}
+
 #[test]
 fn cnps_after_ce_pair_by_timing() {
     // Two UC flows from .1 to .2 (no ACKs to learn from); CE only on QP 0x200, whose sender QP is 0x99.
@@ -80,16 +94,7 @@ fn cnps_after_ce_pair_by_timing() {
     let mut n = 0;
     let mut feed = |bytes: Vec<u8>, t: u64, pass: &mut PairingPass| {
         n += 1;
-        let rec = Record {
-            iface: 0,
-            link: LinkType::ETHERNET,
-            ts_ns: t,
-            caplen: bytes.len() as u32,
-            len: bytes.len() as u32,
-            data: &bytes,
-            offset: 0,
-        };
-        pass.frame(&dec.decode(n, &rec));
+        feed_frame(pass, &dec, n, (0, t), &bytes);
     };
     for i in 0..50u32 {
         feed(frame(1, 2, 2, send(0x100, i), &[0; 64]), t, &mut pass);
@@ -446,4 +451,59 @@ fn the_np_marks_read_back_from_the_temporary_file_are_those_kept_in_memory() {
         "{answered} marks for {} CNPs",
         counts.cnps
     );
+}
+
+/// The DCQCN analysis takes every stream's CNP times from the pairing's logs, which wait on disk: they come back
+/// exact and in order, per tap, for a paired stream and for one no flow took, however long the log (thousands
+/// of CNPs go far past the few hundred bytes a log keeps in memory, and the blocks past the file's first
+/// write), and for both kinds of pass.
+#[test]
+fn cnp_times_come_back_from_the_logs_per_tap_and_stream() {
+    let dec = Decoder::default();
+    for (mut pass, on_disk) in [
+        (PairingPass::default(), true),
+        (PairingPass::in_memory(), false),
+    ] {
+        let mut n = 0;
+        let mut feed = |bytes: Vec<u8>, iface: u32, t: u64, pass: &mut PairingPass| {
+            n += 1;
+            feed_frame(pass, &dec, n, (iface, t), &bytes);
+        };
+        let (mut paired, mut lone, mut second_tap) = (Vec::new(), Vec::new(), Vec::new());
+        let mut t = 1_000_000u64;
+        for i in 0..6_000u32 {
+            // CE-marked data 1 → 2 to QP 0x200, answered by a CNP to QP 0x99 3 µs later; irregular gaps.
+            feed(frame(1, 2, 3, send(0x200, i), &[0; 64]), 0, t, &mut pass);
+            let c = t + 3_000 + u64::from(i % 7) * 13;
+            feed(cnp(2, 1, 0x99), 0, c, &mut pass);
+            paired.push(c);
+            // The same CNP seen 300 ns later at a second tap.
+            feed(cnp(2, 1, 0x99), 1, c + 300, &mut pass);
+            second_tap.push(c + 300);
+            // CNPs to a QP no flow answers to, now and then.
+            if i % 3 == 0 {
+                feed(cnp(4, 3, 0x55), 0, c + 1_000, &mut pass);
+                lone.push(c + 1_000);
+            }
+            t += 50_000 + u64::from(i % 11) * 1_000;
+        }
+        assert_eq!(pass.spilled().0 > 0, on_disk, "{:?}", pass.spilled());
+        let p = pass.finish();
+        assert!(p.of_cnp(&stream(2, 1, 0x99)).is_some());
+        assert_eq!(p.cnp_times(0, &stream(2, 1, 0x99)), paired);
+        assert_eq!(p.cnp_times(1, &stream(2, 1, 0x99)), second_tap);
+        assert_eq!(p.cnp_times(0, &stream(4, 3, 0x55)), lone);
+        assert!(p.cnp_times(1, &stream(4, 3, 0x55)).is_empty());
+        let mut streams: Vec<((u32, FlowKey), u64)> = p.cnp_streams().collect();
+        streams.sort_by_key(|&((iface, k), _)| (k, iface));
+        assert_eq!(
+            streams,
+            [
+                ((0, stream(2, 1, 0x99)), 6_000),
+                ((1, stream(2, 1, 0x99)), 6_000),
+                ((0, stream(4, 3, 0x55)), 2_000),
+            ]
+        );
+        assert!(p.spill_error().is_none());
+    }
 }

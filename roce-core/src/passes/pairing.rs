@@ -27,7 +27,8 @@
 //! only known at the end, and a stream has as many candidates as its host pair has flows (64 in a saturation
 //! test), so nothing is worked out per candidate as the frames pass: each flow logs its CE marks and each
 //! stream its CNPs per tap (compactly, a few bytes each), and [`PairingPass::finish`] replays the two logs of
-//! each pair made, and of no other.
+//! each pair made, and of no other. The CNP logs of every stream stay with the [`Pairing`]: the DCQCN analysis
+//! reads each stream's CNP times from them ([`Pairing::cnp_times`]) rather than keep a copy in memory.
 //!
 //! State is per flow, per stream and per candidate pair, plus those two logs of marks and CNPs.
 
@@ -159,10 +160,13 @@ struct EventLog {
     log: SpillLog,
     last_ts: u64,
     last_seq: u64,
+    /// Entries pushed.
+    len: u64,
 }
 
 impl EventLog {
     fn push(&mut self, ts: u64, seq: u64, spill: &mut Spill) {
+        self.len += 1;
         let dt = ts.wrapping_sub(self.last_ts) as i64;
         let tail = self.log.tail();
         put_varint(tail, ((dt << 1) ^ (dt >> 63)) as u64);
@@ -368,6 +372,8 @@ pub struct Pairing {
     /// Per (tap, paired stream): the stream's CNPs there and its flow's CE marks there, worked into the NP
     /// check's marks when asked ([`Pairing::ce_triggers`]), one pair at a time.
     logs: FxHashMap<(u32, FlowKey), (EventLog, EventLog)>,
+    /// Per (tap, stream) of no pair: its CNPs there, for [`Pairing::cnp_times`].
+    unpaired_logs: FxHashMap<(u32, FlowKey), EventLog>,
     /// Where the logs' older entries are.
     spill: Spill,
 }
@@ -431,7 +437,26 @@ impl Pairing {
             .collect()
     }
 
-    /// Why [`Pairing::ce_triggers`] may have answered from part of the logs: the first failure to read them
+    /// Every CNP stream at every tap it was seen at (tap, stream), with its CNPs there.
+    pub fn cnp_streams(&self) -> impl Iterator<Item = ((u32, FlowKey), u64)> + '_ {
+        let paired = self.logs.iter().map(|(&k, (cnps, _))| (k, cnps.len));
+        let rest = self.unpaired_logs.iter().map(|(&k, cnps)| (k, cnps.len));
+        paired.chain(rest)
+    }
+
+    /// The times of the stream's CNPs at tap `iface`, in the order they were met: read back from the log
+    /// that waited on disk, so that no CNP time is held in memory while the capture is read.
+    pub fn cnp_times(&self, iface: u32, stream: &FlowKey) -> Vec<u64> {
+        let key = (iface, *stream);
+        let log = self
+            .logs
+            .get(&key)
+            .map(|(cnps, _)| cnps)
+            .or_else(|| self.unpaired_logs.get(&key));
+        log.map_or_else(Vec::new, |l| l.iter(&self.spill).map(|(t, _)| t).collect())
+    }
+
+    /// Why [`Pairing::ce_triggers`] or [`Pairing::cnp_times`] may have answered from part of the logs: the first failure to read them
     /// back from their temporary file since the last call.
     pub fn spill_error(&self) -> Option<std::io::Error> {
         self.spill.take_error()
@@ -837,17 +862,23 @@ impl PairingPass {
             }
         }
         // The logs of the pairs made go with them, to be worked into the NP check's marks when asked.
+        // The CNP logs of the other streams stay too: the DCQCN analysis takes every stream's CNP times from
+        // them.
         for (&(iface, stream), st) in &mut self.tap_streams {
-            let Some(flow) = pairing.by_stream.get(&stream) else {
-                continue;
-            };
-            let Some(&mut (g, i)) = self.tap_flows.get_mut(iface, flow) else {
-                continue;
-            };
-            let ce = std::mem::take(&mut self.tap_groups[g as usize].ce_logs[i as usize]);
-            pairing
-                .logs
-                .insert((iface, stream), (std::mem::take(&mut st.log), ce));
+            let log = std::mem::take(&mut st.log);
+            let at = pairing
+                .by_stream
+                .get(&stream)
+                .and_then(|flow| self.tap_flows.get_mut(iface, flow));
+            match at {
+                Some(&mut (g, i)) => {
+                    let ce = std::mem::take(&mut self.tap_groups[g as usize].ce_logs[i as usize]);
+                    pairing.logs.insert((iface, stream), (log, ce));
+                }
+                None => {
+                    pairing.unpaired_logs.insert((iface, stream), log);
+                }
+            }
         }
         pairing.spill = self.spill;
         pairing
