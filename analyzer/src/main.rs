@@ -657,6 +657,7 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
     };
     let files = write_report_with(&a.out, &input, &kernel)
         .with_context(|| format!("writing the report into {}", a.out.display()))?;
+    kept_read_back(&analysis.dcqcn)?;
     if let Some(log) = log {
         write_model_table(&a.out, log)?;
     }
@@ -755,7 +756,20 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
         print_dcqcn(&mut out, &report)?;
     }
     out.flush()?;
+    kept_read_back(&report)?;
     Ok(finish(&capture))
+}
+
+/// Fails when a flow's CNP times or cuts could not be read back from their temporary file while the output
+/// was written: that output may lack some of them.
+fn kept_read_back(report: &analyzer::analysis::dcqcn::DcqcnReport) -> Result<()> {
+    match report.kept_read_error() {
+        Some(e) => Err(e).context(
+            "reading the DCQCN flows' CNP times and cuts back from their temporary file in TMPDIR: the output \
+             above may lack some; check that TMPDIR's file system is healthy and run again",
+        ),
+        None => Ok(()),
+    }
 }
 
 fn write_tables(dir: &Path, r: &StatsReport, format: TableFormat) -> Result<()> {

@@ -16,6 +16,7 @@
 //! observation, of the fit, and of the observed cuts.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -25,6 +26,8 @@ use roce_core::dcqcn::{
     replay_with, step_guard,
 };
 use roce_core::decode::Frame;
+
+use super::on_disk::{DiskVec, Fixed, Store};
 use roce_core::passes::flows::FlowKey;
 use roce_core::passes::pairing::{Candidate, Method, Pair, Pairing, PairingPass};
 use roce_core::passes::pfc::PauseInterval;
@@ -292,6 +295,25 @@ pub struct Cut {
     pub alpha: f64,
 }
 
+impl Fixed for Cut {
+    const SIZE: usize = 32;
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.t_ns.to_le_bytes());
+        for v in [self.rc_before_gbps, self.rc_after_gbps, self.alpha] {
+            out.extend_from_slice(&v.to_bits().to_le_bytes());
+        }
+    }
+    fn get(b: &[u8]) -> Self {
+        let f = |i: usize| f64::from_bits(u64::get(&b[i * 8..]));
+        Cut {
+            t_ns: u64::get(b),
+            rc_before_gbps: f(1),
+            rc_after_gbps: f(2),
+            alpha: f(3),
+        }
+    }
+}
+
 /// The state of the model at one of its events, kept for the charts of Rc, Rt and alpha.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ModelPoint {
@@ -369,10 +391,11 @@ pub struct FlowDcqcn {
     #[serde(flatten)]
     /// The flow's numbers, flattened into the same JSON object as its series.
     pub summary: FlowSummary,
-    /// Every CNP the model was fed (delay applied), for the charts' CNP marks.
-    pub cnp_ts_ns: Vec<u64>,
-    /// The model's cuts, each one a CNP it acted on.
-    pub cuts: Vec<Cut>,
+    /// Every CNP the model was fed (delay applied), for the charts' CNP marks; in a temporary file until the
+    /// report is written ([`on_disk`]).
+    pub cnp_ts_ns: DiskVec<u64>,
+    /// The model's cuts, each one a CNP it acted on; in the same file.
+    pub cuts: DiskVec<Cut>,
     /// The model's events, decimated: in each column of the report's [`DcqcnReport::model_column_ns`] grid,
     /// the first and last event and those at which Rc, Rt and alpha are lowest and highest, in time order. A
     /// step chart drawn through these looks as one drawn through every event at that resolution.
@@ -717,6 +740,14 @@ impl DcqcnReport {
         }
     }
 
+    /// The first failure to read a flow's CNP times or cuts back from their temporary file since the last
+    /// call: an output written since may lack some of them. All flows share one file.
+    pub fn kept_read_error(&self) -> Option<std::io::Error> {
+        self.flows
+            .iter()
+            .find_map(|f| f.cnp_ts_ns.take_error().or_else(|| f.cuts.take_error()))
+    }
+
     /// What the analysis could not do as asked, in words for the console and the report: a bin width that
     /// had to widen, models stopped by their guard.
     pub fn limits(&self) -> Vec<String> {
@@ -877,6 +908,7 @@ impl DcqcnPass {
             }
         }
         let column_widths = model_columns(&work, start, end);
+        let kept = Store::new();
         let mut flows = Vec::with_capacity(work.len());
         for (w, width) in work.into_iter().zip(column_widths) {
             flows.push(analyse_flow(
@@ -887,6 +919,7 @@ impl DcqcnPass {
                     end,
                     paused: &paused,
                     opts,
+                    kept: &kept,
                 },
                 &mut *on_event,
             )?);
@@ -908,7 +941,7 @@ impl DcqcnPass {
                 if f.summary.rp_enabled == Some(false) {
                     continue;
                 }
-                let times = model_times(&f.cnp_ts_ns, opts);
+                let times = model_times(&f.cnp_ts_ns.to_vec(), opts);
                 if !times.is_empty() {
                     let (knobs, _) = model_knobs(opts, f.summary.sender);
                     f.summary.fit = fit_knobs(&times, f, grid, end, (opts, knobs))?;
@@ -1204,6 +1237,8 @@ struct FlowContext<'a> {
     end: u64,
     paused: &'a Paused,
     opts: &'a Options,
+    /// Where the flow's CNP times and cuts go once its model has run.
+    kept: &'a Arc<Store>,
 }
 
 /// Width of the columns that cut the span from `start` to `end` into `columns`.
@@ -1450,6 +1485,7 @@ fn analyse_flow(
         end,
         paused,
         opts,
+        kept,
     } = cx;
     let Work {
         series: s,
@@ -1518,11 +1554,10 @@ fn analyse_flow(
         max_alpha = max_alpha.max(e.alpha);
         model.push(e);
     })?;
-    // Every flow's vectors live until the report is written: keep what they hold, not what they grew to.
+    // Every flow's model lives until the report is written: keep what it holds, not what it grew to. The CNP
+    // times and cuts go to the file.
     let mut model = model.finish();
     model.shrink_to_fit();
-    cuts.shrink_to_fit();
-    cnp_ts.shrink_to_fit();
     let observed_cuts = observed_cuts(&times, &observed, grid.width, opts);
     let window = times.first().map(|&first| Window {
         width: grid.width,
@@ -1580,8 +1615,8 @@ fn analyse_flow(
     };
     Ok(FlowDcqcn {
         summary,
-        cnp_ts_ns: cnp_ts,
-        cuts,
+        cnp_ts_ns: DiskVec::new(kept, &cnp_ts),
+        cuts: DiskVec::new(kept, &cuts),
         model,
         model_column_ns: columns.width,
         observed,

@@ -8,6 +8,7 @@ pub mod findings;
 pub mod hops;
 pub mod model_log;
 pub mod np;
+pub mod on_disk;
 pub mod pauses;
 
 use serde::Serialize;

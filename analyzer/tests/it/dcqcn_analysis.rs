@@ -403,7 +403,7 @@ fn a_recorded_rpg_max_rate_caps_the_model() {
     assert!(!incs.is_empty());
     assert!(incs.iter().all(|m| m.rt_gbps <= 60.0), "{:?}", f.model);
     // The first increase moves Rc halfway to 60 Gb/s, not to the line rate.
-    let cut = f.cuts[0];
+    let cut = f.cuts.first().unwrap();
     assert!(
         (incs[0].rc_gbps - (cut.rc_after_gbps + 60.0) / 2.0).abs() < 1e-9,
         "{:?}",
@@ -465,7 +465,7 @@ fn a_recovered_flow_congested_again_is_cut_by_half() {
         f.model
     );
     assert_eq!(f.cuts.len(), 2, "{:?}", f.cuts);
-    let second = f.cuts[1];
+    let second = f.cuts.get(1).unwrap();
     let kept = second.rc_after_gbps / second.rc_before_gbps;
     assert!((kept - 0.51).abs() < 0.01, "{second:?}");
     // The sender's NIC did the same: the observed rate after the second burst halves too.
@@ -1022,7 +1022,7 @@ fn a_flows_model_runs_with_its_senders_own_knobs() {
     assert_eq!(report.knobs.rpg_gd, 9);
     let f = &report.flows[0];
     assert_eq!(f.summary.knobs_of, "10.0.0.1's own (eth0)");
-    let cut = f.cuts[0];
+    let cut = f.cuts.first().unwrap();
     assert!(
         (cut.rc_after_gbps / cut.rc_before_gbps - 0.51).abs() < 0.01,
         "{cut:?}"

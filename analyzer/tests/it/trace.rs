@@ -110,7 +110,7 @@ fn every_cnp_is_an_instant_and_the_page_links_the_trace() {
         .filter(|e| e["cat"] == "cnp")
         .filter_map(|e| e["ts"].as_f64())
         .fold(f64::INFINITY, f64::min);
-    assert!((earliest - *first_cnp as f64 / 1e3).abs() < 0.001);
+    assert!((earliest - first_cnp as f64 / 1e3).abs() < 0.001);
     assert!(
         trace["otherData"]["left_out"]
             .as_object()

@@ -91,7 +91,7 @@ pub fn cnp_rate_chart(d: &DcqcnReport, shown: &[&FlowDcqcn], axis: &TimeAxis) ->
         .map(|(i, f)| Line {
             label: format!("flow {}", i + 1),
             color: PALETTE[i % PALETTE.len()],
-            points: count(&mut f.cnp_ts_ns.iter().copied()),
+            points: count(&mut f.cnp_ts_ns.iter()),
             dashed: false,
         })
         .collect();
@@ -99,7 +99,7 @@ pub fn cnp_rate_chart(d: &DcqcnReport, shown: &[&FlowDcqcn], axis: &TimeAxis) ->
         lines.push(Line {
             label: format!("all {} flows", d.flows.len()),
             color: PALETTE[7],
-            points: count(&mut d.flows.iter().flat_map(|f| f.cnp_ts_ns.iter().copied())),
+            points: count(&mut d.flows.iter().flat_map(|f| f.cnp_ts_ns.iter())),
             dashed: true,
         });
     }

@@ -183,7 +183,7 @@ pub fn flow_chart(f: &FlowDcqcn, axis: &TimeAxis, d: &DcqcnReport, index: usize)
         .filter(|o| o.ce_fraction > 0.0)
         .map(|o| (axis.x(o.t_ns.saturating_add(half_bin)), o.gbps))
         .collect();
-    let cnps: Vec<(f64, f64)> = f.cnp_ts_ns.iter().map(|&t| (axis.x(t), 0.0)).collect();
+    let cnps: Vec<(f64, f64)> = f.cnp_ts_ns.iter().map(|t| (axis.x(t), 0.0)).collect();
     let mut marks = Vec::new();
     if !ce.is_empty() {
         marks.push(Marks {

@@ -188,7 +188,7 @@ fn verdict(
 fn convergence(input: &ReportInput<'_>, flows: &[&FlowDcqcn]) -> String {
     let first = flows.iter().filter_map(|f| f.cnp_ts_ns.first()).min();
     let last = flows.iter().filter_map(|f| f.cnp_ts_ns.last()).max();
-    let (Some(&first), Some(&last)) = (first, last) else {
+    let (Some(first), Some(last)) = (first, last) else {
         return ", CE-marked but no CNP came back".into();
     };
     let d = input.dcqcn;

@@ -32,8 +32,8 @@ impl DcqcnFlowRow {
         let n_obs = f.observed_cuts.len();
         DcqcnFlowRow {
             flow: f.summary.clone(),
-            first_cnp_ns: f.cnp_ts_ns.first().copied(),
-            last_cnp_ns: f.cnp_ts_ns.last().copied(),
+            first_cnp_ns: f.cnp_ts_ns.first(),
+            last_cnp_ns: f.cnp_ts_ns.last(),
             cuts: f.cuts.len(),
             observed_cuts: n_obs,
             mean_observed_cut_ratio: (n_obs > 0)

@@ -348,7 +348,7 @@ fn events<W: Write>(
             w.counter(pid, "model Rt", "Gb/s", &model_steps(f, |m| m.rt_gbps), n)?;
             w.counter(pid, "alpha", "alpha", &model_steps(f, |m| m.alpha), n)?;
         }
-        for &t in &f.cnp_ts_ns {
+        for t in f.cnp_ts_ns.iter() {
             w.bounded(&mut budget.cnps, "cnp", || Instant::<()> {
                 ph: "i",
                 s: "t",
@@ -360,7 +360,7 @@ fn events<W: Write>(
                 args: None,
             })?;
         }
-        for c in &f.cuts {
+        for c in f.cuts.iter() {
             w.bounded(&mut budget.cuts, "cut", || Instant {
                 ph: "i",
                 s: "t",
