@@ -887,22 +887,16 @@ impl DcqcnPass {
                 dst: p.sender,
                 dest_qp: p.sender_qp,
             });
-            let (cnp_iface, cnp_times) = cnp_key
-                .and_then(|k| cnp_streams.take(&k, s.iface))
-                .map_or((None, Vec::new()), |(i, t)| (Some(i), t));
-            if let (Some(k), Some(iface)) = (cnp_key, cnp_iface) {
-                let (min_gap_ns, _) = np_gap(opts, k.src);
-                let answers = pairing.ce_triggers(iface, &k, &s.key, min_gap_ns);
-                np.stream(k, Some(s.key.dest_qp), iface, &cnp_times, &answers);
-            }
+            // Which tap's copy of the stream, and how many CNPs: the times are read from the pairing's logs
+            // one flow at a time, below.
+            let cnp = cnp_key.and_then(|k| cnp_streams.take(&k, s.iface).map(|(i, n)| (k, i, n)));
             let ce: u64 = s.bins.iter().map(|b| u64::from(b.ce)).sum();
-            if !cnp_times.is_empty() || ce > 0 {
+            if cnp.is_some() || ce > 0 {
                 aggregate.add(&s.bins);
                 work.push(Work {
                     series: s,
                     pair,
-                    cnp_iface,
-                    cnp_ts: cnp_times,
+                    cnp,
                     ce,
                 });
             }
@@ -911,8 +905,16 @@ impl DcqcnPass {
         let kept = Store::new();
         let mut flows = Vec::with_capacity(work.len());
         for (w, width) in work.into_iter().zip(column_widths) {
+            let cnp_ts = w.cnp.map_or_else(Vec::new, |(k, iface, _)| {
+                let times = pairing.cnp_times(iface, &k);
+                let (min_gap_ns, _) = np_gap(opts, k.src);
+                let answers = pairing.ce_triggers(iface, &k, &w.series.key, min_gap_ns);
+                np.stream(k, Some(w.series.key.dest_qp), iface, &times, &answers);
+                times
+            });
             flows.push(analyse_flow(
                 w,
+                cnp_ts,
                 FlowContext {
                     grid,
                     columns: Grid { start, width },
@@ -1105,7 +1107,7 @@ impl<'a> NpChecks<'a> {
 
 /// The CNP streams by tap: each stream is taken from one tap, so that a CNP seen at two taps (a switch's
 /// ingress and egress, say) is one CNP. The times come from the pairing's logs, which waited on disk while the
-/// capture was read, and only as each stream is taken.
+/// capture was read, one stream at a time.
 #[derive(Debug)]
 struct CnpStreams<'a> {
     pairing: &'a Pairing,
@@ -1122,14 +1124,12 @@ impl<'a> CnpStreams<'a> {
         CnpStreams { pairing, by_key }
     }
 
-    /// The stream `key` at the tap that saw most of its CNPs (`prefer` on a tie, else the lowest index), with
-    /// its times there; the copies at other taps go with it.
-    fn take(&mut self, key: &FlowKey, prefer: u32) -> Option<(u32, Vec<u64>)> {
+    /// The stream `key` at the tap that saw most of its CNPs (`prefer` on a tie, else the lowest index), and
+    /// its CNPs there; the copies at other taps go with it.
+    fn take(&mut self, key: &FlowKey, prefer: u32) -> Option<(u32, u64)> {
         let taps = self.by_key.remove(key)?;
-        let (iface, _) = taps
-            .into_iter()
-            .max_by_key(|&(iface, n)| (n, iface == prefer, std::cmp::Reverse(iface)))?;
-        Some((iface, self.pairing.cnp_times(iface, key)))
+        taps.into_iter()
+            .max_by_key(|&(iface, n)| (n, iface == prefer, std::cmp::Reverse(iface)))
     }
 
     /// The streams no flow took, each at its tap with most CNPs.
@@ -1250,9 +1250,8 @@ fn column_width(start: u64, end: u64, columns: u64) -> u64 {
 struct Work<'a> {
     series: &'a FlowSeries,
     pair: Option<&'a Pair>,
-    /// The tap the CNPs were taken from, and their times.
-    cnp_iface: Option<u32>,
-    cnp_ts: Vec<u64>,
+    /// Its CNP stream, the tap the CNPs are taken from, and how many there are.
+    cnp: Option<(FlowKey, u32, u64)>,
     /// CE-marked packets in the flow's bins.
     ce: u64,
 }
@@ -1267,7 +1266,7 @@ fn model_columns(work: &[Work<'_>], start: u64, end: u64) -> Vec<u64> {
     rank.sort_by_key(|&i| {
         let w = &work[i];
         (
-            std::cmp::Reverse(w.cnp_ts.len()),
+            std::cmp::Reverse(w.cnp.map_or(0, |c| c.2)),
             std::cmp::Reverse(w.ce),
             w.series.key,
         )
@@ -1476,6 +1475,7 @@ fn run_model(
 
 fn analyse_flow(
     w: Work<'_>,
+    mut cnp_ts: Vec<u64>,
     cx: FlowContext<'_>,
     on_event: &mut dyn FnMut(&FlowId, &Event),
 ) -> Result<FlowDcqcn, DcqcnError> {
@@ -1490,10 +1490,10 @@ fn analyse_flow(
     let Work {
         series: s,
         pair,
-        cnp_iface,
-        mut cnp_ts,
+        cnp,
         ce,
     } = w;
+    let cnp_iface = cnp.map(|c| c.1);
     let id = FlowId {
         sender: s.key.src,
         receiver: s.key.dst,
@@ -1934,8 +1934,7 @@ mod tests {
             .map(|s| Work {
                 series: s,
                 pair: None,
-                cnp_iface: None,
-                cnp_ts: Vec::new(),
+                cnp: None,
                 ce: 1,
             })
             .collect()
@@ -1953,9 +1952,8 @@ mod tests {
                 Work {
                     series: s,
                     pair: None,
-                    cnp_iface: None,
                     // Flows 0..100 have CNPs (more for higher QPs); 100..300 only CE marks, more for lower QPs.
-                    cnp_ts: vec![0; if q < 100 { q + 1 } else { 0 }],
+                    cnp: (q < 100).then(|| (s.key, 0, q as u64 + 1)),
                     ce: if q < 100 { 0 } else { (300 - q) as u64 / 2 },
                 }
             })

@@ -369,11 +369,11 @@ pub struct Pairing {
     /// Stream (to the sender's QP) → the data flow's key.
     by_stream: FxHashMap<FlowKey, FlowKey>,
     ambiguous: FxHashMap<FlowKey, Ambiguous>,
-    /// Per (tap, paired stream): the stream's CNPs there and its flow's CE marks there, worked into the NP
-    /// check's marks when asked ([`Pairing::ce_triggers`]), one pair at a time.
-    logs: FxHashMap<(u32, FlowKey), (EventLog, EventLog)>,
-    /// Per (tap, stream) of no pair: its CNPs there, for [`Pairing::cnp_times`].
-    unpaired_logs: FxHashMap<(u32, FlowKey), EventLog>,
+    /// Per (tap, stream): the stream's CNPs there, for [`Pairing::cnp_times`].
+    cnp_logs: FxHashMap<(u32, FlowKey), EventLog>,
+    /// Per (tap, paired stream): its flow's CE marks there, worked with the stream's CNPs into the NP check's
+    /// marks when asked ([`Pairing::ce_triggers`]), one pair at a time.
+    ce_logs: FxHashMap<(u32, FlowKey), EventLog>,
     /// Where the logs' older entries are.
     spill: Spill,
 }
@@ -423,13 +423,13 @@ impl Pairing {
             .iter()
             .rposition(|&g| g * 1_000 <= min_gap_ns)
             .unwrap_or(0);
-        let Some((cnps, ce)) = self
-            .logs
-            .get(&(iface, *stream))
-            .filter(|_| self.by_stream.get(stream) == Some(flow))
-        else {
+        let key = (iface, *stream);
+        let (Some(cnps), Some(ce)) = (self.cnp_logs.get(&key), self.ce_logs.get(&key)) else {
             return Vec::new();
         };
+        if self.by_stream.get(stream) != Some(flow) {
+            return Vec::new();
+        }
         np_marks(cnps.iter(&self.spill), ce.iter(&self.spill))
             .into_iter()
             .filter(|(_, m)| m[slot] != u32::MAX)
@@ -439,25 +439,19 @@ impl Pairing {
 
     /// Every CNP stream at every tap it was seen at (tap, stream), with its CNPs there.
     pub fn cnp_streams(&self) -> impl Iterator<Item = ((u32, FlowKey), u64)> + '_ {
-        let paired = self.logs.iter().map(|(&k, (cnps, _))| (k, cnps.len));
-        let rest = self.unpaired_logs.iter().map(|(&k, cnps)| (k, cnps.len));
-        paired.chain(rest)
+        self.cnp_logs.iter().map(|(&k, cnps)| (k, cnps.len))
     }
 
     /// The times of the stream's CNPs at tap `iface`, in the order they were met: read back from the log
     /// that waited on disk, so that no CNP time is held in memory while the capture is read.
     pub fn cnp_times(&self, iface: u32, stream: &FlowKey) -> Vec<u64> {
-        let key = (iface, *stream);
-        let log = self
-            .logs
-            .get(&key)
-            .map(|(cnps, _)| cnps)
-            .or_else(|| self.unpaired_logs.get(&key));
-        log.map_or_else(Vec::new, |l| l.iter(&self.spill).map(|(t, _)| t).collect())
+        self.cnp_logs
+            .get(&(iface, *stream))
+            .map_or_else(Vec::new, |l| l.iter(&self.spill).map(|(t, _)| t).collect())
     }
 
-    /// Why [`Pairing::ce_triggers`] or [`Pairing::cnp_times`] may have answered from part of the logs: the first failure to read them
-    /// back from their temporary file since the last call.
+    /// Why [`Pairing::ce_triggers`] or [`Pairing::cnp_times`] may have answered from part of the logs: the
+    /// first failure to read them back from their temporary file since the last call.
     pub fn spill_error(&self) -> Option<std::io::Error> {
         self.spill.take_error()
     }
@@ -861,23 +855,19 @@ impl PairingPass {
                 Decision::None => {}
             }
         }
-        // The logs of the pairs made go with them, to be worked into the NP check's marks when asked.
-        // The CNP logs of the other streams stay too: the DCQCN analysis takes every stream's CNP times from
-        // them.
+        // Every stream's CNP log stays (the DCQCN analysis takes the CNP times from them); the CE log of a
+        // pair's flow goes with it, to be worked into the NP check's marks when asked.
         for (&(iface, stream), st) in &mut self.tap_streams {
-            let log = std::mem::take(&mut st.log);
+            pairing
+                .cnp_logs
+                .insert((iface, stream), std::mem::take(&mut st.log));
             let at = pairing
                 .by_stream
                 .get(&stream)
                 .and_then(|flow| self.tap_flows.get_mut(iface, flow));
-            match at {
-                Some(&mut (g, i)) => {
-                    let ce = std::mem::take(&mut self.tap_groups[g as usize].ce_logs[i as usize]);
-                    pairing.logs.insert((iface, stream), (log, ce));
-                }
-                None => {
-                    pairing.unpaired_logs.insert((iface, stream), log);
-                }
+            if let Some(&mut (g, i)) = at {
+                let ce = std::mem::take(&mut self.tap_groups[g as usize].ce_logs[i as usize]);
+                pairing.ce_logs.insert((iface, stream), ce);
             }
         }
         pairing.spill = self.spill;
