@@ -1,9 +1,8 @@
 //! The benchmark capture: millions of RoCEv2 frames over thousands of QPs, with congestion episodes that
 //! bring CE marks, CNPs and PFC pauses, written as a mirror port with a header snap length would record it.
 //!
-//! Emitting every frame through the full builder (ICRC over 4 KiB) would make generation slower than the
-//! analysis it feeds, so each QP's headers are built once and only the per-packet fields (opcode, PSN, ECN,
-//! IPv4 checksum) are rewritten. With `snaplen: None` every frame is built whole instead, with a valid ICRC.
+//! Frames are written through [`HeaderEmitter`]: headers only at the snap length, or whole with a valid ICRC
+//! when `snaplen` is `None`.
 
 use std::io::{self, Write};
 
@@ -15,6 +14,7 @@ use roce_wire::pfc::{MacControlRepr, PfcRepr};
 use roce_wire::{BthRepr, ExtHeaders, Opcode};
 
 use crate::corpus::{Rng, T0_NS};
+use crate::emit::HeaderEmitter;
 
 /// What to generate.
 #[derive(Debug, Clone)]
@@ -129,25 +129,14 @@ struct Qp {
     sport: u16,
 }
 
-const BTH_AT: usize = 14 + 20 + 8;
 /// Minimum spacing of CNPs per flow, as the ConnectX NP default (4 µs).
 const CNP_GAP_NS: u64 = 4_000;
 const PFC_PRIO: usize = 3;
 
-/// Puts a rewritten IPv4 header's checksum right.
-fn ipv4_checksum(h: &mut [u8]) {
-    h[10] = 0;
-    h[11] = 0;
-    let sum = roce_wire::build::ipv4_checksum(h);
-    h[10..12].copy_from_slice(&sum.to_be_bytes());
-}
-
 struct Gen<'a> {
     out: &'a mut dyn FrameSink,
-    spec: BulkSpec,
     counts: BulkCounts,
-    buf: Vec<u8>,
-    payload: Vec<u8>,
+    emitter: HeaderEmitter,
 }
 
 impl Gen<'_> {
@@ -163,15 +152,13 @@ impl Gen<'_> {
         ext: ExtHeaders,
         payload_len: usize,
     ) -> io::Result<()> {
-        let src_ip = [10, 1, 0, src];
-        let dst_ip = [10, 1, 0, dst];
         let frame = RoceFrame {
             src_mac: [2, 0, 0, 0, 1, src],
             dst_mac: [2, 0, 0, 0, 1, dst],
             vlan: None,
             ip: IpSpec::V4 {
-                src: src_ip,
-                dst: dst_ip,
+                src: [10, 1, 0, src],
+                dst: [10, 1, 0, dst],
                 dscp: if bth.opcode == Opcode::CNP { 48 } else { 26 },
                 ecn,
                 ttl: 64,
@@ -180,42 +167,9 @@ impl Gen<'_> {
             sport,
             bth,
             ext,
-            payload: &self.payload[..payload_len],
+            payload: &[],
         };
-        let wire = frame.len();
-        match self.spec.snaplen {
-            None => {
-                self.buf.resize(wire, 0);
-                let n = frame
-                    .emit(&mut self.buf)
-                    .map_err(|e| io::Error::other(e.to_string()))?;
-                self.out.packet(ts, &self.buf[..n], n as u32)?;
-            }
-            Some(snap) => {
-                // Headers only: emit a frame with an empty payload, then fix the lengths so the record says
-                // what the wire carried. The ICRC is beyond the snap length, so it needs no care.
-                let short = RoceFrame {
-                    payload: &[],
-                    ..frame
-                };
-                self.buf.resize(short.len(), 0);
-                let n = short
-                    .emit(&mut self.buf)
-                    .map_err(|e| io::Error::other(e.to_string()))?;
-                let extra = wire - n;
-                let ip_len = u16::from_be_bytes([self.buf[16], self.buf[17]]) as usize + extra;
-                self.buf[16..18].copy_from_slice(&(ip_len as u16).to_be_bytes());
-                ipv4_checksum(&mut self.buf[14..34]);
-                let udp_len = u16::from_be_bytes([self.buf[38], self.buf[39]]) as usize + extra;
-                self.buf[38..40].copy_from_slice(&(udp_len as u16).to_be_bytes());
-                // Pad count follows the real payload length.
-                let pad = ((4 - payload_len % 4) % 4) as u8;
-                self.buf[BTH_AT + 1] = (self.buf[BTH_AT + 1] & !0x30) | (pad << 4);
-                self.buf.resize(n.max(snap as usize), 0);
-                let keep = (snap as usize).min(wire);
-                self.out.packet(ts, &self.buf[..keep], wire as u32)?;
-            }
-        }
+        let wire = self.emitter.emit(self.out, ts, frame, payload_len)?;
         self.counts.frames += 1;
         self.counts.bytes_on_wire += wire as u64;
         Ok(())
@@ -289,10 +243,8 @@ pub fn generate(out: &mut dyn FrameSink, spec: &BulkSpec) -> io::Result<BulkCoun
     let mut qps = qps;
     let mut g = Gen {
         out,
-        spec: spec.clone(),
         counts: BulkCounts::default(),
-        buf: Vec::with_capacity(9000),
-        payload: vec![0x5a; spec.mtu as usize],
+        emitter: HeaderEmitter::new(spec.snaplen, spec.mtu as usize),
     };
     let wire_ns = |bytes: u64| bytes * 8 / 400;
     let mut t = T0_NS;

@@ -4,4 +4,6 @@
 
 pub mod bulk;
 pub mod corpus;
+pub mod emit;
+pub mod multi_qp;
 pub mod sim;
