@@ -498,12 +498,17 @@ pub struct UnpairedCnps {
     /// The stream's last CNP.
     pub last_ns: u64,
     /// Why it is unpaired: `no_evidence` (no data flow the other way was a candidate), or, when flows were,
-    /// `tie` (none clearly ahead), `weak` (the one candidate had too little evidence) or `contested` (another
+    /// `too_few_cnps` (the best candidate's hits could be chance; more CNPs would tell), `all_active` (the
+    /// candidates send or are marked nearly all the time, so CNPs after them prove nothing), `tie` (another
+    /// candidate's evidence is no chance either), `weak` (enough CNPs, too few hits) or `contested` (another
     /// stream claimed the flow on equal evidence). A wrong pairing would model cuts on a flow that was never
-    /// marked, so the analysis reports the candidates instead of guessing.
+    /// marked, so the analysis reports the candidates instead of guessing (docs/pairing.md).
     pub reason: &'static str,
     /// The evidence compared last (`cm_mad`, `reverse_traffic`, `timing`, `activity`); null without candidates.
     pub basis: Option<&'static str>,
+    /// With `too_few_cnps`: the CNPs the best candidate would need, every one after its marks (or while it
+    /// sent), to beat chance.
+    pub cnps_needed: Option<u64>,
     /// The candidate data flows (from `dst` to `src`, to `receiver_qp`) with their evidence and scores, best
     /// first.
     pub candidates: Vec<Candidate>,
@@ -519,8 +524,11 @@ impl UnpairedCnps {
             .iter()
             .map(|c| {
                 let e = &c.evidence;
+                let chance = c
+                    .chance
+                    .map_or(String::new(), |p| format!(", chance {p:.1e}"));
                 format!(
-                    "QP 0x{:06x} (CM {}, DETH {}, responses fitted {}, CNPs after its CE {}, CNPs while it sent {})",
+                    "QP 0x{:06x} (CM {}, DETH {}, responses fitted {}, CNPs after its CE {}, CNPs while it sent {}{chance})",
                     c.receiver_qp,
                     e.cm,
                     e.deth,
@@ -534,10 +542,19 @@ impl UnpairedCnps {
             None => "no data flow the other way to tie it to".into(),
             Some(basis) => format!(
                 "{} (by {basis}); candidates: {}",
-                match self.reason {
-                    "weak" => "too little evidence",
-                    "contested" => "another stream claimed the same flow",
-                    _ => "no candidate clearly ahead",
+                match (self.reason, self.cnps_needed) {
+                    ("too_few_cnps", Some(n)) => format!(
+                        "too few CNPs to rule out chance ({} of the {n} the best candidate would need)",
+                        self.cnps
+                    ),
+                    ("too_few_cnps", None) => "too few CNPs to rule out chance".to_string(),
+                    ("all_active", _) =>
+                        "the candidates send or are marked nearly all the time, so CNPs \
+                                          after them prove nothing"
+                            .to_string(),
+                    ("weak", _) => "too little evidence".to_string(),
+                    ("contested", _) => "another stream claimed the same flow".to_string(),
+                    _ => "another candidate answers the CNPs as well".to_string(),
                 },
                 cands.join(", ")
             ),
@@ -966,6 +983,7 @@ impl DcqcnPass {
                     last_ns: t.iter().copied().max().unwrap_or(0),
                     reason: why.map_or("no_evidence", |a| a.reason),
                     basis: why.map(|a| a.basis),
+                    cnps_needed: why.and_then(|a| a.cnps_needed),
                     candidates: why.map(|a| a.candidates.clone()).unwrap_or_default(),
                 }
             })

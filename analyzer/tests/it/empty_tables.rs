@@ -112,7 +112,7 @@ fn report_tables_without_rows_keep_their_columns() {
     expect("pause_intervals", "iface,src_mac,priority,start_ns,end_ns");
     expect(
         "unpaired_cnps",
-        "src,dst,dest_qp,iface,tap,cnps,first_ns,last_ns,reason,basis,candidates",
+        "src,dst,dest_qp,iface,tap,cnps,first_ns,last_ns,reason,basis,cnps_needed,candidates",
     );
     let dcqcn_flows = read_back(dir.path(), "dcqcn_flows").0;
     for c in [

@@ -17,6 +17,7 @@ mod inputs;
 mod lazy_hops;
 mod np_check;
 mod pairing;
+mod pairing_chance;
 mod priority;
 mod report;
 mod report_font;

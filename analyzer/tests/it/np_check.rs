@@ -10,8 +10,10 @@ use roce_wire::{BthRepr, ExtHeaders, Opcode};
 const US: u64 = 1_000;
 const T0: u64 = 1_000_000_000;
 
-/// A UC flow 10.0.0.1 → 10.0.0.2 to QP 0x100, a packet every 100 ns for 500 µs, every one CE-marked (a tap
-/// at the receiver), and the receiver's CNPs to the sender's QP 0x10 at `cnps` (ns after the start).
+/// An RC flow 10.0.0.1 → 10.0.0.2 to QP 0x100, a packet every 100 ns for 500 µs, every one CE-marked (a tap
+/// at the receiver), acknowledged every 16th packet to the sender's QP 0x10 (so the CNPs are tied to the flow
+/// by its PSNs: a flow marked all the time gives timing nothing to go by), and the receiver's CNPs to QP 0x10
+/// at `cnps` (ns after the start).
 fn capture(cnps: impl Fn(&[u64]) -> Vec<u64>) -> Analysis {
     capture_with(cnps, &PipelineOptions::default())
 }
@@ -27,15 +29,24 @@ fn capture_recorded(
     knob: Option<serde_json::Value>,
 ) -> Analysis {
     let data: Vec<u64> = (0..5_000u64).map(|i| i * 100).collect();
-    let mut frames: Vec<(u64, Vec<u8>)> = data
-        .iter()
-        .enumerate()
-        .map(|(i, &t)| {
-            let bth = BthRepr::new(Opcode::UC_SEND_ONLY, 0x100, i as u32);
-            let f = crate::common::v4_frame(1, 2, 3, bth, ExtHeaders::default(), &[0; 256]);
-            (T0 + t, f)
-        })
-        .collect();
+    let mut frames: Vec<(u64, Vec<u8>)> = Vec::new();
+    for (i, &t) in data.iter().enumerate() {
+        let bth = BthRepr::new(Opcode::RC_SEND_ONLY, 0x100, i as u32);
+        let f = crate::common::v4_frame(1, 2, 3, bth, ExtHeaders::default(), &[0; 256]);
+        frames.push((T0 + t, f));
+        if i % 16 == 15 {
+            let aeth = roce_wire::ext::AethRepr {
+                syndrome: 0x1f,
+                msn: i as u32,
+            };
+            let ext = ExtHeaders {
+                aeth: Some(aeth),
+                ..ExtHeaders::default()
+            };
+            let ack = BthRepr::new(Opcode::RC_ACKNOWLEDGE, 0x10, i as u32);
+            frames.push((T0 + t + 50, crate::common::v4_frame(2, 1, 2, ack, ext, &[])));
+        }
+    }
     for t in cnps(&data) {
         let f =
             crate::common::v4_frame(2, 1, 2, BthRepr::cnp(0x10), ExtHeaders::default(), &[0; 16]);
@@ -89,7 +100,7 @@ fn conforming(gap: u64, delay: u64) -> impl Fn(&[u64]) -> Vec<u64> {
 fn an_np_sending_cnps_1_us_apart_is_reported() {
     let a = capture(|_| (0..400u64).map(|i| US + i * US).collect());
     let s = &a.dcqcn.np_streams[0];
-    assert_eq!(s.receiver_qp, Some(0x100), "paired by timing");
+    assert_eq!(s.receiver_qp, Some(0x100), "paired by the ACKs");
     assert_eq!(s.check.pacing, Pacing::Faster);
     assert_eq!(s.check.min_gap_ns, 4 * US);
     assert!(s.check.below_min_gap >= 390, "{:?}", s.check);

@@ -288,7 +288,8 @@ fn two_marked_flows() -> Vec<(u64, Vec<u8>)> {
 
 /// Two CE-marked UC flows in one queue, no reverse traffic: every CNP follows marks of both flows. Timing
 /// cannot tell them apart, and splitting them by QP order paired each stream with the other's flow (0x100 is
-/// sent from 0x20, 0x200 from 0x10). Both streams are ambiguous, with both candidates and their scores.
+/// sent from 0x20, 0x200 from 0x10). Both flows are marked so often that a CNP follows a mark of each
+/// whatever it answers: both streams are ambiguous (`all_active`), with both candidates and their scores.
 #[test]
 fn two_marked_flows_in_one_queue_are_ambiguous_not_split_by_qp_order() {
     let p = pair_frames(two_marked_flows());
@@ -300,11 +301,13 @@ fn two_marked_flows_in_one_queue_are_ambiguous_not_split_by_qp_order() {
             "stream to 0x{cnp_qp:x} paired with 0x{got:x?}"
         );
         let a = p.ambiguous(&s).expect("reported as ambiguous");
-        assert_eq!((a.reason, a.basis), ("tie", "timing"));
+        assert_eq!((a.reason, a.basis), ("all_active", "timing"));
+        assert_eq!(a.cnps, 100);
         let mut qps: Vec<u32> = a.candidates.iter().map(|c| c.receiver_qp).collect();
         qps.sort_unstable();
         assert_eq!(qps, [0x100, 0x200]);
         assert!(a.candidates.iter().all(|c| c.ce_share == Some(1.0)));
+        assert!(a.candidates.iter().all(|c| c.ce_null == Some(1.0)));
     }
 }
 
@@ -338,11 +341,35 @@ fn many_marks_of_one_flow_do_not_push_out_another_flows_mark() {
     );
 }
 
-/// A tap at the sender sees no CE mark (the switch marks after it). Flow 0x100 (from 0x10) sends in the first
-/// millisecond, flow 0x200 (from 0x20) in the second, and each gets CNPs while it sends: the CNPs' timing
-/// against the flows' activity ties each stream to its flow. Without CE marks nothing was paired.
+/// A tap at the sender sees no CE mark (the switch marks after it). Flow 0x100 (from 0x10) sends a 50 µs
+/// burst every millisecond, flow 0x200 (from 0x20) likewise half a millisecond later, and each burst brings a
+/// CNP to its sender: the CNPs' timing against the flows' activity ties each stream to its flow, because each
+/// flow is idle most of the time. Without CE marks nothing was paired.
 #[test]
 fn a_tap_at_the_sender_pairs_cnps_by_the_flows_activity() {
+    let mut frames = Vec::new();
+    for burst in 0..12u32 {
+        let t = 1_000_000 + u64::from(burst) * 1_000_000;
+        for i in 0..10u32 {
+            let psn = burst * 10 + i;
+            let at = t + u64::from(i) * 5_000;
+            frames.push((at, frame(1, 2, 2, send(0x100, psn), &[0; 64])));
+            frames.push((at + 500_000, frame(1, 2, 2, send(0x200, psn), &[0; 64])));
+        }
+        frames.push((t + 58_000, cnp(2, 1, 0x10)));
+        frames.push((t + 558_000, cnp(2, 1, 0x20)));
+    }
+    let p = pair_frames(frames);
+    for (cnp_qp, truth) in [(0x10, 0x100), (0x20, 0x200)] {
+        let pair = p.of_cnp(&stream(2, 1, cnp_qp)).expect("paired");
+        assert_eq!((pair.receiver_qp, pair.method), (truth, Method::Activity));
+    }
+}
+
+/// The same flows, but each sends all the time while its stream's CNPs come: "it sent before every CNP" is
+/// then what any flow would score, and nothing is paired (the reason says why).
+#[test]
+fn a_flow_that_always_sends_is_not_singled_out_by_activity() {
     let mut frames = Vec::new();
     for i in 0..100u32 {
         let t = 1_000_000 + u64::from(i) * 10_000;
@@ -354,10 +381,31 @@ fn a_tap_at_the_sender_pairs_cnps_by_the_flows_activity() {
         }
     }
     let p = pair_frames(frames);
-    for (cnp_qp, truth) in [(0x10, 0x100), (0x20, 0x200)] {
-        let pair = p.of_cnp(&stream(2, 1, cnp_qp)).expect("paired");
-        assert_eq!((pair.receiver_qp, pair.method), (truth, Method::Activity));
+    for cnp_qp in [0x10, 0x20] {
+        let s = stream(2, 1, cnp_qp);
+        assert!(p.of_cnp(&s).is_none());
+        let a = p.ambiguous(&s).expect("reported as ambiguous");
+        assert_eq!((a.reason, a.basis), ("all_active", "activity"));
     }
+}
+
+/// One CNP, one candidate of many that happened to send just before it: it scores "100 % against 0 %", which
+/// any of them would have with some luck. Never a pair; the reason says more CNPs would tell.
+#[test]
+fn one_cnp_among_many_candidates_is_too_few() {
+    let mut frames = Vec::new();
+    for q in 0..64u32 {
+        // 64 flows 1 → 2, each sending once, 200 µs apart; the CNP comes 10 µs after the last one.
+        let t = 1_000_000 + u64::from(q) * 200_000;
+        frames.push((t, frame(1, 2, 2, send(0x1000 + q, 7), &[0; 64])));
+    }
+    frames.push((1_000_000 + 63 * 200_000 + 10_000, cnp(2, 1, 0x77)));
+    let p = pair_frames(frames);
+    let s = stream(2, 1, 0x77);
+    assert!(p.of_cnp(&s).is_none());
+    let a = p.ambiguous(&s).expect("reported as ambiguous");
+    assert_eq!((a.reason, a.basis, a.cnps), ("too_few_cnps", "activity", 1));
+    assert_eq!(a.candidates[0].receiver_qp, 0x1000 + 63);
 }
 
 /// The whole analysis on the two marked flows above: neither flow's model gets the CNPs, the streams are listed
@@ -386,7 +434,7 @@ fn an_ambiguous_stream_is_reported_with_its_candidates_and_a_finding() {
     );
     assert_eq!(a.dcqcn.unpaired_cnps.len(), 2);
     for u in &a.dcqcn.unpaired_cnps {
-        assert_eq!((u.reason, u.basis), ("tie", Some("timing")));
+        assert_eq!((u.reason, u.basis), ("all_active", Some("timing")));
         assert_eq!(u.candidates.len(), 2);
         assert!(u.describe().contains("QP 0x000100"), "{}", u.describe());
     }

@@ -203,6 +203,7 @@ impl TableRow for UnpairedCnps {
             last_ns: 0,
             reason: "",
             basis: Some(""),
+            cnps_needed: Some(0),
             // A list is one text column (JSON), whatever it holds.
             candidates: Vec::new(),
         }

@@ -13,14 +13,16 @@
 //!    the high-water mark). A real connection fits (nearly) every response; two flows whose PSNs run side by
 //!    side (QPs that all start at PSN 0) both fit, and this evidence then only narrows the candidates.
 //! 3. Timing: a CNP R→S to q_S within [`TIMING_WINDOW_NS`] after a CE-marked packet S→R to q_R counts for
-//!    (q_S, q_R); its share of the stream's CNPs is the score. Each flow keeps only its last CE time per tap, so
-//!    no evidence is dropped however fast the link.
+//!    (q_S, q_R). Each flow keeps only its last CE time per tap, so no evidence is dropped however fast the link.
 //! 4. Activity, when the capture shows no CE mark for any candidate (a tap at the sender, before the switch
-//!    that marks): a CNP counts for the flows that sent within [`ACTIVITY_WINDOW_NS`] before it. A flow that was
-//!    idle while the stream's CNPs kept coming cannot be the one they throttle.
+//!    that marks): a CNP counts for the flows that sent within [`ACTIVITY_WINDOW_NS`] before it.
 //!
-//! A CNP stream with candidates but no clear winner is reported as ambiguous, with every candidate's evidence.
-//! Each pair is also checked to be one-to-one: two streams that claim one flow on equal evidence lose it both.
+//! Hits are weighed against chance (`decide`, `chance`; docs/pairing.md): each flow also accumulates the time
+//! its windows cover, so that at the end its share of the stream's time says how many hits a flow that is not
+//! the stream's would score, and a pair is made only when the winner's score would come by chance at most once
+//! in [`FALSE_PAIR_RATE`]⁻¹ streams, over all its candidates. A CNP stream with candidates but no such winner is
+//! reported as ambiguous, with every candidate's evidence and the reason. Each pair is also checked to be
+//! one-to-one: two streams that claim one flow on equal evidence lose it both.
 //!
 //! For the check of the notification point, the pass also notes which CE mark each CNP of a paired stream could
 //! be answering (the first CE of the flow after the stream's previous CNP). Which flow a stream pairs with is
@@ -39,11 +41,12 @@ use roce_wire::mad::{CmMessage, QP1, parse_cm};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
+mod chance;
 mod decide;
 mod logs;
 mod psn_fit;
 
-pub use decide::{Ambiguous, Candidate, Evidence};
+pub use decide::{Ambiguous, Candidate, Evidence, FALSE_PAIR_RATE, RUNNER_UP_CHANCE};
 pub use logs::{NP_GAPS_US, NpMarks};
 
 use super::flow_index::FlowIndex;
@@ -91,7 +94,7 @@ pub const ACTIVITY_WINDOW_NS: u64 = 100_000;
 /// How far behind a request flow's highest PSN an acknowledgement may be and still fit it: more PSNs than any
 /// sender keeps outstanding, far fewer than half the 24-bit space.
 pub const ACK_WINDOW: u32 = 1 << 16;
-/// A winner's score must be at least this many times the runner-up's.
+/// A winner by CM handshakes or DETHs must have at least this many times the runner-up's.
 pub const CLEAR_MARGIN: f64 = 2.0;
 /// The least share of a stream's CNPs that must follow the winner's CE marks (or its sending).
 pub const MIN_TIMING_SHARE: f64 = 0.5;
@@ -111,6 +114,10 @@ struct TapFlow {
     request: Option<(u32, u32)>,
     last_ce: Option<u64>,
     last_tx: Option<u64>,
+    /// Time covered by the timing windows after its CE marks, and by the activity windows after its packets,
+    /// up to its last mark and its last packet: what a foreign flow's hits are weighed against.
+    ce_covered: u64,
+    tx_covered: u64,
 }
 
 /// The flows S→R at one tap, in the order they were first seen there: a CNP R→S meets them all, so what it
@@ -125,11 +132,64 @@ struct TapGroup {
 /// A CNP stream at one tap.
 #[derive(Debug, Default)]
 struct TapStream {
-    /// Per flow of the group, in its order: CNPs after one of its CE marks, CNPs while it sent. A flow is a
-    /// candidate once this covers it.
-    hits: Vec<(u64, u64)>,
+    /// Per flow of the group, in its order, what it scored. A flow is a candidate once this covers it.
+    hits: Vec<Hits>,
+    /// The stream's first and last CNP at the tap: the span the candidates' covered time is measured over.
+    first: Option<u64>,
+    last: u64,
     /// Every CNP, for the NP check.
     log: EventLog,
+}
+
+/// What one candidate scored against one stream at one tap: CNPs after one of its CE marks and CNPs while it
+/// sent, and its covered time (timing, activity) at the stream's first and latest CNP there.
+#[derive(Debug, Default, Clone, Copy)]
+struct Hits {
+    ce: u32,
+    active: u32,
+    ce_from: u64,
+    ce_to: u64,
+    tx_from: u64,
+    tx_to: u64,
+}
+
+/// One kind of a candidate's hits (timing or activity) at the tap where they were least likely by chance.
+#[derive(Debug, Clone, Copy)]
+struct Tail {
+    /// P(hits or more | the null rate there).
+    tail: f64,
+    /// The share of the stream's time the candidate's windows covered there.
+    null: Option<f64>,
+}
+
+impl Default for Tail {
+    fn default() -> Self {
+        Tail {
+            tail: 1.0,
+            null: None,
+        }
+    }
+}
+
+impl Tail {
+    /// Weighs `hits` of `n` CNPs at a tap where the candidate covered `null` of the time; keeps the least
+    /// likely tap.
+    fn keep(&mut self, n: u64, hits: u32, null: f64) {
+        let tail = chance::binomial_tail(n, u64::from(hits), null);
+        if self.null.is_none() || tail < self.tail {
+            *self = Tail {
+                tail,
+                null: Some(null),
+            };
+        }
+    }
+}
+
+/// A candidate's timing and activity hits, weighed.
+#[derive(Debug, Default, Clone, Copy)]
+struct Weighed {
+    ce: Tail,
+    active: Tail,
 }
 
 /// The pass.
@@ -418,6 +478,8 @@ impl PairingPass {
                 request: None,
                 last_ce: None,
                 last_tx: None,
+                ce_covered: 0,
+                tx_covered: 0,
             });
             group.ce_logs.push(EventLog::default());
             (g, group.flows.len() as u32 - 1)
@@ -449,8 +511,10 @@ impl PairingPass {
     fn sent_at(&mut self, (g, i): (u32, u32), ts_ns: u64, ce: bool) {
         let group = &mut self.tap_groups[g as usize];
         let s = &mut group.flows[i as usize];
+        s.tx_covered = chance::covered(s.tx_covered, s.last_tx, ts_ns, ACTIVITY_WINDOW_NS);
         s.last_tx = Some(ts_ns);
         if ce {
+            s.ce_covered = chance::covered(s.ce_covered, s.last_ce, ts_ns, TIMING_WINDOW_NS);
             s.last_ce = Some(ts_ns);
             group.ce_logs[i as usize].push(ts_ns, self.seq, &mut self.spill);
         }
@@ -468,18 +532,27 @@ impl PairingPass {
             return;
         };
         let flows = &self.tap_groups[g as usize].flows;
+        // A flow met first after the stream's first CNP had covered nothing before it: its Hits start at 0.
+        let first = st.first.is_none();
+        st.first.get_or_insert(t);
+        st.last = t;
         if st.hits.len() < flows.len() {
-            st.hits.resize(flows.len(), (0, 0));
+            st.hits.resize(flows.len(), Hits::default());
         }
-        for (tf, (ce_hits, active_hits)) in flows.iter().zip(&mut st.hits) {
+        for (tf, h) in flows.iter().zip(&mut st.hits) {
             let ce_hit = tf
                 .last_ce
                 .is_some_and(|c| c <= t && t - c <= TIMING_WINDOW_NS);
             let active = tf
                 .last_tx
                 .is_some_and(|s| s <= t && t - s <= ACTIVITY_WINDOW_NS);
-            *ce_hits += u64::from(ce_hit);
-            *active_hits += u64::from(active);
+            h.ce += u32::from(ce_hit);
+            h.active += u32::from(active);
+            h.ce_to = chance::covered(tf.ce_covered, tf.last_ce, t, TIMING_WINDOW_NS);
+            h.tx_to = chance::covered(tf.tx_covered, tf.last_tx, t, ACTIVITY_WINDOW_NS);
+            if first {
+                (h.ce_from, h.tx_from) = (h.ce_to, h.tx_to);
+            }
         }
     }
 
@@ -511,7 +584,10 @@ impl PairingPass {
 
     /// Decides every stream that has candidates, then keeps only the pairs that are one-to-one.
     pub fn finish(mut self) -> Pairing {
-        // Every flow a stream's CNPs met at a tap is its candidate, with the hits counted there.
+        // Every flow a stream's CNPs met at a tap is its candidate, with the hits counted there, weighed
+        // against what its covered time there gives by chance.
+        let mut weighed: FxHashMap<(FlowKey, u32), Weighed> = FxHashMap::default();
+        let mut taps: FxHashMap<FlowKey, u32> = FxHashMap::default();
         for (&(iface, stream), st) in &self.tap_streams {
             let Some(&g) = self
                 .tap_groups_by_pair
@@ -519,10 +595,17 @@ impl PairingPass {
             else {
                 continue;
             };
-            for (tf, &(ce, active)) in self.tap_groups[g as usize].flows.iter().zip(&st.hits) {
+            *taps.entry(stream).or_default() += 1;
+            let span = st.last.saturating_sub(st.first.unwrap_or(st.last));
+            let n = st.log.len;
+            for (tf, h) in self.tap_groups[g as usize].flows.iter().zip(&st.hits) {
                 let e = self.evidence.entry((stream, tf.receiver_qp)).or_default();
-                e.ce_hits += ce;
-                e.active_hits += active;
+                e.ce_hits += u64::from(h.ce);
+                e.active_hits += u64::from(h.active);
+                let w = weighed.entry((stream, tf.receiver_qp)).or_default();
+                w.ce.keep(n, h.ce, chance::null_rate(h.ce_from, h.ce_to, span));
+                w.active
+                    .keep(n, h.active, chance::null_rate(h.tx_from, h.tx_to, span));
             }
         }
         // A response B→A to q_A that fitted the request flow A→B to q_B counts for the connection (q_A, q_B).
@@ -530,18 +613,18 @@ impl PairingPass {
             let Some(&g) = self.request_groups_by_pair.get(&(key.dst, key.src)) else {
                 continue;
             };
-            for (&qp, n) in self.request_groups[g as usize].qps.iter().zip(r.fitted()) {
+            for (&qp, (n, lag)) in self.request_groups[g as usize].qps.iter().zip(r.fitted()) {
                 if n > 0 {
                     let stream = FlowKey {
                         src: key.dst,
                         dst: key.src,
                         dest_qp: qp,
                     };
-                    self.evidence.entry((key, qp)).or_default().reverse_fit += n;
-                    self.evidence
-                        .entry((stream, key.dest_qp))
-                        .or_default()
-                        .reverse_fit += n;
+                    for e in [(key, qp), (stream, key.dest_qp)] {
+                        let e = self.evidence.entry(e).or_default();
+                        e.reverse_fit += n;
+                        e.reverse_lag = e.reverse_lag.max(lag);
+                    }
                 }
             }
         }
@@ -553,11 +636,22 @@ impl PairingPass {
             .into_iter()
             .map(|(stream, mut cands)| {
                 cands.sort_unstable_by_key(|c| c.0);
+                let taps = taps.get(&stream).copied().unwrap_or(1);
                 let scored: Vec<Candidate> = cands
                     .into_iter()
-                    .map(|(q, evidence)| self.score(&stream, q, evidence))
+                    .map(|(q, evidence)| {
+                        let w = weighed.get(&(stream, q)).copied().unwrap_or_default();
+                        self.score(&stream, q, evidence, w, taps)
+                    })
                     .collect();
-                (stream, decide(stream, scored))
+                // Every flow the other way between the two hosts could have scored by chance.
+                let requests = self
+                    .request_groups_by_pair
+                    .get(&(stream.dst, stream.src))
+                    .map_or(0, |&g| self.request_groups[g as usize].qps.len());
+                let m = scored.len().max(requests);
+                let cnps = self.cnps.get(&stream).copied().unwrap_or(0);
+                (stream, decide(stream, scored, m, cnps))
             })
             .collect();
         decided.sort_unstable_by_key(|(s, _)| *s);
@@ -590,6 +684,8 @@ impl PairingPass {
                             stream,
                             reason: "contested",
                             basis: best.key(),
+                            cnps: self.cnps.get(&stream).copied().unwrap_or(0),
+                            cnps_needed: None,
                             candidates,
                         });
                     }
@@ -644,7 +740,14 @@ impl PairingPass {
         pairing
     }
 
-    fn score(&self, stream: &FlowKey, receiver_qp: u32, evidence: Evidence) -> Candidate {
+    fn score(
+        &self,
+        stream: &FlowKey,
+        receiver_qp: u32,
+        evidence: Evidence,
+        weighed: Weighed,
+        taps: u32,
+    ) -> Candidate {
         let flow = flow_of(stream, receiver_qp);
         // Responses both ways: to the stream's QP, and to the flow's receiver QP (coming back the stream's way).
         let count = |k: &FlowKey| self.responses.get(ALL_TAPS, k).map_or(0, |r| r.count);
@@ -657,6 +760,13 @@ impl PairingPass {
             reverse_share: share(evidence.reverse_fit, responses),
             ce_share: share(evidence.ce_hits, cnps),
             active_share: share(evidence.active_hits, cnps),
+            reverse_null: None,
+            ce_null: weighed.ce.null,
+            active_null: weighed.active.null,
+            chance: None,
+            // Any of the taps that saw the stream could have given the best evidence by chance.
+            ce_tail: (weighed.ce.tail * f64::from(taps)).min(1.0),
+            active_tail: (weighed.active.tail * f64::from(taps)).min(1.0),
         }
     }
 }

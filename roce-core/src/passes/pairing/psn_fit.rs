@@ -55,10 +55,14 @@ impl RequestGroup {
         *reach = (*reach).max(reach_of(span));
     }
 
-    /// Adds to `fits`, per flow, whether a response with `psn` fits it: at most its reach behind its top.
-    fn count_fits(&self, psn: u32, fits: &mut [u32]) {
-        for (n, &(top, reach)) in fits.iter_mut().zip(&self.psns) {
-            *n += u32::from(top.wrapping_sub(psn) & PSN_MASK <= reach);
+    /// Adds to `fits`, per flow, whether a response with `psn` fits it (at most its reach behind its top),
+    /// and keeps in `lags` the farthest behind a fitting response was.
+    fn count_fits(&self, psn: u32, fits: &mut [u32], lags: &mut [u32]) {
+        for ((n, lag), &(top, reach)) in fits.iter_mut().zip(lags).zip(&self.psns) {
+            let behind = top.wrapping_sub(psn) & PSN_MASK;
+            let fit = behind <= reach;
+            *n += u32::from(fit);
+            *lag = (*lag).max(if fit { behind } else { 0 });
         }
     }
 }
@@ -74,6 +78,8 @@ pub(super) struct Responses {
     /// bits, so that each response reads half the memory (the counts of thousands of streams do not stay in
     /// the cache), and added to `folded` before they could overflow.
     fits: Vec<u32>,
+    /// Per request flow, how far behind its highest PSN the farthest fitting response was.
+    lags: Vec<u32>,
     /// The counts of `fits` up to the last fold.
     folded: Vec<u64>,
     /// Responses counted in `fits` since the last fold: no count there is larger.
@@ -92,15 +98,20 @@ impl Responses {
         }
         if self.fits.len() < group.len() {
             self.fits.resize(group.len(), 0);
+            self.lags.resize(group.len(), 0);
         }
-        group.count_fits(psn, &mut self.fits);
+        group.count_fits(psn, &mut self.fits, &mut self.lags);
         self.since_fold += 1;
     }
 
-    /// Per request flow of the group, how many responses fitted it.
-    pub(super) fn fitted(&self) -> impl Iterator<Item = u64> + '_ {
+    /// Per request flow of the group, how many responses fitted it and how far behind the farthest was.
+    pub(super) fn fitted(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         let folded = self.folded.iter().copied().chain(std::iter::repeat(0));
-        self.fits.iter().zip(folded).map(|(&n, f)| f + u64::from(n))
+        self.fits
+            .iter()
+            .zip(folded)
+            .zip(&self.lags)
+            .map(|((&n, f), &lag)| (f + u64::from(n), lag))
     }
 }
 
@@ -116,6 +127,7 @@ mod tests {
         // Just below the fold, with the first flow fitted by every response so far.
         let mut r = Responses {
             fits: vec![u32::MAX - 1, 0],
+            lags: vec![0, 0],
             since_fold: u32::MAX - 1,
             ..Responses::default()
         };
@@ -123,10 +135,13 @@ mod tests {
             r.fit(&group, 999);
         }
         let want = u64::from(u32::MAX) + 2;
-        assert_eq!(r.fitted().collect::<Vec<_>>(), [want, 0]);
+        assert_eq!(r.fitted().collect::<Vec<_>>(), [(want, 1), (0, 0)]);
         // A flow that joined the group after the fold is counted from its first response.
         group.push(0x13, 999, 1);
         r.fit(&group, 999);
-        assert_eq!(r.fitted().collect::<Vec<_>>(), [want + 1, 0, 1]);
+        assert_eq!(
+            r.fitted().collect::<Vec<_>>(),
+            [(want + 1, 1), (0, 0), (1, 0)]
+        );
     }
 }
