@@ -417,7 +417,8 @@ fn hol_blocking(p: &PauseReport, out: &mut Vec<Finding>) {
             code: "hol_blocking",
             severity: Severity::Problem,
             title: format!("Head-of-line blocking: {} flow stall(s) caused by another host's pauses", evidence.len()),
-            detail: "These flows go neither to nor from the host that sent the pauses, yet stopped while it paused                      its link: they share a paused switch queue or uplink with its traffic and are its victims."
+            detail: "These flows go neither to nor from the host that sent the pauses, yet stopped while it paused \
+                     its link: they share a paused switch queue or uplink with its traffic and are its victims."
                 .into(),
             evidence,
         });
@@ -425,7 +426,9 @@ fn hol_blocking(p: &PauseReport, out: &mut Vec<Finding>) {
 }
 
 fn go_back_n(stats: &StatsReport, out: &mut Vec<Finding>) {
-    let mut evidence = Vec::new();
+    // A go-back-N after a NAK, or over PSNs that were missing at the tap, follows a loss. Without either the
+    // sender timed out: its ACKs came late (behind a long pause) or were lost; nothing says data was lost.
+    let (mut lost, mut timed_out) = (Vec::new(), Vec::new());
     for f in stats.flows.iter().filter(|f| f.retransmissions > 0) {
         let naks: u64 = stats
             .flows
@@ -434,31 +437,52 @@ fn go_back_n(stats: &StatsReport, out: &mut Vec<Finding>) {
             .map(|r| r.naks.psn_sequence_error)
             .sum();
         let bytes_again = f.bytes / f.packets.max(1) * f.retransmissions;
-        push_once(
-            &mut evidence,
-            format!(
-                "{}: {} packets (~{} bytes) sent again, {}",
-                flow_name(f.src, f.dst, f.dest_qp),
-                f.retransmissions,
-                bytes_again,
-                if naks > 0 {
-                    format!("after {naks} NAK(PSN sequence error) from the receiver")
-                } else {
-                    "with no NAK seen: after a transport timeout".to_string()
-                }
-            ),
+        let again = format!(
+            "{}: {} packets (~{} bytes) sent again",
+            flow_name(f.src, f.dst, f.dest_qp),
+            f.retransmissions,
+            bytes_again,
         );
+        if naks > 0 {
+            push_once(
+                &mut lost,
+                format!("{again}, after {naks} NAK(PSN sequence error) from the receiver"),
+            );
+        } else if f.psn_gaps + f.out_of_order > 0 {
+            push_once(&mut lost, format!("{again}, over PSNs missing at the tap"));
+        } else {
+            push_once(
+                &mut timed_out,
+                format!("{again}, with no NAK and no PSN missing before"),
+            );
+        }
     }
-    if !evidence.is_empty() {
+    if !lost.is_empty() {
         out.push(Finding {
             code: "go_back_n_loss",
             severity: Severity::Problem,
-            title: format!("Loss and go-back-N retransmission on {} flow(s)", evidence.len()),
-            detail: "The senders went back and resent from an earlier PSN onwards, sending data twice: after a NAK \
-                     (packets lost on a lossy priority, or dropped elsewhere) or after a transport timeout (ACKs \
-                     stuck behind a long pause, or lost)."
+            title: format!("Loss and go-back-N retransmission on {} flow(s)", lost.len()),
+            detail: "The senders went back and resent from an earlier PSN onwards, sending data twice, after \
+                     packets were lost: the receiver NAKed a PSN sequence error, or PSNs were missing before the \
+                     retransmission (lost on a lossy priority, or dropped elsewhere)."
                 .into(),
-            evidence,
+            evidence: lost,
+        });
+    }
+    if !timed_out.is_empty() {
+        out.push(Finding {
+            code: "timeout_retransmission",
+            severity: Severity::Problem,
+            title: format!(
+                "Retransmission after a transport timeout on {} flow(s)",
+                timed_out.len()
+            ),
+            detail: "The senders resent data that the capture saw arrive, without a NAK: their transport timer \
+                     expired before the ACKs came, which happens when ACKs wait behind a long pause, or are lost, \
+                     or when the timeout (the QP's timeout and retry settings) is shorter than the fabric's \
+                     worst delay."
+                .into(),
+            evidence: timed_out,
         });
     }
 }

@@ -42,11 +42,12 @@ fn findings_per_sample() {
         ("ce_no_cnp", 25, &["ce_without_cnps"]),
         ("cnp_ignored", 25, &["cnps_without_cuts"]),
         ("pfc_only", 25, &[]),
-        // The storm also holds a->r's ACKs long enough for one transport timeout and go-back-N (in the truth).
+        // The storm also holds a->r's ACKs long enough for one transport timeout and go-back-N (in the truth),
+        // with nothing lost: a timeout, not a loss.
         (
             "pfc_storm_hol",
             25,
-            &["pfc_storm", "hol_blocking", "go_back_n_loss"],
+            &["pfc_storm", "hol_blocking", "timeout_retransmission"],
         ),
         ("lossy_gbn", 25, &["go_back_n_loss", "network_loss"]),
     ];
