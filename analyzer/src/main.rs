@@ -307,7 +307,8 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Opens the inputs as one capture, windowed; a directory's files that are not captures are named.
+/// Opens the inputs as one capture, windowed; a directory's files that are not captures are named, and so
+/// are the files named more than once (read once).
 fn open(input: &Input) -> Result<Capture> {
     let inputs = inputs::resolve(&input.files)?;
     for (path, why) in &inputs.skipped {
@@ -315,6 +316,9 @@ fn open(input: &Input) -> Result<Capture> {
             "roce-analyzer: note: {}: skipped ({why})",
             escape(&path.display().to_string())
         );
+    }
+    for repeat in &inputs.repeats {
+        eprintln!("roce-analyzer: note: {}", escape(&repeat.to_string()));
     }
     let mut capture = Capture::open(inputs).map_err(|e| {
         let hint = match e.kind {

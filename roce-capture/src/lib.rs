@@ -14,7 +14,7 @@ pub mod merge;
 pub mod read;
 pub mod write;
 
-pub use inputs::{Input, InputError, Inputs};
+pub use inputs::{Input, InputError, Inputs, Repeat};
 pub use link::LinkType;
 pub use merge::{Bound, Capture, FileSummary, Tap};
 pub use read::{

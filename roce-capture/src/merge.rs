@@ -159,18 +159,17 @@ impl Capture {
         let input = if path.as_os_str() == "-" {
             Input::Stdin
         } else {
-            Input::File(path.to_path_buf())
+            Input::file(path)
         };
         Capture::open(Inputs {
             files: vec![input],
-            skipped: Vec::new(),
+            ..Inputs::default()
         })
     }
 
     /// One capture from any byte stream (a test's bytes, a pipe): the same merge over a single file.
     pub fn from_reader(name: &str, r: Box<dyn Read + Send>) -> Result<Capture, SourceError> {
-        let mut file = File::new(Input::File(PathBuf::from(name)));
-        file.summary.name = name.to_owned();
+        let mut file = File::new(Input::file(name));
         let mut reader = CaptureReader::from_reader(name, r)?;
         let first = reader.advance();
         file.open_reader(reader);
@@ -184,7 +183,7 @@ impl Capture {
 
     fn start(mut files: Vec<File>, skipped: Vec<(PathBuf, String)>) -> Capture {
         let first_ns = files.iter().filter_map(|f| f.first_ns).min();
-        let rereadable = files.iter().all(|f| matches!(f.input, Input::File(_)));
+        let rereadable = files.iter().all(|f| matches!(f.input, Input::File { .. }));
         let mut waiting: Vec<usize> = (0..files.len())
             .filter(|&i| files[i].state == State::Waiting)
             .collect();
@@ -229,6 +228,7 @@ impl Capture {
         let inputs = Inputs {
             files: self.files.iter().map(|f| f.input.clone()).collect(),
             skipped: self.skipped.clone(),
+            repeats: Vec::new(),
         };
         Some(Capture::open(inputs).map(|mut c| {
             c.window = self.window;
@@ -337,7 +337,7 @@ impl Capture {
 
     fn open_waiting(&mut self, i: usize) {
         let reopened = match &self.files[i].input {
-            Input::File(p) => CaptureReader::open(p),
+            Input::File { path, .. } => CaptureReader::open(path),
             // Never waiting: it was open from the start.
             Input::Stdin => return,
         };
@@ -541,7 +541,7 @@ fn add(into: &mut Option<u64>, v: Option<u64>) {
 impl File {
     fn new(input: Input) -> File {
         let size = match &input {
-            Input::File(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+            Input::File { path, .. } => std::fs::metadata(path).ok().map(|m| m.len()),
             Input::Stdin => None,
         };
         File {
@@ -572,7 +572,7 @@ impl File {
     /// Reads the first record's timestamp. Standard input cannot be opened twice: it stays open.
     fn peek(&mut self) -> Result<(), SourceError> {
         let mut reader = match &self.input {
-            Input::File(p) => CaptureReader::open(p)?,
+            Input::File { path, .. } => CaptureReader::open(path)?,
             Input::Stdin => CaptureReader::open(std::path::Path::new("-"))?,
         };
         self.summary.format = Some(reader.format());

@@ -293,3 +293,41 @@ fn missing_inputs_are_errors_with_the_path() {
     assert!(err.contains("nope.pcapng: no such file"), "{err}");
     assert!(out.stdout.is_empty());
 }
+
+/// A file named more than once (the same path again, an overlapping pattern, another spelling, a symlink)
+/// is read once: the numbers are those of the file alone, and each repeat is named on stderr.
+#[test]
+fn a_file_named_twice_is_read_once_and_said_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::copy(sample("incast_dcqcn"), d.join("run.pcapng")).unwrap();
+    std::os::unix::fs::symlink(d.join("run.pcapng"), d.join("link.pcapng")).unwrap();
+    let in_dir = |args: &[&str]| run(analyzer().current_dir(d).args(args));
+    let once = in_dir(&["stats", "--json", "run.pcapng"]);
+    assert!(once.status.success());
+    let repeated = in_dir(&[
+        "stats",
+        "--json",
+        "run.pcapng",
+        "run.*",
+        "./run.pcapng",
+        "link.pcapng",
+    ]);
+    assert!(repeated.status.success());
+    assert_eq!(
+        String::from_utf8(repeated.stdout).unwrap(),
+        String::from_utf8(once.stdout).unwrap()
+    );
+    assert_eq!(
+        String::from_utf8(repeated.stderr).unwrap(),
+        "roce-analyzer: note: run.pcapng given twice; read once\n\
+         roce-analyzer: note: ./run.pcapng is the same file as run.pcapng; read once\n\
+         roce-analyzer: note: link.pcapng is the same file as run.pcapng; read once\n"
+    );
+    // Standard input can be read only once.
+    let out = in_dir(&["stats", "-", "run.pcapng", "-"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("standard input (-) can be read only once")
+    );
+}

@@ -346,4 +346,19 @@ fn tap_names_are_stable() {
     let ab = names(&[a.clone(), b.clone()]);
     assert_eq!(ab, names(&[b, a.clone()]));
     assert!(ab.contains(&(1, format!("{}:eth0", a.display()))));
+    // Found in a directory: named relative to it, in the taps and the files' summaries.
+    let mut c = open(&[d.to_path_buf()]);
+    read_all(&mut c);
+    let taps: Vec<&str> = c.taps().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        taps,
+        [
+            "a.pcapng:eth0",
+            "a.pcapng:eth1",
+            "b.pcapng:eth0",
+            "b.pcapng:eth1"
+        ]
+    );
+    let files: Vec<&str> = c.files().map(|f| f.name.as_str()).collect();
+    assert_eq!(files, ["a.pcapng", "b.pcapng"]);
 }
