@@ -1,7 +1,8 @@
 //! `roce-analyzer`: offline analysis of RoCEv2 captures.
 //!
 //! Exit codes: 0 success; 2 an error, including a damaged capture (whose results up to the damage are still
-//! printed, followed by a warning that names the byte offset). A closed pipe (`| head`) ends quietly with 0.
+//! printed, followed by a warning that names the byte offset) and a window that took no frame. A closed pipe
+//! (`| head`) ends quietly with 0.
 
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -329,7 +330,7 @@ fn open(input: &Input) -> Result<Capture> {
         };
         anyhow::anyhow!("{e}{hint}")
     })?;
-    capture.set_window(input.from, input.to);
+    capture.set_window(input.from, input.to)?;
     Ok(capture)
 }
 
@@ -389,6 +390,7 @@ fn hops(a: HopsArgs) -> Result<ExitCode> {
         switch_ecn: a.switch_ecn,
     };
     let report = hops_analysis::run(&mut capture, decoder(&a.input), opts);
+    capture.check_window()?;
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {
         analyzer::output::json::to_writer_pretty(&mut out, &report)?;
@@ -435,6 +437,7 @@ fn decode(a: DecodeArgs) -> Result<ExitCode> {
         }
     }
     out.flush()?;
+    capture.check_window()?;
     Ok(finish(&capture))
 }
 
@@ -473,6 +476,7 @@ fn decode_parquet(
             writer.flush(frames.capture())?;
         }
     }
+    capture.check_window()?;
     let written = writer.finish(&capture)?;
     eprintln!(
         "roce-analyzer: {written} frames written to {}",
@@ -491,6 +495,7 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
         Stats::new(a.link_speed).with_priorities(a.dscp_map.clone().unwrap_or_default());
     let mut frames = Frames::new(&mut capture, decoder(&a.input));
     frames.for_each(|f| stats.frame(f));
+    capture.check_window()?;
     let report = stats.finish(&capture);
     // Kernel events (`roce-tracer --kernel-events`) name the processes behind QPs. A flow's sending QP is
     // not in its packets: it comes from pairing the flow with its other direction, which `stats` does in a
@@ -651,6 +656,7 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
         },
     )?;
     progress.finish();
+    capture.check_window()?;
     let kernel = blocks::kernel_events(capture.custom_blocks());
     let input = ReportInput {
         stats: &analysis.stats,
@@ -744,6 +750,7 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
         }
     }
     progress.finish();
+    capture.check_window()?;
     let mut opts = opts;
     opts.apply_recorded_knobs(capture.custom_blocks());
     let (_, pauses) = pfc.finish_with_intervals(last_ns);

@@ -331,3 +331,81 @@ fn a_file_named_twice_is_read_once_and_said_so() {
         String::from_utf8_lossy(&out.stderr).contains("standard input (-) can be read only once")
     );
 }
+
+/// A window that takes no frame of the capture is an error of every command, named with the capture's span
+/// in the form the window was given; nothing is printed or written. A window that takes frames but no
+/// RoCE is no error.
+#[test]
+fn a_window_outside_the_capture_is_an_error_of_every_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let capture = sample("incast_dcqcn");
+    let report_dir = tmp.path().join("report");
+    let frames_dir = tmp.path().join("frames");
+    let commands: [Vec<&str>; 6] = [
+        vec!["decode"],
+        vec!["decode", "--parquet", frames_dir.to_str().unwrap()],
+        vec!["stats"],
+        vec!["dcqcn"],
+        vec!["hops"],
+        vec!["report", "-o", report_dir.to_str().unwrap()],
+    ];
+    for command in &commands {
+        for (window, said) in [
+            (
+                ["--from", "+10s"],
+                "the window --from +10s lies outside the capture, which spans +0s to +0.002994439s \
+                 (0.000003186 to 0.002997625 since the epoch)",
+            ),
+            (
+                ["--to", "0.000001"],
+                "the window --to 0.000001 lies outside the capture, which spans 0.000003186 to \
+                 0.002997625 since the epoch (+0s to +0.002994439s)",
+            ),
+        ] {
+            let out = run(analyzer().args(command).args(window).arg(&capture));
+            assert_eq!(out.status.code(), Some(2), "{command:?} {window:?}");
+            assert_eq!(
+                String::from_utf8_lossy(&out.stderr),
+                format!("roce-analyzer: error: {said}\n"),
+                "{command:?}"
+            );
+            assert!(out.stdout.is_empty(), "{command:?}");
+        }
+    }
+    assert!(!report_dir.join("index.html").exists());
+    // Inside the capture's span but between two frames.
+    let out = run(analyzer()
+        .args(["stats", "--from", "+1ns", "--to", "+2ns"])
+        .arg(&capture));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(
+        "no frame of the capture lies in the window --from +0.000000001s --to +0.000000002s"
+    ));
+
+    // Frames inside the window, none of them RoCE: an answer, not an error.
+    let other = tmp.path().join("arp.pcap");
+    let mut w = PcapWriter::new(
+        std::fs::File::create(&other).unwrap(),
+        LinkType::ETHERNET,
+        0,
+    )
+    .unwrap();
+    let mut arp = vec![0xffu8; 12];
+    arp.extend([0x08, 0x06]);
+    arp.resize(60, 0);
+    for t in [1_000, 2_000, 3_000] {
+        w.write_packet(t, &arp, 60).unwrap();
+    }
+    w.into_inner().unwrap();
+    let out = run(analyzer()
+        .args(["stats", "--json", "--from", "+1us"])
+        .arg(&other));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["capture"]["frames"], 2);
+    assert_eq!(v["capture"]["frames_by_kind"]["roce"], 0);
+}
