@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 success; 2 an error, including a damaged capture (whose results up to the damage are still
 //! printed, followed by a warning that names the byte offset) and a window that took no frame. A closed pipe
-//! (`| head`) ends quietly with 0.
+//! (`| head`) on standard output ends quietly with 0; a closed standard error loses its notes and warnings,
+//! never the results or the exit code (every line for it goes through [`say`]).
 
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -288,10 +289,17 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("roce-analyzer: error: {}", escape(&format!("{e:#}")));
+            say(&format!("error: {e:#}"));
             ExitCode::from(2)
         }
     }
+}
+
+/// One line on standard error, after the program's name, its control characters escaped (names in it may
+/// come from the capture). The only way this program writes to standard error: see
+/// [`roce_core::text::to_stderr`] for why a closed one is no failure.
+fn say(line: &str) {
+    roce_core::text::to_stderr(&format!("roce-analyzer: {}", escape(line)));
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -313,13 +321,10 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 fn open(input: &Input) -> Result<Capture> {
     let inputs = inputs::resolve(&input.files)?;
     for (path, why) in &inputs.skipped {
-        eprintln!(
-            "roce-analyzer: note: {}: skipped ({why})",
-            escape(&path.display().to_string())
-        );
+        say(&format!("note: {}: skipped ({why})", path.display()));
     }
     for repeat in &inputs.repeats {
-        eprintln!("roce-analyzer: note: {}", escape(&repeat.to_string()));
+        say(&format!("note: {repeat}"));
     }
     let mut capture = Capture::open(inputs).map_err(|e| {
         let hint = match e.kind {
@@ -347,18 +352,16 @@ fn warn_unread_links(capture: &Capture) {
     for tap in capture.taps() {
         let link = tap.description.link;
         if !Decoder::reads_link(link) {
-            eprintln!(
-                "roce-analyzer: warning: {}: interface {} has link type {link}, which is not decoded: \
-                 its frames are counted as `other` (RoCE is read from Ethernet, Linux cooked and raw IP captures)",
-                escape(
-                    &capture
-                        .files()
-                        .nth(tap.file)
-                        .map(|f| f.name.clone())
-                        .unwrap_or_default()
-                ),
+            say(&format!(
+                "warning: {}: interface {} has link type {link}, which is not decoded: its frames are \
+                 counted as `other` (RoCE is read from Ethernet, Linux cooked and raw IP captures)",
+                capture
+                    .files()
+                    .nth(tap.file)
+                    .map(|f| f.name.clone())
+                    .unwrap_or_default(),
                 tap.interface,
-            );
+            ));
         }
     }
 }
@@ -369,10 +372,9 @@ fn finish(capture: &Capture) -> ExitCode {
     warn_unread_links(capture);
     let mut code = ExitCode::SUCCESS;
     for e in capture.errors() {
-        eprintln!(
-            "roce-analyzer: warning: {}; the results above cover everything of that file before this point",
-            escape(&e.to_string())
-        );
+        say(&format!(
+            "warning: {e}; the results above cover everything of that file before this point"
+        ));
         code = ExitCode::from(2);
     }
     code
@@ -478,10 +480,7 @@ fn decode_parquet(
     }
     capture.check_window()?;
     let written = writer.finish(&capture)?;
-    eprintln!(
-        "roce-analyzer: {written} frames written to {}",
-        escape(&dir.display().to_string())
-    );
+    say(&format!("{written} frames written to {}", dir.display()));
     Ok(finish(&capture))
 }
 
@@ -695,7 +694,7 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
         writeln!(out, "  [{:?}] {}", f.severity, escape(&f.title))?;
     }
     for limit in analysis.dcqcn.limits() {
-        eprintln!("roce-analyzer: warning: {}", escape(&limit));
+        say(&format!("warning: {limit}"));
     }
     Ok(finish(&capture))
 }
@@ -757,7 +756,7 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
     let mut report = pass.finish(&opts, &pauses)?;
     report.name_taps(|i| pipeline::tap_name(&capture, i));
     for limit in report.limits() {
-        eprintln!("roce-analyzer: warning: {}", escape(&limit));
+        say(&format!("warning: {limit}"));
     }
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {

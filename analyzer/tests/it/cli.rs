@@ -446,3 +446,75 @@ fn a_link_type_that_is_not_decoded_is_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("not decoded"), "{err}");
 }
+
+/// A directory whose reading writes to stderr first (a file that is no capture, skipped) and last (an
+/// interface of a link type that is not decoded), beside a sample.
+fn noisy_directory(d: &Path) {
+    use roce_capture::LinkType;
+    use roce_capture::write::PcapWriter;
+    std::fs::copy(
+        workspace().join("samples/captures/incast_dcqcn.pcapng"),
+        d.join("a.pcapng"),
+    )
+    .unwrap();
+    std::fs::write(d.join("notes.txt"), "not a capture").unwrap();
+    let file = std::fs::File::create(d.join("ipoib.pcap")).unwrap();
+    let mut w = PcapWriter::new(file, LinkType::IPOIB, 0).unwrap();
+    w.write_packet(1_000, &[0u8; 64], 64).unwrap();
+    w.into_inner().unwrap();
+}
+
+/// Standard error closed by its reader (`2>&1 >/dev/null | true`, `2>&1 | head`) loses the notes and
+/// warnings, never the results on standard output, the exit code or a panic; many runs, since when the
+/// reader goes away is a race.
+#[test]
+fn a_closed_stderr_ends_nothing() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("noisy");
+    std::fs::create_dir(&dir).unwrap();
+    noisy_directory(&dir);
+    let whole = run(analyzer().arg("stats").arg(&dir));
+    assert!(whole.status.success());
+    let said = String::from_utf8_lossy(&whole.stderr);
+    assert!(said.starts_with("roce-analyzer: note: ") && said.contains("which is not decoded"));
+    let damaged = tmp.path().join("damaged.pcapng");
+    let bytes = std::fs::read(dir.join("a.pcapng")).unwrap();
+    std::fs::write(&damaged, &bytes[..bytes.len() / 2]).unwrap();
+    let missing = tmp.path().join("missing.pcapng");
+    for _ in 0..20 {
+        // Standard error's reader gone before the command starts; standard output read to its end.
+        for (input, code) in [(&dir, 0), (&damaged, 2), (&missing, 2)] {
+            let mut child = analyzer()
+                .arg("stats")
+                .arg(input)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            drop(child.stderr.take());
+            let out = child.wait_with_output().unwrap();
+            assert_eq!(out.status.code(), Some(code), "{}", input.display());
+            if input == &dir {
+                assert_eq!(out.stdout, whole.stdout);
+            }
+        }
+        // Both into one pipe whose reader stops after twelve lines.
+        let (reader, writer) = std::io::pipe().unwrap();
+        let mut child = analyzer()
+            .arg("stats")
+            .arg(&dir)
+            .stdout(writer.try_clone().unwrap())
+            .stderr(writer)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(reader);
+        for _ in 0..12 {
+            let mut line = String::new();
+            lines.read_line(&mut line).unwrap();
+        }
+        drop(lines);
+        assert_eq!(child.wait().unwrap().code(), Some(0));
+    }
+}
