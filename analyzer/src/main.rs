@@ -638,7 +638,7 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
     let mut capture = open(&a.input)?;
     let progress = Progress::new(capture.progress().1, "analysing");
     let mut log = if a.model_table {
-        std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+        tables::create_dir(&a.out)?;
         let path = a.out.join(".model_events.tmp");
         Some(ModelLog::create(&path).with_context(|| format!("creating {}", path.display()))?)
     } else {

@@ -129,7 +129,7 @@ pub enum InputError {
     #[error("no capture to read")]
     Nothing,
     /// The file system failed (permissions, ...).
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// What could not be listed or read.
         path: PathBuf,

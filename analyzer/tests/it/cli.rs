@@ -518,3 +518,49 @@ fn a_closed_stderr_ends_nothing() {
         assert_eq!(child.wait().unwrap().code(), Some(0));
     }
 }
+
+/// Each error says its cause once: where an output directory should be there is a file (the directory
+/// itself, or one above it), the file is named; a failure of the system is quoted once, after the path.
+#[test]
+fn an_error_says_its_cause_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("afile");
+    std::fs::write(&file, "mine").unwrap();
+    let below = file.join("sub");
+    let capture = corpus_pcapng();
+    let (f, b) = (file.display(), below.display());
+    for (args, said) in [
+        (
+            vec!["report", "-o", &*file.to_string_lossy()],
+            format!("writing the report into {f}: {f} is not a directory"),
+        ),
+        (
+            vec!["report", "--model-table", "-o", &*below.to_string_lossy()],
+            format!("{f} is not a directory"),
+        ),
+        (
+            vec!["stats", "--csv", &*below.to_string_lossy()],
+            format!("writing tables into {b}: {f} is not a directory"),
+        ),
+        (
+            vec!["decode", "--parquet", &*file.to_string_lossy()],
+            format!("{f} is not a directory"),
+        ),
+    ] {
+        let out = run(analyzer().args(&args).arg(&capture));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("roce-analyzer: error: {said}\n"),
+            "{args:?}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+    // A name too long for the file system: the system's words once.
+    let long = tmp.path().join("x".repeat(300));
+    let out = run(analyzer().args(["stats", "--csv"]).arg(&long).arg(&capture));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("File name too long").count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

@@ -40,7 +40,7 @@ use crate::analysis::dcqcn::{DcqcnReport, FlowDcqcn};
 use crate::analysis::findings::Finding;
 use crate::analysis::hops::HopsReport;
 use crate::analysis::pauses::PauseReport;
-use crate::output::tables::TableError;
+use crate::output::tables::{self, TableError};
 use charts::Chart;
 use roce_core::passes::StatsReport;
 use roce_core::recorded::{FlowProcess, KernelEvents, KernelSummary};
@@ -89,7 +89,7 @@ pub struct ReportFiles {
 #[derive(Debug, Error)]
 pub enum ReportError {
     /// A file or directory of the report could not be made or written.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// The file or directory concerned, so the user knows where to look.
         path: PathBuf,
@@ -111,7 +111,7 @@ pub enum ReportError {
     #[error(transparent)]
     Table(#[from] TableError),
     /// `summary.json` could not be serialized.
-    #[error("summary.json: {0}")]
+    #[error("summary.json")]
     Json(#[from] serde_json::Error),
 }
 
@@ -166,10 +166,7 @@ pub fn write_report_with(
 ) -> Result<ReportFiles, ReportError> {
     // Fail before writing anything when text cannot be drawn, rather than leave half a report.
     charts::ensure_font()?;
-    std::fs::create_dir_all(dir).map_err(|source| ReportError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    tables::create_dir(dir)?;
     let kernel_summary = (!kernel.is_empty()).then(|| {
         KernelSummary::of(kernel, &input.stats.flows, &|f| {
             sender_qp_of(input.dcqcn, &input.stats.flows, f)
