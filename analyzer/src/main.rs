@@ -17,7 +17,8 @@ use analyzer::analysis::{self as pipeline, PipelineOptions};
 use analyzer::output::dataset;
 use analyzer::output::frames as print;
 use analyzer::output::hops::print_hops;
-use analyzer::output::report::export::write_kernel_tables;
+use analyzer::output::report::export::{self, write_kernel_tables};
+use analyzer::output::report::manifest;
 use analyzer::output::report::{Progress, ReportInput, headline, write_report_with};
 use analyzer::output::tables::{self, TableFormat};
 use analyzer::output::text::{print_dcqcn, print_kernel_events, print_stats};
@@ -711,21 +712,25 @@ fn one_malloc_arena() {
     }
 }
 
-/// Turns the model's event log into model_events.parquet, a chunk of rows at a time, and removes the log.
+/// Turns the model's event log into model_events.parquet, a chunk of rows at a time, and removes the log;
+/// the table is listed in the report's manifest like the report's own files.
 fn write_model_table(dir: &Path, log: ModelLog) -> Result<()> {
     let (path, _) = log
         .finish()
         .context("writing the model's events to a scratch file")?;
+    let formats = [TableFormat::Parquet];
+    export::list(dir, "model_events", &formats)?;
     let mut error = None;
     let chunks = model_log::read_rows(&path, 1 << 16)
         .with_context(|| format!("reading {}", path.display()))?
         .map_while(|c| c.map_err(|e| error = Some(e)).ok());
-    tables::write_formats_chunked(dir, "model_events", chunks, &[TableFormat::Parquet])
+    tables::write_formats_chunked(dir, "model_events", chunks, &formats)
         .with_context(|| format!("writing model_events.parquet into {}", dir.display()))?;
     if let Some(e) = error {
         return Err(e).with_context(|| format!("reading {}", path.display()));
     }
     std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+    manifest::finish(dir)?;
     Ok(())
 }
 

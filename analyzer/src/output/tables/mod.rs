@@ -126,6 +126,11 @@ impl TableFormat {
             TableFormat::Parquet => "parquet",
         }
     }
+
+    /// The file a table called `name` is written to in this format.
+    pub fn file_name(self, name: &str) -> String {
+        format!("{name}.{}", self.extension())
+    }
 }
 
 /// Adds the cells of one row to `columns`, naming nested fields `outer.inner`: a new name becomes a new
@@ -400,7 +405,7 @@ pub fn write_formats_chunked<T: TableRow>(
     let mut writers: Option<(Schema, Vec<Batched>)> = None;
     let paths: Vec<PathBuf> = formats
         .iter()
-        .map(|f| dir.join(format!("{name}.{}", f.extension())))
+        .map(|f| dir.join(f.file_name(name)))
         .collect();
     let polars_err = |path: &Path| {
         let path = path.to_path_buf();
@@ -497,7 +502,7 @@ fn write_frame(
     name: &str,
     format: TableFormat,
 ) -> Result<PathBuf, TableError> {
-    let path = dir.join(format!("{name}.{}", format.extension()));
+    let path = dir.join(format.file_name(name));
     let file = File::create(&path).map_err(|source| TableError::Io {
         path: path.clone(),
         source,
