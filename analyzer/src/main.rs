@@ -400,13 +400,6 @@ fn hops(a: HopsArgs) -> Result<ExitCode> {
         writeln!(out)?;
     } else {
         print_hops(&mut out, &report)?;
-        if report.taps.len() < 2 {
-            writeln!(
-                out,
-                "\n(one tap only: give the captures of both sides of a switch, or a capture with several \
-                 interfaces, to see hops)"
-            )?;
-        }
     }
     out.flush()?;
     Ok(finish(&capture))

@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use std::net::IpAddr;
 
 use crate::analysis::dcqcn::DcqcnReport;
+use crate::output::empty;
 use roce_capture::blocks::records::IpDrops;
 use roce_core::passes::StatsReport;
 use roce_core::recorded as blocks;
@@ -21,6 +22,34 @@ pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
         r.bin_ns as f64 / 1000.0,
         r.cnp_delay_ns
     )?;
+    if r.flows.is_empty() {
+        writeln!(out, "{}", empty::NO_RATE_CONTROL)?;
+    } else {
+        print_dcqcn_flows(out, r)?;
+    }
+    if !r.unpaired_cnps.is_empty() {
+        writeln!(
+            out,
+            "\nCNP streams not tied to any data flow ({})",
+            r.unpaired_cnps.len()
+        )?;
+        for u in &r.unpaired_cnps {
+            writeln!(
+                out,
+                "  {} → {} QP 0x{:06x}: {} CNPs; {}",
+                u.src,
+                u.dst,
+                u.dest_qp,
+                u.cnps,
+                u.describe()
+            )?;
+        }
+    }
+    print_np(out, r)
+}
+
+/// The per-flow table of `dcqcn`, and whose knobs modeled which sender.
+fn print_dcqcn_flows(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
     let rows: Vec<Vec<String>> = r
         .flows
         .iter()
@@ -90,25 +119,10 @@ pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
     for (sender, knobs_of) in own {
         writeln!(out, "  model of {sender}: knobs {}", esc(knobs_of))?;
     }
-    if !r.unpaired_cnps.is_empty() {
-        writeln!(
-            out,
-            "\nCNP streams not tied to any data flow ({})",
-            r.unpaired_cnps.len()
-        )?;
-        for u in &r.unpaired_cnps {
-            writeln!(
-                out,
-                "  {} → {} QP 0x{:06x}: {} CNPs; {}",
-                u.src,
-                u.dst,
-                u.dest_qp,
-                u.cnps,
-                u.describe()
-            )?;
-        }
+    if r.flows.iter().all(|f| f.summary.cnps == 0) {
+        writeln!(out, "{}", empty::NO_PAIRED_CNP)?;
     }
-    print_np(out, r)
+    Ok(())
 }
 
 /// The NP check: one row per CNP stream, then the ports that seem to moderate all their QPs together.
