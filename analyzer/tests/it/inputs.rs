@@ -409,3 +409,83 @@ fn a_window_outside_the_capture_is_an_error_of_every_command() {
     assert_eq!(v["capture"]["frames"], 2);
     assert_eq!(v["capture"]["frames_by_kind"]["roce"], 0);
 }
+
+/// Files found in a directory given by its absolute path are named relative to it in every table (text,
+/// JSON, CSV, the report), never by the whole path; the per-QP tables get a tap column only when there are
+/// several taps.
+#[test]
+fn taps_are_named_as_typed_and_shown_when_there_are_several() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run42");
+    std::fs::create_dir(&dir).unwrap();
+    for name in ["queue_moves", "queue_moves.rx"] {
+        std::fs::copy(sample(name), dir.join(format!("{name}.pcapng"))).unwrap();
+    }
+    let whole = tmp.path().display().to_string();
+    let out = tmp.path().join("out");
+    let text = stdout_of(
+        &["stats", "--csv", out.to_str().unwrap()],
+        std::slice::from_ref(&dir),
+    );
+    let json: Value =
+        serde_json::from_str(&stdout_of(&["stats", "--json"], std::slice::from_ref(&dir))).unwrap();
+    let csv = std::fs::read_to_string(out.join("flows.csv")).unwrap();
+    let report = tmp.path().join("report");
+    stdout_of(
+        &["report", "--no-fit", "-o", report.to_str().unwrap()],
+        std::slice::from_ref(&dir),
+    );
+    let page = std::fs::read_to_string(report.join("index.html")).unwrap();
+    let qp_table = &page[page.find("id=\"table\"").unwrap()..];
+    for (what, shown) in [("text", &text), ("csv", &csv), ("page", &page.to_string())] {
+        assert!(!shown.contains(&whole), "{what} shows the whole path");
+    }
+    let taps: Vec<&str> = json["capture"]["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["tap"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        taps,
+        [
+            "queue_moves.pcapng:s1-sw1",
+            "queue_moves.pcapng:uplink",
+            "queue_moves.pcapng:s3-sw2",
+            "queue_moves.rx.pcapng:sw2-r"
+        ]
+    );
+    // Each flow row names its tap: in the text, the first column; in the CSV and the report, the same names.
+    let flows = json["flows"].as_array().unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let head = lines.iter().position(|l| l.starts_with("Flows (")).unwrap();
+    assert!(lines[head + 1].starts_with("tap "), "{}", lines[head + 1]);
+    for (f, line) in flows.iter().zip(&lines[head + 2..]) {
+        let tap = f["tap"].as_str().unwrap();
+        assert!(taps.contains(&tap));
+        assert!(line.starts_with(&format!("{tap} ")), "{line}");
+        assert!(csv.contains(&format!(",{tap},")), "{tap} in flows.csv");
+        assert!(
+            qp_table.contains(&format!("<td class=\"t\">{tap}</td>")),
+            "{tap} in the QP table"
+        );
+    }
+    assert!(qp_table.contains("<th>tap</th>"));
+
+    // One tap: nothing to tell apart, no tap column.
+    let one = vec![sample("incast_dcqcn")];
+    let text = stdout_of(&["stats"], &one);
+    assert!(text.lines().any(|l| l.starts_with("src ")), "{text}");
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("tap ") || l.starts_with("if "))
+    );
+    let report = tmp.path().join("one");
+    stdout_of(
+        &["report", "--no-fit", "-o", report.to_str().unwrap()],
+        &one,
+    );
+    let page = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(!page[page.find("id=\"table\"").unwrap()..].contains("<th>tap</th>"));
+}
