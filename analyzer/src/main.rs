@@ -1,7 +1,9 @@
 //! `roce-analyzer`: offline analysis of RoCEv2 captures.
 //!
 //! Exit codes: 0 success; 2 an error, including a damaged capture (whose results up to the damage are still
-//! printed, followed by a warning that names the byte offset). A closed pipe (`| head`) ends quietly with 0.
+//! printed, followed by a warning that names the byte offset) and a window that took no frame. A closed pipe
+//! (`| head`) on standard output ends quietly with 0; a closed standard error loses its notes and warnings,
+//! never the results or the exit code (every line for it goes through [`say`]).
 
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -15,7 +17,8 @@ use analyzer::analysis::{self as pipeline, PipelineOptions};
 use analyzer::output::dataset;
 use analyzer::output::frames as print;
 use analyzer::output::hops::print_hops;
-use analyzer::output::report::export::write_kernel_tables;
+use analyzer::output::report::export::{self, write_kernel_tables};
+use analyzer::output::report::manifest;
 use analyzer::output::report::{Progress, ReportInput, headline, write_report_with};
 use analyzer::output::tables::{self, TableFormat};
 use analyzer::output::text::{print_dcqcn, print_kernel_events, print_stats};
@@ -287,10 +290,17 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("roce-analyzer: error: {}", escape(&format!("{e:#}")));
+            say(&format!("error: {e:#}"));
             ExitCode::from(2)
         }
     }
+}
+
+/// One line on standard error, after the program's name, its control characters escaped (names in it may
+/// come from the capture). The only way this program writes to standard error: see
+/// [`roce_core::text::to_stderr`] for why a closed one is no failure.
+fn say(line: &str) {
+    roce_core::text::to_stderr(&format!("roce-analyzer: {}", escape(line)));
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -307,14 +317,15 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Opens the inputs as one capture, windowed; a directory's files that are not captures are named.
+/// Opens the inputs as one capture, windowed; a directory's files that are not captures are named, and so
+/// are the files named more than once (read once).
 fn open(input: &Input) -> Result<Capture> {
     let inputs = inputs::resolve(&input.files)?;
     for (path, why) in &inputs.skipped {
-        eprintln!(
-            "roce-analyzer: note: {}: skipped ({why})",
-            escape(&path.display().to_string())
-        );
+        say(&format!("note: {}: skipped ({why})", path.display()));
+    }
+    for repeat in &inputs.repeats {
+        say(&format!("note: {repeat}"));
     }
     let mut capture = Capture::open(inputs).map_err(|e| {
         let hint = match e.kind {
@@ -325,7 +336,7 @@ fn open(input: &Input) -> Result<Capture> {
         };
         anyhow::anyhow!("{e}{hint}")
     })?;
-    capture.set_window(input.from, input.to);
+    capture.set_window(input.from, input.to)?;
     Ok(capture)
 }
 
@@ -342,18 +353,16 @@ fn warn_unread_links(capture: &Capture) {
     for tap in capture.taps() {
         let link = tap.description.link;
         if !Decoder::reads_link(link) {
-            eprintln!(
-                "roce-analyzer: warning: {}: interface {} has link type {link}, which is not decoded: \
-                 its frames are counted as `other` (RoCE is read from Ethernet, Linux cooked and raw IP captures)",
-                escape(
-                    &capture
-                        .files()
-                        .nth(tap.file)
-                        .map(|f| f.name.clone())
-                        .unwrap_or_default()
-                ),
+            say(&format!(
+                "warning: {}: interface {} has link type {link}, which is not decoded: its frames are \
+                 counted as `other` (RoCE is read from Ethernet, Linux cooked and raw IP captures)",
+                capture
+                    .files()
+                    .nth(tap.file)
+                    .map(|f| f.name.clone())
+                    .unwrap_or_default(),
                 tap.interface,
-            );
+            ));
         }
     }
 }
@@ -364,10 +373,9 @@ fn finish(capture: &Capture) -> ExitCode {
     warn_unread_links(capture);
     let mut code = ExitCode::SUCCESS;
     for e in capture.errors() {
-        eprintln!(
-            "roce-analyzer: warning: {}; the results above cover everything of that file before this point",
-            escape(&e.to_string())
-        );
+        say(&format!(
+            "warning: {e}; the results above cover everything of that file before this point"
+        ));
         code = ExitCode::from(2);
     }
     code
@@ -385,19 +393,13 @@ fn hops(a: HopsArgs) -> Result<ExitCode> {
         switch_ecn: a.switch_ecn,
     };
     let report = hops_analysis::run(&mut capture, decoder(&a.input), opts);
+    capture.check_window()?;
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {
         analyzer::output::json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
         print_hops(&mut out, &report)?;
-        if report.taps.len() < 2 {
-            writeln!(
-                out,
-                "\n(one tap only: give the captures of both sides of a switch, or a capture with several \
-                 interfaces, to see hops)"
-            )?;
-        }
     }
     out.flush()?;
     Ok(finish(&capture))
@@ -431,6 +433,7 @@ fn decode(a: DecodeArgs) -> Result<ExitCode> {
         }
     }
     out.flush()?;
+    capture.check_window()?;
     Ok(finish(&capture))
 }
 
@@ -469,11 +472,9 @@ fn decode_parquet(
             writer.flush(frames.capture())?;
         }
     }
+    capture.check_window()?;
     let written = writer.finish(&capture)?;
-    eprintln!(
-        "roce-analyzer: {written} frames written to {}",
-        escape(&dir.display().to_string())
-    );
+    say(&format!("{written} frames written to {}", dir.display()));
     Ok(finish(&capture))
 }
 
@@ -487,6 +488,7 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
         Stats::new(a.link_speed).with_priorities(a.dscp_map.clone().unwrap_or_default());
     let mut frames = Frames::new(&mut capture, decoder(&a.input));
     frames.for_each(|f| stats.frame(f));
+    capture.check_window()?;
     let report = stats.finish(&capture);
     // Kernel events (`roce-tracer --kernel-events`) name the processes behind QPs. A flow's sending QP is
     // not in its packets: it comes from pairing the flow with its other direction, which `stats` does in a
@@ -630,7 +632,7 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
     let mut capture = open(&a.input)?;
     let progress = Progress::new(capture.progress().1, "analysing");
     let mut log = if a.model_table {
-        std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+        tables::create_dir(&a.out)?;
         let path = a.out.join(".model_events.tmp");
         Some(ModelLog::create(&path).with_context(|| format!("creating {}", path.display()))?)
     } else {
@@ -647,6 +649,7 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
         },
     )?;
     progress.finish();
+    capture.check_window()?;
     let kernel = blocks::kernel_events(capture.custom_blocks());
     let input = ReportInput {
         stats: &analysis.stats,
@@ -685,7 +688,7 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
         writeln!(out, "  [{:?}] {}", f.severity, escape(&f.title))?;
     }
     for limit in analysis.dcqcn.limits() {
-        eprintln!("roce-analyzer: warning: {}", escape(&limit));
+        say(&format!("warning: {limit}"));
     }
     Ok(finish(&capture))
 }
@@ -702,21 +705,25 @@ fn one_malloc_arena() {
     }
 }
 
-/// Turns the model's event log into model_events.parquet, a chunk of rows at a time, and removes the log.
+/// Turns the model's event log into model_events.parquet, a chunk of rows at a time, and removes the log;
+/// the table is listed in the report's manifest like the report's own files.
 fn write_model_table(dir: &Path, log: ModelLog) -> Result<()> {
     let (path, _) = log
         .finish()
         .context("writing the model's events to a scratch file")?;
+    let formats = [TableFormat::Parquet];
+    export::list(dir, "model_events", &formats)?;
     let mut error = None;
     let chunks = model_log::read_rows(&path, 1 << 16)
         .with_context(|| format!("reading {}", path.display()))?
         .map_while(|c| c.map_err(|e| error = Some(e)).ok());
-    tables::write_formats_chunked(dir, "model_events", chunks, &[TableFormat::Parquet])
+    tables::write_formats_chunked(dir, "model_events", chunks, &formats)
         .with_context(|| format!("writing model_events.parquet into {}", dir.display()))?;
     if let Some(e) = error {
         return Err(e).with_context(|| format!("reading {}", path.display()));
     }
     std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+    manifest::finish(dir)?;
     Ok(())
 }
 
@@ -740,13 +747,14 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
         }
     }
     progress.finish();
+    capture.check_window()?;
     let mut opts = opts;
     opts.apply_recorded_knobs(capture.custom_blocks());
     let (_, pauses) = pfc.finish_with_intervals(last_ns);
     let mut report = pass.finish(&opts, &pauses)?;
     report.name_taps(|i| pipeline::tap_name(&capture, i));
     for limit in report.limits() {
-        eprintln!("roce-analyzer: warning: {}", escape(&limit));
+        say(&format!("warning: {limit}"));
     }
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {

@@ -14,9 +14,9 @@ pub mod merge;
 pub mod read;
 pub mod write;
 
-pub use inputs::{Input, InputError, Inputs};
+pub use inputs::{Input, InputError, Inputs, Repeat};
 pub use link::LinkType;
-pub use merge::{Bound, Capture, FileSummary, Tap};
+pub use merge::{Bound, Capture, FileSummary, Tap, WindowError};
 pub use read::{
     CaptureReader, Compression, CustomBlock, Format, IfStats, Interface, Record, SourceError,
     SourceErrorKind,

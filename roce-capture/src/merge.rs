@@ -21,10 +21,15 @@
 //! merged, the error is kept for the file's summary, and the other files go on.
 //!
 //! **Windows.** [`Capture::set_window`] keeps only the records inside `[from, to)`; record numbers still
-//! count every record of the merged stream, so a frame keeps its number whatever the window.
+//! count every record of the merged stream, so a frame keeps its number whatever the window. A window that
+//! took nothing from a capture that has records is a mistake the user must hear of (a silent empty result
+//! reads as "no traffic"): [`Capture::check_window`] says so, with the capture's span.
 
+use std::fmt;
 use std::io::Read;
 use std::path::PathBuf;
+
+use thiserror::Error;
 
 use crate::inputs::{Input, Inputs};
 use crate::read::{
@@ -83,6 +88,92 @@ pub enum Bound {
     After(u64),
 }
 
+impl fmt::Display for Bound {
+    /// As the user writes it: `+2.5s` after the first record, or seconds since the epoch.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Bound::After(ns) => write!(f, "+{}s", Seconds(ns)),
+            Bound::At(ns) => write!(f, "{}", Seconds(ns)),
+        }
+    }
+}
+
+/// Nanoseconds as seconds, with as many decimals as they need (none for whole seconds).
+struct Seconds(u64);
+
+impl fmt::Display for Seconds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (s, ns) = (self.0 / 1_000_000_000, self.0 % 1_000_000_000);
+        if ns == 0 {
+            return write!(f, "{s}");
+        }
+        let frac = format!("{ns:09}");
+        write!(f, "{s}.{}", frac.trim_end_matches('0'))
+    }
+}
+
+/// A window that cannot select anything, or selected nothing.
+#[derive(Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WindowError {
+    /// `--to` is not after `--from`.
+    #[error("the window --from {from} --to {to} is empty: it must end after it starts")]
+    Inverted {
+        /// The start, as given.
+        from: Bound,
+        /// The end, as given.
+        to: Bound,
+    },
+    /// The capture has records, and none is inside the window.
+    #[error("{}", missed(self))]
+    Missed {
+        /// The window's start, as given.
+        from: Option<Bound>,
+        /// The window's end, as given.
+        to: Option<Bound>,
+        /// The capture's first record, ns since the epoch.
+        first_ns: u64,
+        /// Its last record.
+        last_ns: u64,
+        /// Whether the window lies wholly before or after the capture, rather than in a stretch of it
+        /// without records.
+        outside: bool,
+    },
+}
+
+/// The sentence of [`WindowError::Missed`]: the window as given, and the capture's span in the same form
+/// (offsets or epoch seconds) first, the other form after it.
+fn missed(e: &WindowError) -> String {
+    let WindowError::Missed {
+        from,
+        to,
+        first_ns,
+        last_ns,
+        outside,
+    } = *e
+    else {
+        return String::new();
+    };
+    let window: Vec<String> = [("--from", from), ("--to", to)]
+        .into_iter()
+        .filter_map(|(name, b)| b.map(|b| format!("{name} {b}")))
+        .collect();
+    let relative = format!("+0s to {}", Bound::After(last_ns.saturating_sub(first_ns)));
+    let absolute = format!("{} to {}", Bound::At(first_ns), Bound::At(last_ns));
+    let user_relative = matches!(from.or(to), Some(Bound::After(_)));
+    let span = if user_relative {
+        format!("{relative} ({absolute} since the epoch)")
+    } else {
+        format!("{absolute} since the epoch ({relative})")
+    };
+    let window = window.join(" ");
+    if outside {
+        format!("the window {window} lies outside the capture, which spans {span}")
+    } else {
+        format!("no frame of the capture lies in the window {window}; the capture spans {span}")
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Peeked at and closed; opened when the merge reaches its first record.
@@ -129,6 +220,8 @@ pub struct Capture {
     number: u64,
     first_ns: Option<u64>,
     window: (u64, u64),
+    /// The window's ends as the user gave them, for the messages about it.
+    bounds: (Option<Bound>, Option<Bound>),
     /// Source bytes of the files already closed, for progress.
     closed_bytes: u64,
     skipped: Vec<(PathBuf, String)>,
@@ -159,18 +252,17 @@ impl Capture {
         let input = if path.as_os_str() == "-" {
             Input::Stdin
         } else {
-            Input::File(path.to_path_buf())
+            Input::file(path)
         };
         Capture::open(Inputs {
             files: vec![input],
-            skipped: Vec::new(),
+            ..Inputs::default()
         })
     }
 
     /// One capture from any byte stream (a test's bytes, a pipe): the same merge over a single file.
     pub fn from_reader(name: &str, r: Box<dyn Read + Send>) -> Result<Capture, SourceError> {
-        let mut file = File::new(Input::File(PathBuf::from(name)));
-        file.summary.name = name.to_owned();
+        let mut file = File::new(Input::file(name));
         let mut reader = CaptureReader::from_reader(name, r)?;
         let first = reader.advance();
         file.open_reader(reader);
@@ -184,7 +276,7 @@ impl Capture {
 
     fn start(mut files: Vec<File>, skipped: Vec<(PathBuf, String)>) -> Capture {
         let first_ns = files.iter().filter_map(|f| f.first_ns).min();
-        let rereadable = files.iter().all(|f| matches!(f.input, Input::File(_)));
+        let rereadable = files.iter().all(|f| matches!(f.input, Input::File { .. }));
         let mut waiting: Vec<usize> = (0..files.len())
             .filter(|&i| files[i].state == State::Waiting)
             .collect();
@@ -201,6 +293,7 @@ impl Capture {
             number: 0,
             first_ns,
             window: (0, u64::MAX),
+            bounds: (None, None),
             closed_bytes: 0,
             skipped,
             rereadable,
@@ -229,9 +322,11 @@ impl Capture {
         let inputs = Inputs {
             files: self.files.iter().map(|f| f.input.clone()).collect(),
             skipped: self.skipped.clone(),
+            repeats: Vec::new(),
         };
         Some(Capture::open(inputs).map(|mut c| {
             c.window = self.window;
+            c.bounds = self.bounds;
             c
         }))
     }
@@ -241,14 +336,50 @@ impl Capture {
         self.rereadable
     }
 
-    /// Keeps only records with `from <= ts < to`.
-    pub fn set_window(&mut self, from: Option<Bound>, to: Option<Bound>) {
+    /// Keeps only records with `from <= ts < to`; a window that cannot hold anything (`to` not after
+    /// `from`) is refused before anything is read.
+    pub fn set_window(
+        &mut self,
+        from: Option<Bound>,
+        to: Option<Bound>,
+    ) -> Result<(), WindowError> {
         let first = self.first_ns.unwrap_or(0);
         let at = |b: Bound| match b {
             Bound::At(ns) => ns,
             Bound::After(ns) => first.saturating_add(ns),
         };
-        self.window = (from.map_or(0, at), to.map_or(u64::MAX, at));
+        let window = (from.map_or(0, at), to.map_or(u64::MAX, at));
+        if let (Some(from), Some(to)) = (from, to)
+            && window.0 >= window.1
+        {
+            return Err(WindowError::Inverted { from, to });
+        }
+        self.window = window;
+        self.bounds = (from, to);
+        Ok(())
+    }
+
+    /// Once the capture has been read to its end: an error when the window took none of the records it
+    /// has, naming the window and the capture's span. A window that took records, whatever they hold, and
+    /// a capture without records (every file empty or unreadable, which other messages explain) pass.
+    pub fn check_window(&self) -> Result<(), WindowError> {
+        let ended = self.reading.is_empty() && self.waiting.is_empty();
+        let taken: u64 = self.files.iter().map(|f| f.summary.frames).sum();
+        let last = self.files.iter().filter_map(|f| f.last_any_ns).max();
+        let (Some(first_ns), Some(last_ns)) = (self.first_ns, last) else {
+            return Ok(());
+        };
+        if !ended || taken > 0 || self.bounds == (None, None) {
+            return Ok(());
+        }
+        let (from, to) = self.window;
+        Err(WindowError::Missed {
+            from: self.bounds.0,
+            to: self.bounds.1,
+            first_ns: first_ns.min(last_ns),
+            last_ns,
+            outside: from > last_ns || to <= first_ns,
+        })
     }
 
     /// The window in absolute nanoseconds, `[from, to)`.
@@ -337,7 +468,7 @@ impl Capture {
 
     fn open_waiting(&mut self, i: usize) {
         let reopened = match &self.files[i].input {
-            Input::File(p) => CaptureReader::open(p),
+            Input::File { path, .. } => CaptureReader::open(path),
             // Never waiting: it was open from the start.
             Input::Stdin => return,
         };
@@ -541,7 +672,7 @@ fn add(into: &mut Option<u64>, v: Option<u64>) {
 impl File {
     fn new(input: Input) -> File {
         let size = match &input {
-            Input::File(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+            Input::File { path, .. } => std::fs::metadata(path).ok().map(|m| m.len()),
             Input::Stdin => None,
         };
         File {
@@ -572,7 +703,7 @@ impl File {
     /// Reads the first record's timestamp. Standard input cannot be opened twice: it stays open.
     fn peek(&mut self) -> Result<(), SourceError> {
         let mut reader = match &self.input {
-            Input::File(p) => CaptureReader::open(p)?,
+            Input::File { path, .. } => CaptureReader::open(path)?,
             Input::Stdin => CaptureReader::open(std::path::Path::new("-"))?,
         };
         self.summary.format = Some(reader.format());

@@ -3,7 +3,8 @@
 //! Interface names, comments, counter and knob names, process names and kernel-event fields are written by
 //! whoever recorded the capture. Printed raw, an escape sequence in one of them could retitle the terminal,
 //! clear the screen, recolour everything after it or hide a line. JSON and HTML outputs escape on their own;
-//! every text output goes through [`escape_control`].
+//! every text output goes through [`escape_control`], and every line for standard error through
+//! [`to_stderr`].
 
 use std::borrow::Cow;
 use std::fmt::Write;
@@ -30,6 +31,18 @@ pub fn escape_control(s: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// Writes `line` and a line break on standard error, in one write. A failed write is dropped: standard
+/// error is where a failure would be told, so there is nowhere left to tell it, and a reader that went
+/// away (`2>&1 | head`) must cost neither the results still going to standard output nor a panic, which
+/// is what `eprintln!` does there.
+pub fn to_stderr(line: &str) {
+    use std::io::Write as _;
+    let mut text = String::with_capacity(line.len() + 1);
+    text.push_str(line);
+    text.push('\n');
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
 #[cfg(test)]

@@ -13,9 +13,9 @@ pub fn safe(text: &str) -> String {
         .join("\n")
 }
 
-/// Prints `text` on standard error, escaped as [`safe`] does.
+/// Prints `text` on standard error, escaped as [`safe`] does; a closed standard error loses it quietly.
 pub fn say(text: &str) {
-    eprintln!("{}", safe(text));
+    roce_core::text::to_stderr(&safe(text));
 }
 
 #[cfg(test)]

@@ -62,7 +62,7 @@ use roce_wire::pfc::MacControlRepr;
 use rustc_hash::FxHashMap;
 use thiserror::Error;
 
-use super::tables::TableError;
+use super::tables::{self, TableError};
 
 /// The dataset's schema version: bumped whenever a column is added, removed, renamed or changes meaning.
 pub const SCHEMA_VERSION: i32 = 1;
@@ -89,7 +89,7 @@ pub enum DatasetError {
     #[error(transparent)]
     Write(#[from] TableError),
     /// The Parquet layer refused a page or the footer.
-    #[error("writing {path}: {source}")]
+    #[error("writing {path}")]
     Parquet {
         /// The file being written.
         path: PathBuf,
@@ -1296,7 +1296,7 @@ impl std::fmt::Debug for Message {
 impl DatasetWriter {
     /// Creates `dir` (and its parents); refuses a directory that already holds part files.
     pub fn create(dir: &Path, layout: Layout) -> Result<Self, DatasetError> {
-        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        tables::create_dir(dir)?;
         for entry in std::fs::read_dir(dir).map_err(io_error(dir))? {
             let name = entry.map_err(io_error(dir))?.file_name();
             if name.to_string_lossy().starts_with("part-") {

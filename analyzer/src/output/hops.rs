@@ -5,6 +5,7 @@ use std::io::{self, Write};
 
 use crate::analysis::hops::hist::Percentiles;
 use crate::analysis::hops::{HopsReport, QueueReport};
+use crate::output::empty;
 use crate::output::text::table;
 use roce_core::text::escape_control as esc;
 
@@ -55,6 +56,61 @@ pub fn print_hops(out: &mut impl Write, r: &HopsReport) -> io::Result<()> {
         })
         .collect();
     table(out, &["tap", "roce pkts", "psn gaps", "isb drops"], &rows)?;
+    if r.hops.is_empty() {
+        writeln!(out, "\n{}", empty::no_hops(r.taps.len()))?;
+    } else {
+        print_hops_and_queues(out, r)?;
+    }
+    if !r.np.is_empty() {
+        writeln!(out, "\nNotification point (CNPs per tap)")?;
+        let rows: Vec<Vec<String>> =
+            r.np.iter()
+                .map(|n| {
+                    let [p50, p99, max] = n
+                        .ce_to_cnp_ns
+                        .as_ref()
+                        .map_or(["-".into(), "-".into(), "-".into()], ns);
+                    vec![
+                        n.tap.clone(),
+                        n.cnps.to_string(),
+                        n.qps.to_string(),
+                        p50,
+                        p99,
+                        max,
+                        n.min_spacing_ns.map_or("-".into(), |v| v.to_string()),
+                        format!("{} (< {} ns)", n.below_min_gap, n.min_gap_ns),
+                    ]
+                })
+                .collect();
+        table(
+            out,
+            &[
+                "tap",
+                "cnps",
+                "qps",
+                "ce→cnp p50",
+                "p99",
+                "max",
+                "min spacing",
+                "too close",
+            ],
+            &rows,
+        )?;
+    }
+    if !r.findings.is_empty() {
+        writeln!(out, "\nFindings")?;
+        for f in &r.findings {
+            writeln!(out, "- {}: {}", esc(&f.title), esc(&f.detail))?;
+            for e in &f.evidence {
+                writeln!(out, "    {}", esc(e))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The hops with their delays, and the queues with their depth and marking curve.
+fn print_hops_and_queues(out: &mut impl Write, r: &HopsReport) -> io::Result<()> {
     writeln!(out, "\nHops (queue delay = delay beyond the least, in ns)")?;
     let rows: Vec<Vec<String>> = r
         .hops
@@ -127,50 +183,5 @@ pub fn print_hops(out: &mut impl Write, r: &HopsReport) -> io::Result<()> {
         ],
         &rows,
     )?;
-    if !r.np.is_empty() {
-        writeln!(out, "\nNotification point (CNPs per tap)")?;
-        let rows: Vec<Vec<String>> =
-            r.np.iter()
-                .map(|n| {
-                    let [p50, p99, max] = n
-                        .ce_to_cnp_ns
-                        .as_ref()
-                        .map_or(["-".into(), "-".into(), "-".into()], ns);
-                    vec![
-                        n.tap.clone(),
-                        n.cnps.to_string(),
-                        n.qps.to_string(),
-                        p50,
-                        p99,
-                        max,
-                        n.min_spacing_ns.map_or("-".into(), |v| v.to_string()),
-                        format!("{} (< {} ns)", n.below_min_gap, n.min_gap_ns),
-                    ]
-                })
-                .collect();
-        table(
-            out,
-            &[
-                "tap",
-                "cnps",
-                "qps",
-                "ce→cnp p50",
-                "p99",
-                "max",
-                "min spacing",
-                "too close",
-            ],
-            &rows,
-        )?;
-    }
-    if !r.findings.is_empty() {
-        writeln!(out, "\nFindings")?;
-        for f in &r.findings {
-            writeln!(out, "- {}: {}", esc(&f.title), esc(&f.detail))?;
-            for e in &f.evidence {
-                writeln!(out, "    {}", esc(e))?;
-            }
-        }
-    }
     Ok(())
 }

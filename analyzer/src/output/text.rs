@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use std::net::IpAddr;
 
 use crate::analysis::dcqcn::DcqcnReport;
+use crate::output::empty;
 use roce_capture::blocks::records::IpDrops;
 use roce_core::passes::StatsReport;
 use roce_core::recorded as blocks;
@@ -21,6 +22,34 @@ pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
         r.bin_ns as f64 / 1000.0,
         r.cnp_delay_ns
     )?;
+    if r.flows.is_empty() {
+        writeln!(out, "{}", empty::NO_RATE_CONTROL)?;
+    } else {
+        print_dcqcn_flows(out, r)?;
+    }
+    if !r.unpaired_cnps.is_empty() {
+        writeln!(
+            out,
+            "\nCNP streams not tied to any data flow ({})",
+            r.unpaired_cnps.len()
+        )?;
+        for u in &r.unpaired_cnps {
+            writeln!(
+                out,
+                "  {} → {} QP 0x{:06x}: {} CNPs; {}",
+                u.src,
+                u.dst,
+                u.dest_qp,
+                u.cnps,
+                u.describe()
+            )?;
+        }
+    }
+    print_np(out, r)
+}
+
+/// The per-flow table of `dcqcn`, and whose knobs modeled which sender.
+fn print_dcqcn_flows(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
     let rows: Vec<Vec<String>> = r
         .flows
         .iter()
@@ -90,25 +119,10 @@ pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
     for (sender, knobs_of) in own {
         writeln!(out, "  model of {sender}: knobs {}", esc(knobs_of))?;
     }
-    if !r.unpaired_cnps.is_empty() {
-        writeln!(
-            out,
-            "\nCNP streams not tied to any data flow ({})",
-            r.unpaired_cnps.len()
-        )?;
-        for u in &r.unpaired_cnps {
-            writeln!(
-                out,
-                "  {} → {} QP 0x{:06x}: {} CNPs; {}",
-                u.src,
-                u.dst,
-                u.dest_qp,
-                u.cnps,
-                u.describe()
-            )?;
-        }
+    if r.flows.iter().all(|f| f.summary.cnps == 0) {
+        writeln!(out, "{}", empty::NO_PAIRED_CNP)?;
     }
-    print_np(out, r)
+    Ok(())
 }
 
 /// The NP check: one row per CNP stream, then the ports that seem to moderate all their QPs together.
@@ -376,6 +390,36 @@ fn ns_to_s(ns: u64) -> String {
     format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
 }
 
+/// A table of `stats` whose rows may come from several taps: with several, a first column names each row's
+/// tap (the same flow, CNP stream or pause source seen at two taps is two rows that would otherwise look
+/// alike); with one, there is nothing to tell apart.
+struct TapTable<'a> {
+    several: bool,
+    header: Vec<&'a str>,
+    rows: Vec<Vec<String>>,
+}
+
+impl<'a> TapTable<'a> {
+    fn new(r: &StatsReport, header: &[&'a str]) -> Self {
+        let several = r.capture.interfaces.len() > 1;
+        let tap = several.then_some("tap");
+        TapTable {
+            several,
+            header: tap.into_iter().chain(header.iter().copied()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn row(&mut self, tap: &str, cells: Vec<String>) {
+        let tap = self.several.then(|| tap.to_owned());
+        self.rows.push(tap.into_iter().chain(cells).collect());
+    }
+
+    fn print(&self, out: &mut impl Write) -> io::Result<()> {
+        table(out, &self.header, &self.rows)
+    }
+}
+
 /// `stats`'s capture summary and its flow, CNP, PFC, counter and kernel-drop tables.
 pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
     let c = &r.capture;
@@ -402,12 +446,18 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
             c.timestamps_backwards
         )?;
     }
+    // With several taps the tables name each row's tap: here is what each tap is.
+    let several = c.interfaces.len() > 1;
     for i in &c.interfaces {
         writeln!(
             out,
             "  interface {} {} {} snaplen {} ts {}{}",
             i.id,
-            esc(i.name.as_deref().unwrap_or("-")),
+            esc(if several {
+                &i.tap
+            } else {
+                i.name.as_deref().unwrap_or("-")
+            }),
             i.link_type,
             i.snaplen,
             i.ts_resolution,
@@ -421,12 +471,17 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
         )?;
     }
     writeln!(out, "\nFlows ({})", r.flows.len())?;
-    let rows: Vec<Vec<String>> = r
-        .flows
-        .iter()
-        .map(|f| {
+    let mut flows = TapTable::new(
+        r,
+        &[
+            "src", "dst", "dest_qp", "packets", "bytes", "Gb/s", "ECT", "CE", "gaps", "retx",
+            "ooo", "NAKs", "ICRC bad", "trunc",
+        ],
+    );
+    for f in &r.flows {
+        flows.row(
+            &f.tap,
             vec![
-                f.iface.to_string(),
                 f.src.to_string(),
                 f.dst.to_string(),
                 format!("0x{:06x}", f.dest_qp),
@@ -441,22 +496,15 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
                 f.naks.total().to_string(),
                 f.icrc_failures.to_string(),
                 f.truncated.to_string(),
-            ]
-        })
-        .collect();
-    table(
-        out,
-        &[
-            "if", "src", "dst", "dest_qp", "packets", "bytes", "Gb/s", "ECT", "CE", "gaps", "retx",
-            "ooo", "NAKs", "ICRC bad", "trunc",
-        ],
-        &rows,
-    )?;
+            ],
+        );
+    }
+    flows.print(out)?;
     writeln!(out, "\nCNPs ({} streams)", r.cnps.len())?;
-    let rows: Vec<Vec<String>> = r
-        .cnps
-        .iter()
-        .map(|c| {
+    let mut cnps = TapTable::new(r, &["src", "dst", "dest_qp", "count", "first", "last"]);
+    for c in &r.cnps {
+        cnps.row(
+            &c.tap,
             vec![
                 c.src.to_string(),
                 c.dst.to_string(),
@@ -464,33 +512,13 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
                 c.count.to_string(),
                 ns_to_s(c.first_ns),
                 ns_to_s(c.last_ns),
-            ]
-        })
-        .collect();
-    table(
-        out,
-        &["src", "dst", "dest_qp", "count", "first", "last"],
-        &rows,
-    )?;
+            ],
+        );
+    }
+    cnps.print(out)?;
     writeln!(out, "\nPFC / PAUSE ({} sources×priorities)", r.pfc.len())?;
-    let rows: Vec<Vec<String>> = r
-        .pfc
-        .iter()
-        .map(|p| {
-            vec![
-                p.src_mac.clone(),
-                p.kind.to_string(),
-                p.priority.map_or("all".into(), |x| x.to_string()),
-                p.frames.to_string(),
-                p.xoff.to_string(),
-                p.xon.to_string(),
-                p.pauses.to_string(),
-                p.paused_ns.to_string(),
-            ]
-        })
-        .collect();
-    table(
-        out,
+    let mut pfc = TapTable::new(
+        r,
         &[
             "src_mac",
             "kind",
@@ -501,8 +529,23 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
             "pauses",
             "paused_ns",
         ],
-        &rows,
-    )?;
+    );
+    for p in &r.pfc {
+        pfc.row(
+            &p.tap,
+            vec![
+                p.src_mac.clone(),
+                p.kind.to_string(),
+                p.priority.map_or("all".into(), |x| x.to_string()),
+                p.frames.to_string(),
+                p.xoff.to_string(),
+                p.xon.to_string(),
+                p.pauses.to_string(),
+                p.paused_ns.to_string(),
+            ],
+        );
+    }
+    pfc.print(out)?;
     let moved: Vec<&blocks::CounterDelta> = r
         .counters
         .iter()

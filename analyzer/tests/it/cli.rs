@@ -446,3 +446,121 @@ fn a_link_type_that_is_not_decoded_is_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("not decoded"), "{err}");
 }
+
+/// A directory whose reading writes to stderr first (a file that is no capture, skipped) and last (an
+/// interface of a link type that is not decoded), beside a sample.
+fn noisy_directory(d: &Path) {
+    use roce_capture::LinkType;
+    use roce_capture::write::PcapWriter;
+    std::fs::copy(
+        workspace().join("samples/captures/incast_dcqcn.pcapng"),
+        d.join("a.pcapng"),
+    )
+    .unwrap();
+    std::fs::write(d.join("notes.txt"), "not a capture").unwrap();
+    let file = std::fs::File::create(d.join("ipoib.pcap")).unwrap();
+    let mut w = PcapWriter::new(file, LinkType::IPOIB, 0).unwrap();
+    w.write_packet(1_000, &[0u8; 64], 64).unwrap();
+    w.into_inner().unwrap();
+}
+
+/// Standard error closed by its reader (`2>&1 >/dev/null | true`, `2>&1 | head`) loses the notes and
+/// warnings, never the results on standard output, the exit code or a panic; many runs, since when the
+/// reader goes away is a race.
+#[test]
+fn a_closed_stderr_ends_nothing() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("noisy");
+    std::fs::create_dir(&dir).unwrap();
+    noisy_directory(&dir);
+    let whole = run(analyzer().arg("stats").arg(&dir));
+    assert!(whole.status.success());
+    let said = String::from_utf8_lossy(&whole.stderr);
+    assert!(said.starts_with("roce-analyzer: note: ") && said.contains("which is not decoded"));
+    let damaged = tmp.path().join("damaged.pcapng");
+    let bytes = std::fs::read(dir.join("a.pcapng")).unwrap();
+    std::fs::write(&damaged, &bytes[..bytes.len() / 2]).unwrap();
+    let missing = tmp.path().join("missing.pcapng");
+    for _ in 0..20 {
+        // Standard error's reader gone before the command starts; standard output read to its end.
+        for (input, code) in [(&dir, 0), (&damaged, 2), (&missing, 2)] {
+            let mut child = analyzer()
+                .arg("stats")
+                .arg(input)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            drop(child.stderr.take());
+            let out = child.wait_with_output().unwrap();
+            assert_eq!(out.status.code(), Some(code), "{}", input.display());
+            if input == &dir {
+                assert_eq!(out.stdout, whole.stdout);
+            }
+        }
+        // Both into one pipe whose reader stops after twelve lines.
+        let (reader, writer) = std::io::pipe().unwrap();
+        let mut child = analyzer()
+            .arg("stats")
+            .arg(&dir)
+            .stdout(writer.try_clone().unwrap())
+            .stderr(writer)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(reader);
+        for _ in 0..12 {
+            let mut line = String::new();
+            lines.read_line(&mut line).unwrap();
+        }
+        drop(lines);
+        assert_eq!(child.wait().unwrap().code(), Some(0));
+    }
+}
+
+/// Each error says its cause once: where an output directory should be there is a file (the directory
+/// itself, or one above it), the file is named; a failure of the system is quoted once, after the path.
+#[test]
+fn an_error_says_its_cause_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("afile");
+    std::fs::write(&file, "mine").unwrap();
+    let below = file.join("sub");
+    let capture = corpus_pcapng();
+    let (f, b) = (file.display(), below.display());
+    for (args, said) in [
+        (
+            vec!["report", "-o", &*file.to_string_lossy()],
+            format!("writing the report into {f}: {f} is not a directory"),
+        ),
+        (
+            vec!["report", "--model-table", "-o", &*below.to_string_lossy()],
+            format!("{f} is not a directory"),
+        ),
+        (
+            vec!["stats", "--csv", &*below.to_string_lossy()],
+            format!("writing tables into {b}: {f} is not a directory"),
+        ),
+        (
+            vec!["decode", "--parquet", &*file.to_string_lossy()],
+            format!("{f} is not a directory"),
+        ),
+    ] {
+        let out = run(analyzer().args(&args).arg(&capture));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("roce-analyzer: error: {said}\n"),
+            "{args:?}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+    // A name too long for the file system: the system's words once.
+    let long = tmp.path().join("x".repeat(300));
+    let out = run(analyzer().args(["stats", "--csv"]).arg(&long).arg(&capture));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("File name too long").count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

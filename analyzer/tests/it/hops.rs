@@ -475,7 +475,9 @@ fn report_has_the_queue_section() {
     };
     let files = write_report(dir.path(), &input).unwrap();
     let html = std::fs::read_to_string(&files.index).unwrap();
-    assert!(html.contains("No packet was seen at two taps"));
+    assert_eq!(a.stats.capture.interfaces.len(), 1);
+    assert!(html.contains(&analyzer::output::empty::no_hops(1)));
+    assert!(html.contains("Only one tap was read"));
 }
 
 /// A receiver's host whose clock runs 40 ppm fast and 2 ms ahead, two senders into one switch port for
@@ -528,4 +530,31 @@ fn a_drifting_clock_is_followed() {
             depths_agree(queue_for(&r, tq), tq);
         }
     }
+}
+
+/// `hops` of one tap, and `dcqcn` of a capture without congestion or without CNPs, say why their tables
+/// are empty, in the words the report uses.
+#[test]
+fn empty_answers_say_why() {
+    use analyzer::output::empty;
+    let sample = |name: &str| workspace().join(format!("samples/captures/{name}.pcapng"));
+    let stdout = |args: &[&str], name: &str| {
+        let out = run(analyzer().args(args).arg(sample(name)));
+        assert!(out.status.success(), "{args:?} {name}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let hops = stdout(&["hops"], "clean_line_rate");
+    assert!(hops.contains(&empty::no_hops(1)), "{hops}");
+    assert!(!hops.contains("Hops (queue delay"), "{hops}");
+    // Two taps of one file, the copies of a packet further apart than the match window allows.
+    let hops = stdout(&["hops", "--match-window", "1ns"], "queue_moves");
+    assert!(hops.contains(&empty::no_hops(3)), "{hops}");
+
+    let dcqcn = stdout(&["dcqcn"], "clean_line_rate");
+    assert!(dcqcn.contains(empty::NO_RATE_CONTROL), "{dcqcn}");
+    assert!(!dcqcn.contains("rcv_qp"), "{dcqcn}");
+    let dcqcn = stdout(&["dcqcn"], "ce_no_cnp");
+    assert!(dcqcn.contains(empty::NO_PAIRED_CNP), "{dcqcn}");
+    let dcqcn = stdout(&["dcqcn"], "incast_dcqcn");
+    assert!(!dcqcn.contains(empty::NO_PAIRED_CNP) && !dcqcn.contains(empty::NO_RATE_CONTROL));
 }

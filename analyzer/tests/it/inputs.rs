@@ -293,3 +293,199 @@ fn missing_inputs_are_errors_with_the_path() {
     assert!(err.contains("nope.pcapng: no such file"), "{err}");
     assert!(out.stdout.is_empty());
 }
+
+/// A file named more than once (the same path again, an overlapping pattern, another spelling, a symlink)
+/// is read once: the numbers are those of the file alone, and each repeat is named on stderr.
+#[test]
+fn a_file_named_twice_is_read_once_and_said_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::copy(sample("incast_dcqcn"), d.join("run.pcapng")).unwrap();
+    std::os::unix::fs::symlink(d.join("run.pcapng"), d.join("link.pcapng")).unwrap();
+    let in_dir = |args: &[&str]| run(analyzer().current_dir(d).args(args));
+    let once = in_dir(&["stats", "--json", "run.pcapng"]);
+    assert!(once.status.success());
+    let repeated = in_dir(&[
+        "stats",
+        "--json",
+        "run.pcapng",
+        "run.*",
+        "./run.pcapng",
+        "link.pcapng",
+    ]);
+    assert!(repeated.status.success());
+    assert_eq!(
+        String::from_utf8(repeated.stdout).unwrap(),
+        String::from_utf8(once.stdout).unwrap()
+    );
+    assert_eq!(
+        String::from_utf8(repeated.stderr).unwrap(),
+        "roce-analyzer: note: run.pcapng given twice; read once\n\
+         roce-analyzer: note: ./run.pcapng is the same file as run.pcapng; read once\n\
+         roce-analyzer: note: link.pcapng is the same file as run.pcapng; read once\n"
+    );
+    // Standard input can be read only once.
+    let out = in_dir(&["stats", "-", "run.pcapng", "-"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("standard input (-) can be read only once")
+    );
+}
+
+/// A window that takes no frame of the capture is an error of every command, named with the capture's span
+/// in the form the window was given; nothing is printed or written. A window that takes frames but no
+/// RoCE is no error.
+#[test]
+fn a_window_outside_the_capture_is_an_error_of_every_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let capture = sample("incast_dcqcn");
+    let report_dir = tmp.path().join("report");
+    let frames_dir = tmp.path().join("frames");
+    let commands: [Vec<&str>; 6] = [
+        vec!["decode"],
+        vec!["decode", "--parquet", frames_dir.to_str().unwrap()],
+        vec!["stats"],
+        vec!["dcqcn"],
+        vec!["hops"],
+        vec!["report", "-o", report_dir.to_str().unwrap()],
+    ];
+    for command in &commands {
+        for (window, said) in [
+            (
+                ["--from", "+10s"],
+                "the window --from +10s lies outside the capture, which spans +0s to +0.002994439s \
+                 (0.000003186 to 0.002997625 since the epoch)",
+            ),
+            (
+                ["--to", "0.000001"],
+                "the window --to 0.000001 lies outside the capture, which spans 0.000003186 to \
+                 0.002997625 since the epoch (+0s to +0.002994439s)",
+            ),
+        ] {
+            let out = run(analyzer().args(command).args(window).arg(&capture));
+            assert_eq!(out.status.code(), Some(2), "{command:?} {window:?}");
+            assert_eq!(
+                String::from_utf8_lossy(&out.stderr),
+                format!("roce-analyzer: error: {said}\n"),
+                "{command:?}"
+            );
+            assert!(out.stdout.is_empty(), "{command:?}");
+        }
+    }
+    assert!(!report_dir.join("index.html").exists());
+    // Inside the capture's span but between two frames.
+    let out = run(analyzer()
+        .args(["stats", "--from", "+1ns", "--to", "+2ns"])
+        .arg(&capture));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(
+        "no frame of the capture lies in the window --from +0.000000001s --to +0.000000002s"
+    ));
+
+    // Frames inside the window, none of them RoCE: an answer, not an error.
+    let other = tmp.path().join("arp.pcap");
+    let mut w = PcapWriter::new(
+        std::fs::File::create(&other).unwrap(),
+        LinkType::ETHERNET,
+        0,
+    )
+    .unwrap();
+    let mut arp = vec![0xffu8; 12];
+    arp.extend([0x08, 0x06]);
+    arp.resize(60, 0);
+    for t in [1_000, 2_000, 3_000] {
+        w.write_packet(t, &arp, 60).unwrap();
+    }
+    w.into_inner().unwrap();
+    let out = run(analyzer()
+        .args(["stats", "--json", "--from", "+1us"])
+        .arg(&other));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["capture"]["frames"], 2);
+    assert_eq!(v["capture"]["frames_by_kind"]["roce"], 0);
+}
+
+/// Files found in a directory given by its absolute path are named relative to it in every table (text,
+/// JSON, CSV, the report), never by the whole path; the per-QP tables get a tap column only when there are
+/// several taps.
+#[test]
+fn taps_are_named_as_typed_and_shown_when_there_are_several() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run42");
+    std::fs::create_dir(&dir).unwrap();
+    for name in ["queue_moves", "queue_moves.rx"] {
+        std::fs::copy(sample(name), dir.join(format!("{name}.pcapng"))).unwrap();
+    }
+    let whole = tmp.path().display().to_string();
+    let out = tmp.path().join("out");
+    let text = stdout_of(
+        &["stats", "--csv", out.to_str().unwrap()],
+        std::slice::from_ref(&dir),
+    );
+    let json: Value =
+        serde_json::from_str(&stdout_of(&["stats", "--json"], std::slice::from_ref(&dir))).unwrap();
+    let csv = std::fs::read_to_string(out.join("flows.csv")).unwrap();
+    let report = tmp.path().join("report");
+    stdout_of(
+        &["report", "--no-fit", "-o", report.to_str().unwrap()],
+        std::slice::from_ref(&dir),
+    );
+    let page = std::fs::read_to_string(report.join("index.html")).unwrap();
+    let qp_table = &page[page.find("id=\"table\"").unwrap()..];
+    for (what, shown) in [("text", &text), ("csv", &csv), ("page", &page.to_string())] {
+        assert!(!shown.contains(&whole), "{what} shows the whole path");
+    }
+    let taps: Vec<&str> = json["capture"]["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["tap"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        taps,
+        [
+            "queue_moves.pcapng:s1-sw1",
+            "queue_moves.pcapng:uplink",
+            "queue_moves.pcapng:s3-sw2",
+            "queue_moves.rx.pcapng:sw2-r"
+        ]
+    );
+    // Each flow row names its tap: in the text, the first column; in the CSV and the report, the same names.
+    let flows = json["flows"].as_array().unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let head = lines.iter().position(|l| l.starts_with("Flows (")).unwrap();
+    assert!(lines[head + 1].starts_with("tap "), "{}", lines[head + 1]);
+    for (f, line) in flows.iter().zip(&lines[head + 2..]) {
+        let tap = f["tap"].as_str().unwrap();
+        assert!(taps.contains(&tap));
+        assert!(line.starts_with(&format!("{tap} ")), "{line}");
+        assert!(csv.contains(&format!(",{tap},")), "{tap} in flows.csv");
+        assert!(
+            qp_table.contains(&format!("<td class=\"t\">{tap}</td>")),
+            "{tap} in the QP table"
+        );
+    }
+    assert!(qp_table.contains("<th>tap</th>"));
+
+    // One tap: nothing to tell apart, no tap column.
+    let one = vec![sample("incast_dcqcn")];
+    let text = stdout_of(&["stats"], &one);
+    assert!(text.lines().any(|l| l.starts_with("src ")), "{text}");
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("tap ") || l.starts_with("if "))
+    );
+    let report = tmp.path().join("one");
+    stdout_of(
+        &["report", "--no-fit", "-o", report.to_str().unwrap()],
+        &one,
+    );
+    let page = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(!page[page.find("id=\"table\"").unwrap()..].contains("<th>tap</th>"));
+}

@@ -165,7 +165,12 @@ fn writes_every_file_self_contained_and_escaped() {
 fn output_is_deterministic() {
     let (a, _) = report("pfc_storm_hol", 25, &[]);
     let (b, _) = report("pfc_storm_hol", 25, &[]);
-    for f in ["index.html", "summary.json", "pfc_timeline.png"] {
+    for f in [
+        "index.html",
+        "summary.json",
+        "pfc_timeline.png",
+        ".roce-report",
+    ] {
         assert_eq!(
             std::fs::read(a.path().join(f)).unwrap(),
             std::fs::read(b.path().join(f)).unwrap(),
@@ -420,4 +425,76 @@ fn report_into_a_closed_pipe_ends_quietly() {
     assert!(out.status.success(), "{}: {stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(dir.path().join("index.html").is_file());
+}
+
+/// The files in a report's directory, the manifest's lines and the directory's entries, sorted.
+fn listed_and_present(dir: &Path) -> (Vec<String>, Vec<String>) {
+    let manifest = std::fs::read_to_string(dir.join(".roce-report")).unwrap();
+    let listed: Vec<String> = manifest
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(String::from)
+        .collect();
+    let mut present: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != ".roce-report")
+        .collect();
+    present.sort();
+    (listed, present)
+}
+
+/// A report written where another was replaces it whole: the charts and tables the new capture does not
+/// make are gone, the files the user put there stay, and the manifest names exactly the report's files.
+#[test]
+fn a_report_into_a_used_directory_leaves_nothing_of_the_last_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let run_report = |name: &str, extra: &[&str]| {
+        let o = crate::common::run(
+            crate::common::analyzer()
+                .args(["report", "--no-fit", "-o"])
+                .arg(&out)
+                .args(extra)
+                .arg(sample(name)),
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    run_report("incast_dcqcn", &["--model-table"]);
+    let (listed, first) = listed_and_present(&out);
+    assert_eq!(listed, first, "every file of the report is listed");
+    assert!(
+        first.contains(&"flow_04.png".to_string())
+            && first.contains(&"model_events.parquet".into())
+    );
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    std::fs::write(out.join("my_chart.png"), "mine").unwrap();
+
+    // A capture without congestion: no flow, CNP or alpha chart, no model table.
+    run_report("clean_line_rate", &[]);
+    let (listed, present) = listed_and_present(&out);
+    let mine = ["my_chart.png".to_string(), "notes.txt".to_string()];
+    let reports: Vec<String> = present
+        .iter()
+        .filter(|n| !mine.contains(n))
+        .cloned()
+        .collect();
+    assert_eq!(listed, reports);
+    assert!(mine.iter().all(|n| present.contains(n)));
+    for stale in [
+        "flow_01.png",
+        "cnp_rate.png",
+        "alpha.png",
+        "model_events.parquet",
+    ] {
+        assert!(
+            first.contains(&stale.to_string()),
+            "{stale} was written first"
+        );
+        assert!(!present.contains(&stale.to_string()), "{stale} stayed");
+    }
+    assert_eq!(
+        std::fs::read_to_string(out.join("notes.txt")).unwrap(),
+        "mine"
+    );
 }

@@ -25,9 +25,10 @@ pub enum SourceErrorKind {
     /// The path names a directory.
     #[error("is a directory, not a capture file")]
     IsDirectory,
-    /// The operating system failed a read (permissions, I/O error, a closed pipe...).
+    /// The operating system failed a read (permissions, I/O error, a closed pipe...). Said in the message,
+    /// not chained as a source: [`SourceError`] is shown with its `Display` (in tables and warnings).
     #[error("read error: {0}")]
-    Io(#[source] io::Error),
+    Io(io::Error),
     /// Zero bytes: often a capture whose writer was killed before it flushed.
     #[error("empty file, no capture header")]
     Empty,

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use roce_capture::inputs::resolve;
 use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
-use roce_capture::{Bound, Capture, LinkType};
+use roce_capture::{Bound, Capture, LinkType, WindowError};
 
 /// What a record says, for comparisons.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -282,12 +282,9 @@ fn a_damaged_file_costs_only_itself() {
     assert!(Capture::open(resolve(&[junk]).unwrap()).is_err());
 }
 
-/// `--from`/`--to` keep exactly the records in `[from, to)`, absolute or from the first record; numbers
-/// stay those of the whole merged stream.
-#[test]
-fn windows_select_exactly_the_records_inside() {
-    let tmp = tempfile::tempdir().unwrap();
-    let d = tmp.path();
+/// Two pcap files in `d` of 50 records each, every 20 ns from `base`, the second's 5 ns after the first's:
+/// a at base, base+20, ..., base+980; b at base+5, ..., base+985. Returns their paths and `base`.
+fn interleaved(d: &Path) -> (PathBuf, PathBuf, u64) {
     let (a, b) = (d.join("a.pcap"), d.join("b.pcap"));
     let base = 1_700_000_000_000_000_000u64;
     pcap(&a, &(0..50).map(|i| base + i * 20).collect::<Vec<_>>(), 0);
@@ -296,6 +293,15 @@ fn windows_select_exactly_the_records_inside() {
         &(0..50).map(|i| base + 5 + i * 20).collect::<Vec<_>>(),
         100,
     );
+    (a, b, base)
+}
+
+/// `--from`/`--to` keep exactly the records in `[from, to)`, absolute or from the first record; numbers
+/// stay those of the whole merged stream.
+#[test]
+fn windows_select_exactly_the_records_inside() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b, base) = interleaved(tmp.path());
     let all = read_all(&mut open(&[a.clone(), b.clone()]));
     for (from, to) in [
         (Some(Bound::After(100)), Some(Bound::After(300))),
@@ -304,7 +310,7 @@ fn windows_select_exactly_the_records_inside() {
         (Some(Bound::After(2000)), None),
     ] {
         let mut c = open(&[a.clone(), b.clone()]);
-        c.set_window(from, to);
+        c.set_window(from, to).unwrap();
         let (lo, hi) = c.window();
         let mut got = Vec::new();
         let mut numbers = Vec::new();
@@ -323,6 +329,60 @@ fn windows_select_exactly_the_records_inside() {
             assert_eq!(all[*n as usize - 1].ts_ns, *t);
         }
     }
+}
+
+/// A window that takes nothing from a capture with records is an error once the capture has been read,
+/// worded for where it lies: beyond the capture, or in a stretch of it without records; one that cannot
+/// hold anything is refused at once.
+#[test]
+fn a_window_that_takes_nothing_says_where_the_capture_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b, base) = interleaved(tmp.path());
+    let read = |from, to| {
+        let mut c = open(&[a.clone(), b.clone()]);
+        c.set_window(from, to).unwrap();
+        let n = read_all(&mut c).len();
+        (n, c.check_window())
+    };
+    let past = read(Some(Bound::After(10_000_000_000)), None);
+    assert_eq!(past.0, 0);
+    assert_eq!(
+        past.1.unwrap_err().to_string(),
+        "the window --from +10s lies outside the capture, which spans +0s to +0.000000985s \
+         (1700000000 to 1700000000.000000985 since the epoch)"
+    );
+    let before = read(None, Some(Bound::At(base - 1_500_000_000)));
+    assert_eq!(
+        before.1.unwrap_err().to_string(),
+        "the window --to 1699999998.5 lies outside the capture, which spans 1700000000 to \
+         1700000000.000000985 since the epoch (+0s to +0.000000985s)"
+    );
+    // Between b's record at +105 and a's at +120.
+    let gap = read(Some(Bound::After(106)), Some(Bound::After(119)));
+    assert_eq!(gap.0, 0);
+    assert_eq!(
+        gap.1.unwrap_err().to_string(),
+        "no frame of the capture lies in the window --from +0.000000106s --to +0.000000119s; the \
+         capture spans +0s to +0.000000985s (1700000000 to 1700000000.000000985 since the epoch)"
+    );
+    // One record inside is enough, and no window is never an error.
+    assert_eq!(read(Some(Bound::After(980)), None), (2, Ok(())));
+    assert_eq!(read(None, None), (100, Ok(())));
+
+    // Not read to its end: nothing is known yet.
+    let mut c = open(&[a.clone(), b.clone()]);
+    c.set_window(Some(Bound::After(10_000)), None).unwrap();
+    assert_eq!(c.check_window(), Ok(()));
+
+    let mut c = open(std::slice::from_ref(&a));
+    let err = c
+        .set_window(Some(Bound::After(2_000)), Some(Bound::After(1_000)))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the window --from +0.000002s --to +0.000001s is empty: it must end after it starts"
+    );
+    assert!(matches!(err, WindowError::Inverted { .. }));
 }
 
 /// Tap names do not depend on the order files are named in, only on the files.
@@ -346,4 +406,19 @@ fn tap_names_are_stable() {
     let ab = names(&[a.clone(), b.clone()]);
     assert_eq!(ab, names(&[b, a.clone()]));
     assert!(ab.contains(&(1, format!("{}:eth0", a.display()))));
+    // Found in a directory: named relative to it, in the taps and the files' summaries.
+    let mut c = open(&[d.to_path_buf()]);
+    read_all(&mut c);
+    let taps: Vec<&str> = c.taps().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        taps,
+        [
+            "a.pcapng:eth0",
+            "a.pcapng:eth1",
+            "b.pcapng:eth0",
+            "b.pcapng:eth1"
+        ]
+    );
+    let files: Vec<&str> = c.files().map(|f| f.name.as_str()).collect();
+    assert_eq!(files, ["a.pcapng", "b.pcapng"]);
 }

@@ -42,14 +42,14 @@ pub enum DcqcnError {
         /// The line, trimmed.
         text: String,
     },
-    /// An error in a knob file, with the 1-based line it came from.
-    #[error("knob file line {line}: {source}")]
+    /// An error in a knob file, with the 1-based line it came from. The line's error is part of the
+    /// message, not a source: the analysis quotes refused knobs with their `Display`.
+    #[error("knob file line {line}: {error}")]
     AtLine {
         /// 1-based line number.
         line: usize,
         /// What was wrong with it.
-        #[source]
-        source: Box<DcqcnError>,
+        error: Box<DcqcnError>,
     },
     /// The model cannot run with these settings (a zero period would never let time advance).
     #[error("invalid DCQCN setting: {0}")]
@@ -378,9 +378,9 @@ fn apply_lines(
         if line.is_empty() {
             continue;
         }
-        let at = |source: DcqcnError| DcqcnError::AtLine {
+        let at = |error: DcqcnError| DcqcnError::AtLine {
             line: i + 1,
-            source: Box::new(source),
+            error: Box::new(error),
         };
         let (name, value) = line
             .split_once('=')

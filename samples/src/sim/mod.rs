@@ -31,7 +31,7 @@ pub enum SimError {
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
     /// A capture or truth file could not be written.
-    #[error("writing the capture: {0}")]
+    #[error("writing the capture")]
     Io(#[from] io::Error),
     /// Node and flow indices are kept small in the packets; the samples are meant to be small too.
     #[error("scenario too large: at most 250 nodes and 60000 flows")]

@@ -15,17 +15,17 @@ use thiserror::Error;
 
 use super::rp::{KnobError, RpKnobs};
 
-/// Why a scenario was refused.
+/// Why a scenario was refused. Each message is whole (a cause is said in it, not chained as a source):
+/// a scenario's error is shown by its `Display`, and must name the key at fault there.
 #[derive(Debug, Error)]
 pub enum ScenarioError {
     /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {error}")]
     Io {
         /// As given.
         path: String,
         /// Why.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// TOML syntax, an unknown key or a value of the wrong type (the message names the key and line).
     #[error("{file}: {message}")]
@@ -46,13 +46,12 @@ pub enum ScenarioError {
         message: String,
     },
     /// A `[dcqcn]` knob the reaction point does not know, or a value outside its range.
-    #[error("{file}: `dcqcn`: {source}")]
+    #[error("{file}: `dcqcn`: {error}")]
     Knob {
         /// The scenario's name.
         file: String,
         /// Which knob and why.
-        #[source]
-        source: KnobError,
+        error: KnobError,
     },
 }
 
@@ -509,9 +508,9 @@ const MAX_DURATION_US: u64 = 10_000_000;
 impl Scenario {
     /// Reads and checks a scenario file; the scenario is named after the file stem.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+        let text = std::fs::read_to_string(path).map_err(|error| ScenarioError::Io {
             path: path.display().to_string(),
-            source,
+            error,
         })?;
         let name = path
             .file_stem()
@@ -567,9 +566,9 @@ impl Scenario {
                     ));
                 }
             };
-            knobs.set(k, value).map_err(|source| ScenarioError::Knob {
+            knobs.set(k, value).map_err(|error| ScenarioError::Knob {
                 file: name.to_string(),
-                source,
+                error,
             })?;
         }
 

@@ -97,7 +97,7 @@ pub enum KernelEventsError {
         source: std::io::Error,
     },
     /// A format file does not say what the tracer needs.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Format {
         /// The file.
         path: PathBuf,

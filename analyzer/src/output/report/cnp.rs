@@ -7,6 +7,7 @@ use super::charts::{Chart, Line, LineChart, PALETTE};
 use super::{Report, ReportError};
 use crate::analysis::dcqcn::{DcqcnReport, FlowDcqcn};
 use crate::analysis::np::Pacing;
+use crate::output::empty;
 
 pub(super) fn write(r: &mut Report<'_>) -> Result<(), ReportError> {
     r.page.section("cnp", "CNP rate");
@@ -18,7 +19,7 @@ pub(super) fn write(r: &mut Report<'_>) -> Result<(), ReportError> {
             "CNPs received by each sender, counted in bins.",
         )?;
     } else {
-        r.page.para("note", "No CNP was paired with a data flow.");
+        r.page.para("note", empty::NO_PAIRED_CNP);
     }
     if !d.unpaired_cnps.is_empty() {
         r.page.para(

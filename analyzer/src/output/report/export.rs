@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::summary::DcqcnFlowRow;
-use super::{ReportError, ReportInput};
+use super::{ReportError, ReportInput, manifest};
 use crate::analysis::dcqcn::{DcqcnReport, FlowDcqcn};
 use crate::output::tables::{self, TableError, TableFormat, TableRow, Typed};
 use roce_core::dcqcn::EventKind;
@@ -239,118 +239,80 @@ fn observed_cut_rows(f: &FlowDcqcn) -> impl Iterator<Item = ObservedCutRow> + '_
     })
 }
 
+/// Lists a table's files in the report's manifest, before they are written.
+pub fn list(dir: &Path, name: &str, formats: &[TableFormat]) -> Result<(), ReportError> {
+    formats
+        .iter()
+        .try_for_each(|f| manifest::add(dir, &f.file_name(name)))
+}
+
+/// One table held whole, listed in the manifest and written in `formats`.
+fn whole<T: TableRow>(
+    dir: &Path,
+    name: &str,
+    rows: &[T],
+    formats: &[TableFormat],
+) -> Result<Vec<PathBuf>, ReportError> {
+    list(dir, name, formats)?;
+    Ok(tables::write_formats(dir, name, rows, formats)?)
+}
+
+/// One table of a row per model event, a chunk of flows at a time, listed in the manifest and written in
+/// [`EVENT_FORMATS`].
+fn per_event<T: TableRow>(
+    dir: &Path,
+    name: &str,
+    chunks: impl Iterator<Item = Vec<T>>,
+) -> Result<Vec<PathBuf>, ReportError> {
+    list(dir, name, &EVENT_FORMATS)?;
+    Ok(tables::write_formats_chunked(
+        dir,
+        name,
+        chunks,
+        &EVENT_FORMATS,
+    )?)
+}
+
 pub(super) fn write_tables(
     dir: &Path,
     input: &ReportInput<'_>,
 ) -> Result<Vec<PathBuf>, ReportError> {
     let d = input.dcqcn;
     let dcqcn_flows: Vec<DcqcnFlowRow> = d.flows.iter().map(DcqcnFlowRow::of).collect();
-    let mut out = Vec::new();
-    let mut both = |paths: Result<Vec<PathBuf>, TableError>| {
-        out.extend(paths?);
-        Ok::<(), ReportError>(())
-    };
-    let formats = FORMATS;
-    both(tables::write_formats(
-        dir,
-        "flows",
-        &input.stats.flows,
-        &formats,
-    ))?;
-    both(tables::write_formats(
-        dir,
-        "cnps",
-        &input.stats.cnps,
-        &formats,
-    ))?;
-    both(tables::write_formats(
-        dir,
-        "pfc",
-        &input.stats.pfc,
-        &formats,
-    ))?;
-    both(tables::write_formats(
-        dir,
-        "dcqcn_flows",
-        &dcqcn_flows,
-        &formats,
-    ))?;
-    both(tables::write_formats_chunked(
-        dir,
-        "cuts",
-        flow_chunks(d, cut_rows),
-        &EVENT_FORMATS,
-    ))?;
+    let f = &FORMATS;
+    let mut out = whole(dir, "flows", &input.stats.flows, f)?;
+    out.extend(whole(dir, "cnps", &input.stats.cnps, f)?);
+    out.extend(whole(dir, "pfc", &input.stats.pfc, f)?);
+    out.extend(whole(dir, "dcqcn_flows", &dcqcn_flows, f)?);
+    out.extend(per_event(dir, "cuts", flow_chunks(d, cut_rows))?);
     // Whole: a ratio can be null (NaN), and a chunk of nulls only would type its column otherwise. The table
     // has a row per burst of CNPs, far fewer than the cuts.
     let observed_cuts: Vec<ObservedCutRow> = d.flows.iter().flat_map(observed_cut_rows).collect();
-    both(tables::write_formats(
-        dir,
-        "observed_cuts",
-        &observed_cuts,
-        &formats,
-    ))?;
-    both(tables::write_formats_chunked(
-        dir,
-        "model",
-        flow_chunks(d, model_rows),
-        &EVENT_FORMATS,
-    ))?;
-    both(tables::write_formats(
-        dir,
-        "unpaired_cnps",
-        &d.unpaired_cnps,
-        &formats,
-    ))?;
-    both(tables::write_formats(
-        dir,
-        "np_streams",
-        &d.np_streams,
-        &formats,
-    ))?;
-    both(tables::write_formats(
-        dir,
-        "np_ports",
-        &d.np_ports,
-        &formats,
-    ))?;
-    both(tables::write_formats(
-        dir,
-        "pause_intervals",
-        &input.pauses.intervals,
-        &formats,
-    ))?;
-    both(tables::write_formats(
-        dir,
-        "storms",
-        &input.pauses.storms,
-        &formats,
-    ))?;
-    both(tables::write_formats(
-        dir,
-        "findings",
-        input.findings,
-        &formats,
-    ))?;
+    out.extend(whole(dir, "observed_cuts", &observed_cuts, f)?);
+    out.extend(per_event(dir, "model", flow_chunks(d, model_rows))?);
+    out.extend(whole(dir, "unpaired_cnps", &d.unpaired_cnps, f)?);
+    out.extend(whole(dir, "np_streams", &d.np_streams, f)?);
+    out.extend(whole(dir, "np_ports", &d.np_ports, f)?);
+    out.extend(whole(dir, "pause_intervals", &input.pauses.intervals, f)?);
+    out.extend(whole(dir, "storms", &input.pauses.storms, f)?);
+    out.extend(whole(dir, "findings", input.findings, f)?);
     // Only captures made with `roce-tracer --counters` / `--kernel-events` carry these.
     if !input.stats.counters.is_empty() {
-        both(tables::write_formats(
-            dir,
-            "counters",
-            &input.stats.counters,
-            &formats,
-        ))?;
+        out.extend(whole(dir, "counters", &input.stats.counters, f)?);
     }
     if !input.stats.kernel_drops.is_empty() {
-        both(tables::write_formats(
-            dir,
-            "kernel_drops",
-            &input.stats.kernel_drops,
-            &formats,
-        ))?;
+        out.extend(whole(dir, "kernel_drops", &input.stats.kernel_drops, f)?);
     }
     Ok(out)
 }
+
+/// The tables [`write_kernel_tables`] writes, in its order.
+pub const KERNEL_TABLES: [&str; 4] = [
+    "kernel_events",
+    "kernel_drop_intervals",
+    "qp_processes",
+    "flow_processes",
+];
 
 /// The tables of a capture with kernel events (`roce-tracer --kernel-events`), in each of `formats`: the
 /// report writes them beside its other tables, `stats --csv/--parquet` on their own.
@@ -362,25 +324,21 @@ pub fn write_kernel_tables(
 ) -> Result<Vec<PathBuf>, TableError> {
     let rows = kernel_event_rows(events);
     let flows = flow_process_rows(&k.flow_processes);
-    let mut out = tables::write_formats(dir, "kernel_events", &rows, formats)?;
+    let [events_table, drops_table, qps_table, flows_table] = KERNEL_TABLES;
+    let mut out = tables::write_formats(dir, events_table, &rows, formats)?;
     out.extend(tables::write_formats(
         dir,
-        "kernel_drop_intervals",
+        drops_table,
         &k.drop_intervals,
         formats,
     )?);
     out.extend(tables::write_formats(
         dir,
-        "qp_processes",
+        qps_table,
         &k.qp_processes,
         formats,
     )?);
-    out.extend(tables::write_formats(
-        dir,
-        "flow_processes",
-        &flows,
-        formats,
-    )?);
+    out.extend(tables::write_formats(dir, flows_table, &flows, formats)?);
     Ok(out)
 }
 

@@ -6,6 +6,7 @@ use super::charts::{Chart, Line, LineChart, MarkShape, Marks, PALETTE, SecondAxi
 use super::kernel::label_for;
 use super::{Report, ReportError, ReportInput};
 use crate::analysis::dcqcn::{DcqcnReport, FlowDcqcn};
+use crate::output::empty;
 use roce_core::passes::StatsReport;
 
 /// Flows drawn one chart each; the rest are summed up in the table, since nobody reads forty charts.
@@ -16,10 +17,7 @@ pub(super) fn write(r: &mut Report<'_>) -> Result<(), ReportError> {
         .section("flows", "Per-flow throughput and the DCQCN model");
     let flows_with_cc = r.input.dcqcn.flows.len();
     if r.shown.is_empty() {
-        r.page.para(
-            "note",
-            "No flow saw ECN congestion marks or CNPs, so there is no rate control to show.",
-        );
+        r.page.para("note", empty::NO_RATE_CONTROL);
     } else {
         r.page.para(
             "note",

@@ -13,6 +13,9 @@
 //! tables and its notes ([`findings`], [`flows`], [`pfc`], [`kernel`], [`cnp`], [`alpha`], [`queues`], [`qp_table`]) and
 //! writes them through [`Report`]; [`summary`] writes `summary.json` and [`export`] the CSV and Parquet
 //! tables, [`trace`] the timeline for Perfetto. A new section is a module with a `write(&mut Report)` and one line in [`write_report_with`].
+//!
+//! Every file is listed in the directory's [`manifest`] before it is written, so that the next report into
+//! the same directory removes exactly what this one wrote.
 
 pub mod alpha;
 pub mod axis;
@@ -25,6 +28,7 @@ pub mod header;
 pub mod headline;
 pub mod html;
 pub mod kernel;
+pub mod manifest;
 pub mod pfc;
 pub mod progress;
 pub mod qp_table;
@@ -89,7 +93,7 @@ pub struct ReportFiles {
 #[derive(Debug, Error)]
 pub enum ReportError {
     /// A file or directory of the report could not be made or written.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// The file or directory concerned, so the user knows where to look.
         path: PathBuf,
@@ -111,7 +115,7 @@ pub enum ReportError {
     #[error(transparent)]
     Table(#[from] TableError),
     /// `summary.json` could not be serialized.
-    #[error("summary.json: {0}")]
+    #[error("summary.json")]
     Json(#[from] serde_json::Error),
 }
 
@@ -138,6 +142,7 @@ impl Report<'_> {
         let svg = charts::to_svg(chart)?;
         let png_name = format!("{name}.png");
         let png_path = self.dir.join(&png_name);
+        manifest::add(self.dir, &png_name)?;
         charts::to_png(chart, &png_path)?;
         self.page.figure(&svg, caption, &png_name);
         self.charts.push(png_path);
@@ -151,7 +156,8 @@ impl Report<'_> {
     }
 }
 
-/// Writes the report into `dir` (created if needed), replacing files of the same names.
+/// Writes the report into `dir` (created if needed), replacing files of the same names and removing the
+/// other files an earlier report wrote there (see [`manifest`]).
 pub fn write_report(dir: &Path, input: &ReportInput<'_>) -> Result<ReportFiles, ReportError> {
     write_report_with(dir, input, &KernelEvents::default())
 }
@@ -166,10 +172,10 @@ pub fn write_report_with(
 ) -> Result<ReportFiles, ReportError> {
     // Fail before writing anything when text cannot be drawn, rather than leave half a report.
     charts::ensure_font()?;
-    std::fs::create_dir_all(dir).map_err(|source| ReportError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    manifest::start(dir)?;
+    for name in [INDEX, SUMMARY, trace::TRACE] {
+        manifest::add(dir, name)?;
+    }
     let kernel_summary = (!kernel.is_empty()).then(|| {
         KernelSummary::of(kernel, &input.stats.flows, &|f| {
             sender_qp_of(input.dcqcn, &input.stats.flows, f)
@@ -193,6 +199,9 @@ pub fn write_report_with(
         let tables = scope.spawn(|| {
             let mut tables = export::write_tables(dir, input)?;
             if let Some(k) = &kernel_summary {
+                for name in export::KERNEL_TABLES {
+                    export::list(dir, name, &export::FORMATS)?;
+                }
                 tables.extend(export::write_kernel_tables(
                     dir,
                     k,
@@ -211,9 +220,10 @@ pub fn write_report_with(
     let trace = trace?;
     summary::write_files_section(&mut r, &tables);
     let summary_path = summary::write_json(&r, &tables)?;
-    let index = dir.join("index.html");
+    let index = dir.join(INDEX);
     let title = format!("rocetrace report: {}", input.stats.capture.file);
     write_file(&index, r.page.finish(&title).as_bytes())?;
+    manifest::finish(dir)?;
     Ok(ReportFiles {
         index,
         summary: summary_path,
@@ -222,6 +232,11 @@ pub fn write_report_with(
         tables,
     })
 }
+
+/// The page's file name.
+const INDEX: &str = "index.html";
+/// The numbers' file name.
+pub(crate) const SUMMARY: &str = "summary.json";
 
 /// What a thread of the report returned; its panic goes on.
 fn join<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {

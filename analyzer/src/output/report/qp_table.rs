@@ -35,7 +35,8 @@ fn method_name(m: Option<Method>) -> &'static str {
 }
 
 /// Every data flow, the congested ones first; past [`MAX_TABLE_ROWS`] the rest are summed in one row. With
-/// kernel events, a last column names the processes at the flow's ends.
+/// several taps a first column names the tap (a flow seen at two taps is two rows that would otherwise look
+/// alike); with kernel events, a last column names the processes at the flow's ends.
 fn qp_table(input: &ReportInput<'_>, labels: &[FlowProcess]) -> String {
     let d = input.dcqcn;
     let mut flows: Vec<_> = input
@@ -156,5 +157,22 @@ fn qp_table(input: &ReportInput<'_>, labels: &[FlowProcess]) -> String {
     if rows.is_empty() {
         return "<p class=\"note\">No RoCE data flow in this capture.</p>".into();
     }
-    html::table(&header, &rows, &[0, 1, 2], rest.as_deref())
+    if input.stats.capture.interfaces.len() < 2 {
+        return html::table(&header, &rows, &[0, 1, 2], rest.as_deref());
+    }
+    header.insert(0, "tap");
+    let rows: Vec<Vec<String>> = flows
+        .iter()
+        .zip(rows)
+        .map(|((r, _), mut row)| {
+            row.insert(0, r.tap.clone());
+            row
+        })
+        .collect();
+    // The summary row keeps its label first.
+    let rest = rest.map(|mut cells| {
+        cells.insert(1, String::new());
+        cells
+    });
+    html::table(&header, &rows, &[0, 1, 2, 3], rest.as_deref())
 }

@@ -7,6 +7,7 @@ use super::axis::{TimeAxis, fmt_duration};
 use super::charts::{Chart, Line, LineChart, MarkShape, Marks, PALETTE};
 use super::{Report, ReportError, html};
 use crate::analysis::hops::{HopsReport, QueueReport, Series, red};
+use crate::output::empty;
 use crate::output::hops::queue_cells;
 
 /// Hops drawn in the delay chart, and queues drawn one depth chart each, busiest first.
@@ -18,11 +19,8 @@ const MAX_MARKS: usize = 4_000;
 pub(super) fn write(r: &mut Report<'_>) -> Result<(), ReportError> {
     r.page.section("queues", "Queues and ECN marking");
     let Some(h) = r.input.hops else {
-        r.page.para(
-            "note",
-            "No packet was seen at two taps, so no queue could be measured: give the captures of both sides \
-             of a switch (or of the sender and the receiver) together, as `roce-analyzer hops` does.",
-        );
+        let taps = r.input.stats.capture.interfaces.len();
+        r.page.para("note", &empty::no_hops(taps));
         return Ok(());
     };
     r.page.para(

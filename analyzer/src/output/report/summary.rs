@@ -112,7 +112,7 @@ pub(super) fn write_files_section(r: &mut Report<'_>, tables: &[PathBuf]) {
 
 /// Writes `summary.json` and returns its path.
 pub(super) fn write_json(r: &Report<'_>, tables: &[PathBuf]) -> Result<PathBuf, ReportError> {
-    let path = r.dir.join("summary.json");
+    let path = r.dir.join(super::SUMMARY);
     let mut summary = summary(r.input, &r.charts, tables);
     summary.kernel_events = r.kernel_summary;
     // Streamed: for thousands of flows the text is tens of MB, and a whole copy in memory raised the peak.

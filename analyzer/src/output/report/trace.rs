@@ -28,6 +28,9 @@ use roce_core::recorded::KernelEvents;
 
 /// Process ids of the trace's groups, far above real ones and above the small ids profilers give devices,
 /// so a merged trace keeps them apart.
+/// The timeline's file name in the report's directory.
+pub const TRACE: &str = "trace.json";
+
 const PID_BASE: u64 = 900_000_000;
 const PID_CAPTURE: u64 = PID_BASE;
 const PID_PFC: u64 = PID_BASE + 1;
@@ -265,7 +268,7 @@ pub fn write_trace_with(
     kernel: &KernelEvents,
     limits: &TraceLimits,
 ) -> Result<PathBuf, ReportError> {
-    let path = dir.join("trace.json");
+    let path = dir.join(TRACE);
     let io = |source| ReportError::Io {
         path: path.clone(),
         source,

@@ -78,15 +78,21 @@ fn chunk_frame<T: TableRow>(table: &str, rows: &[T]) -> Result<DataFrame, TableE
 #[derive(Debug, Error)]
 pub enum TableError {
     /// The file could not be created or written.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// The table's file, so the user knows where to look.
         path: PathBuf,
         /// What the system said.
         source: std::io::Error,
     },
+    /// A path where a directory should be, or one above it, is something else (a file).
+    #[error("{path} is not a directory")]
+    NotADirectory {
+        /// The path that is in the way.
+        path: PathBuf,
+    },
     /// polars could not build or write the table.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Polars {
         /// The table's file.
         path: PathBuf,
@@ -95,7 +101,7 @@ pub enum TableError {
     },
     /// The rows do not make one table (a row that does not serialize, chunks whose columns differ): a bug
     /// in the caller, not in the input.
-    #[error("table {table}: {source}")]
+    #[error("table {table}")]
     Shape {
         /// The table's name.
         table: String,
@@ -119,6 +125,11 @@ impl TableFormat {
             TableFormat::Csv => "csv",
             TableFormat::Parquet => "parquet",
         }
+    }
+
+    /// The file a table called `name` is written to in this format.
+    pub fn file_name(self, name: &str) -> String {
+        format!("{name}.{}", self.extension())
     }
 }
 
@@ -394,7 +405,7 @@ pub fn write_formats_chunked<T: TableRow>(
     let mut writers: Option<(Schema, Vec<Batched>)> = None;
     let paths: Vec<PathBuf> = formats
         .iter()
-        .map(|f| dir.join(format!("{name}.{}", f.extension())))
+        .map(|f| dir.join(f.file_name(name)))
         .collect();
     let polars_err = |path: &Path| {
         let path = path.to_path_buf();
@@ -470,10 +481,18 @@ enum Batched {
     Parquet(Box<polars::io::parquet::write::BatchedWriter<File>>),
 }
 
-fn create_dir(dir: &Path) -> Result<(), TableError> {
-    std::fs::create_dir_all(dir).map_err(|source| TableError::Io {
-        path: dir.to_path_buf(),
-        source,
+/// Creates `dir` and its parents, for every output that writes into a directory. Where a file stands in
+/// the way (the directory itself, or one above it), the error names it: the system's "File exists" or
+/// "Not a directory" does not say which path is the file.
+pub fn create_dir(dir: &Path) -> Result<(), TableError> {
+    std::fs::create_dir_all(dir).map_err(|source| match dir.ancestors().find(|p| p.exists()) {
+        Some(p) if !p.is_dir() => TableError::NotADirectory {
+            path: p.to_path_buf(),
+        },
+        _ => TableError::Io {
+            path: dir.to_path_buf(),
+            source,
+        },
     })
 }
 
@@ -483,7 +502,7 @@ fn write_frame(
     name: &str,
     format: TableFormat,
 ) -> Result<PathBuf, TableError> {
-    let path = dir.join(format!("{name}.{}", format.extension()));
+    let path = dir.join(format.file_name(name));
     let file = File::create(&path).map_err(|source| TableError::Io {
         path: path.clone(),
         source,

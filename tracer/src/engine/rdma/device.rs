@@ -203,7 +203,7 @@ impl Sniffer {
                 return Err(RdmaError::MemLock {
                     spec: spec.to_string(),
                     mib: self.buffers.len() >> 20,
-                    source: std::io::Error::last_os_error(),
+                    errno: std::io::Error::last_os_error(),
                 });
             }
         }
@@ -420,7 +420,7 @@ impl Sniffer {
         if rc != 0 {
             return Err(SourceError::Verb {
                 what: "ibv_start_poll",
-                source: std::io::Error::from_raw_os_error(rc),
+                errno: std::io::Error::from_raw_os_error(rc),
             });
         }
         let mut n = 0;
@@ -484,7 +484,7 @@ impl Sniffer {
         if let Err(rc) = self.post_receives() {
             return Err(SourceError::Verb {
                 what: "ibv_post_recv",
-                source: std::io::Error::from_raw_os_error(rc),
+                errno: std::io::Error::from_raw_os_error(rc),
             });
         }
         if self.errors > 0 {
@@ -517,7 +517,7 @@ impl Sniffer {
         if rc != 0 {
             return Err(SourceError::Verb {
                 what: "ibv_req_notify_cq",
-                source: std::io::Error::from_raw_os_error(rc),
+                errno: std::io::Error::from_raw_os_error(rc),
             });
         }
         Ok(true)

@@ -85,14 +85,14 @@ pub trait CompletionSource: Send {
 /// A source that stopped working mid-capture.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
-    /// A verbs call failed while receiving.
-    #[error("{what} failed: {source}")]
+    /// A verbs call failed while receiving. The errno is part of the message, not a source: the capture
+    /// loop passes the message on as the interface's reason for ending.
+    #[error("{what} failed: {errno}")]
     Verb {
         /// The call, as the message names it.
         what: &'static str,
         /// The errno it returned.
-        #[source]
-        source: std::io::Error,
+        errno: std::io::Error,
     },
     /// Anything else that ends a source, already worded for the user.
     #[error("{0}")]
@@ -180,8 +180,9 @@ pub enum RdmaError {
         "libibverbs is not available ({0}). Install rdma-core's library and providers: `sudo apt-get install \
          libibverbs1 ibverbs-providers` (Debian, Ubuntu) or `sudo dnf install libibverbs` (Fedora, RHEL)"
     )]
-    /// libibverbs cannot be loaded.
-    Library(#[from] ffi::LoadError),
+    /// libibverbs cannot be loaded. The loader's error sits inside the advice, so it is said there and not
+    /// chained again as a source (as for the errnos of the variants below).
+    Library(ffi::LoadError),
     #[error(
         "the kernel has {name} but libibverbs does not list it ({listed}): install the user-space provider \
          of its driver (Debian: ibverbs-providers; mlx5 needs libmlx5) and check that /dev/infiniband/uverbs* \
@@ -194,7 +195,7 @@ pub enum RdmaError {
         /// The devices libibverbs does list.
         listed: String,
     },
-    #[error("{what} on {spec} is not permitted ({source}): it needs CAP_NET_RAW; {CAP_FIX}")]
+    #[error("{what} on {spec} is not permitted ({errno}): it needs CAP_NET_RAW; {CAP_FIX}")]
     /// A step needs CAP_NET_RAW.
     NotPermitted {
         /// The step.
@@ -202,11 +203,10 @@ pub enum RdmaError {
         /// `DEVICE:PORT`.
         spec: String,
         /// The errno (EPERM or EACCES).
-        #[source]
-        source: std::io::Error,
+        errno: std::io::Error,
     },
     #[error(
-        "the NIC refused the sniffer flow rule on {spec} ({source}). The sniffer needs a physical function \
+        "the NIC refused the sniffer flow rule on {spec} ({errno}). The sniffer needs a physical function \
          (not a VF) of a NIC whose driver and firmware support it (mlx5: ConnectX-4 or later); check that \
          the firmware is current (`mlxfwmanager --query`), that `devlink dev eswitch show` does not put the \
          port in switchdev mode, and what `dmesg` says. Meanwhile capture a mirror port, or use ibdump"
@@ -216,11 +216,10 @@ pub enum RdmaError {
         /// `DEVICE:PORT`.
         spec: String,
         /// The errno the driver gave.
-        #[source]
-        source: std::io::Error,
+        errno: std::io::Error,
     },
     #[error(
-        "pinning {mib} MiB of receive buffers on {spec} failed ({source}): raise the locked-memory limit \
+        "pinning {mib} MiB of receive buffers on {spec} failed ({errno}): raise the locked-memory limit \
          (`ulimit -l unlimited`, LimitMEMLOCK=infinity for a service) or run as root"
     )]
     /// Pinning the receive buffers hit the locked-memory limit.
@@ -230,8 +229,7 @@ pub enum RdmaError {
         /// The buffers' size.
         mib: usize,
         /// The errno.
-        #[source]
-        source: std::io::Error,
+        errno: std::io::Error,
     },
     /// Any other verbs call failed while setting up.
     #[error("{what} on {spec} failed")]
@@ -264,14 +262,20 @@ pub enum RdmaError {
 /// The error for a verb that failed with `errno`: refusals of permission and of the sniffer rule get their
 /// own advice, everything else says which verb failed.
 pub fn verb_error(what: &'static str, spec: &PortSpec, errno: i32) -> RdmaError {
-    let source = std::io::Error::from_raw_os_error(errno);
+    let error = std::io::Error::from_raw_os_error(errno);
     let spec = spec.to_string();
     match (what, errno) {
-        (_, libc::EPERM | libc::EACCES) if what != "ibv_reg_mr" => {
-            RdmaError::NotPermitted { what, spec, source }
-        }
-        ("ibv_create_flow", _) => RdmaError::FlowRefused { spec, source },
-        _ => RdmaError::Verb { what, spec, source },
+        (_, libc::EPERM | libc::EACCES) if what != "ibv_reg_mr" => RdmaError::NotPermitted {
+            what,
+            spec,
+            errno: error,
+        },
+        ("ibv_create_flow", _) => RdmaError::FlowRefused { spec, errno: error },
+        _ => RdmaError::Verb {
+            what,
+            spec,
+            source: error,
+        },
     }
 }
 
@@ -372,7 +376,7 @@ pub fn start(
         for spec in &specs {
             check_port(root, spec)?;
         }
-        let verbs = Arc::new(ffi::Verbs::load()?);
+        let verbs = Arc::new(ffi::Verbs::load().map_err(RdmaError::Library)?);
         for spec in &specs {
             sources.push(Box::new(device::Sniffer::open(
                 Arc::clone(&verbs),

@@ -94,9 +94,9 @@ impl Replay {
                 self.line_no += 1;
                 Ok(Some(l))
             }
-            Some(Err(source)) => Err(SourceError::Verb {
+            Some(Err(errno)) => Err(SourceError::Verb {
                 what: "reading the recording",
-                source,
+                errno,
             }),
         }
     }
