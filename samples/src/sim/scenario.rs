@@ -65,6 +65,8 @@ fn default_true() -> bool {
 struct RawScenario {
     description: Option<String>,
     #[serde(default)]
+    expect_findings: Vec<String>,
+    #[serde(default)]
     seed: u64,
     duration_us: u64,
     snaplen: Option<u32>,
@@ -476,6 +478,9 @@ pub struct Scenario {
     pub name: String,
     /// One line, copied into the truth.
     pub description: String,
+    /// The codes of the findings a report of the captures with default flags must raise, and no others;
+    /// copied into the truth.
+    pub expect_findings: Vec<String>,
     /// Seeds every random choice: the same scenario and seed give the same bytes.
     pub seed: u64,
     /// Simulated time; the run stops there, whatever is still in flight.
@@ -918,6 +923,7 @@ impl Scenario {
         Ok(Scenario {
             name: name.to_string(),
             description: raw.description.unwrap_or_default(),
+            expect_findings: raw.expect_findings,
             seed: raw.seed,
             duration_ns,
             snaplen: raw.snaplen,

@@ -15,6 +15,9 @@ pub struct Truth {
     pub scenario: String,
     /// Its one-line description.
     pub description: String,
+    /// The codes of the findings (docs/report.md) that `roce-analyzer report` of the scenario's capture files,
+    /// with default flags, must raise: what happened, said by the analysis, and nothing it did not do.
+    pub findings: Vec<String>,
     /// The seed of this run (`roce-sim --seed` may override the scenario's).
     pub seed: u64,
     /// How long the run simulated.

@@ -99,6 +99,7 @@ impl<W: Write> World<'_, W> {
         let truth = Truth {
             scenario: sc.name.clone(),
             description: sc.description.clone(),
+            findings: sc.expect_findings.clone(),
             seed: sc.seed,
             duration_ns: sc.duration_ns,
             hosts: sc
