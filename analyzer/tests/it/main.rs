@@ -18,6 +18,7 @@ mod lazy_hops;
 mod np_check;
 mod pairing;
 mod priority;
+mod psn_spaces;
 mod report;
 mod report_font;
 mod samples_truth;

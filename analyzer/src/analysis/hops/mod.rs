@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use roce_capture::Capture;
 use roce_core::decode::{Decoder, ECN_CE, Frame, Kind};
 use roce_core::frames::Frames;
-use roce_core::passes::psn::{PsnEvent, PsnTracker};
+use roce_core::passes::psn::{FlowPsn, Numbering, PsnEvent};
 use roce_wire::Opcode;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -507,7 +507,7 @@ pub struct HopsPass {
 struct Side {
     np_min_gap_ns: u64,
     rates: RateMap,
-    psn: FxHashMap<(u32, u128, u32), PsnTracker>,
+    psn: FxHashMap<(u32, u128, u32), FlowPsn>,
     packets: Vec<u64>,
     psn_gaps: Vec<u64>,
     np: NpCheck,
@@ -553,13 +553,14 @@ impl Side {
             return;
         };
         self.packets[tap] += 1;
-        let opcode = Opcode(key.opcode);
-        if s.kind == Kind::Roce && (opcode.consumes_request_psn() || opcode.is_read_response()) {
+        if s.kind == Kind::Roce
+            && let Some(numbering) = Numbering::of(Opcode(key.opcode), s.read_len)
+        {
             let ev = self
                 .psn
                 .entry((s.copy.tap, key.dst, key.dest_qp))
                 .or_default()
-                .observe(key.psn, s.read_len);
+                .observe(key.psn, numbering);
             if let PsnEvent::Gap(n) = ev {
                 self.psn_gaps[tap] += n as u64;
             }
