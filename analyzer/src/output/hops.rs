@@ -18,7 +18,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 }
 
 /// A queue's numbers as the text table and the report's table both show them: packets, drain rate, bytes
-/// ahead (p50, p99, max), CE/ECT and the fitted curve.
+/// ahead (p50, p99, max), CE/ECT and the fitted curve, each parameter with its 95 % interval.
 pub fn queue_cells(q: &QueueReport) -> Vec<String> {
     let b = q.queue_bytes.unwrap_or_default();
     let m = &q.marking;
@@ -33,11 +33,14 @@ pub fn queue_cells(q: &QueueReport) -> Vec<String> {
         format!("{:.0}", b.p99),
         format!("{:.0}", b.max),
         format!("{}/{}", m.marked, m.ect_in),
-        opt(m.kmin_bytes, 0),
-        opt(m.kmax_bytes, 0),
-        opt(m.pmax, 3),
-        opt(m.fit_rmse, 3),
     ]
+    .into_iter()
+    .chain(
+        m.describe(1.0, 0)
+            .unwrap_or_else(|| ["-".into(), "-".into(), "-".into()]),
+    )
+    .chain([opt(m.fit_rmse, 3)])
+    .collect()
 }
 
 /// Writes the `hops` command's answer as aligned text tables, for a terminal.
@@ -176,9 +179,9 @@ fn print_hops_and_queues(out: &mut impl Write, r: &HopsReport) -> io::Result<()>
             "B p99",
             "B max",
             "CE/ECT",
-            "Kmin",
-            "Kmax",
-            "Pmax",
+            "Kmin B (95 %)",
+            "Kmax B (95 %)",
+            "Pmax (95 %)",
             "rmse",
         ],
         &rows,

@@ -8,10 +8,14 @@
 //! values near zero or where the depth distribution is sparse: the truth counts the bytes queued ahead of a
 //! packet without the frame being sent at that instant, while delay × drain rate counts what was left of that
 //! frame too (up to one frame per packet); in queue_moves' first queue the median falls where under one packet
-//! per KB of depth lies, so that per-packet difference moves the median by up to about 7 KB. Kmin and Kmax
-//! within 15 %, Pmax within 0.05, on marking_curve, whose queue sweeps the whole curve 1,490 times between
-//! Kmin and Kmax; queue_moves' queues put about a hundred packets between Kmin and Kmax at Pmax 0.1, too few to
-//! pin a curve (tested: marks happen, and the fit error is reported).
+//! per KB of depth lies, so that per-packet difference moves the median by up to about 7 KB. The marking
+//! curve: the truth inside each 95 % interval, and each estimate near it, with depths allowed the same one
+//! frame more. On the issue's queue (Kmin 60 KB, Kmax 240 KB, Pmax 0.25, 74 k packets) Kmin and Kmax within
+//! 5 % (plus that frame), Pmax within 0.02; marking_curve's 2,112 packets (1,490 between Kmin and Kmax) pin
+//! Kmin only to about ±10 %, so Kmin within 15 % there. A single flow of 4 KB frames fills the queue in steps
+//! of about 3.2 KB, and every sweep repeats the same depths: no fit can place Kmin more finely than that.
+//! queue_moves' queues put about a hundred packets between Kmin and Kmax at Pmax 0.1, too few to pin a curve
+//! (tested: marks happen, and the fit error is reported).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -176,26 +180,9 @@ fn marking_curve_against_truth() {
             depths_agree(q, tq);
         }
     }
-    let tq = &truth["tap_queues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["tap"] == "egress")
-        .unwrap()["marking"];
-    let q = r.queues.iter().find(|q| short(&q.tap) == "egress").unwrap();
+    // 2,112 packets: Kmin is known to about ±10 %, and the truth must lie in what the fit says it knows.
+    let (q, (kmin, kmax, pmax)) = egress_curve_agrees(&r, &truth, 0.15, 0.05, 0.05);
     let m = &q.marking;
-    let (kmin, kmax) = (
-        tq["kmin_bytes"].as_f64().unwrap(),
-        tq["kmax_bytes"].as_f64().unwrap(),
-    );
-    close("Kmin", m.kmin_bytes.unwrap(), kmin, 0.15, 0.0);
-    close("Kmax", m.kmax_bytes.unwrap(), kmax, 0.15, 0.0);
-    let pmax = tq["pmax"].as_f64().unwrap();
-    assert!(
-        (m.pmax.unwrap() - pmax).abs() <= 0.05,
-        "Pmax {:?} vs {pmax}",
-        m.pmax
-    );
     assert!(m.fit_rmse.unwrap() < 0.1, "{:?}", m.fit_rmse);
     assert!(m.between > 1000, "{}", m.between);
     // The switch's own values agree with the fit: no finding. Values far from it: one.
@@ -219,6 +206,102 @@ fn marking_curve_against_truth() {
     // The PFC threshold (176 KB) is above Kmin: marking is not late.
     let pfc = q.pfc_depth_bytes.expect("the ingress tap saw PFC");
     assert!(pfc > m.kmin_bytes.unwrap(), "{pfc}");
+}
+
+/// The curve fitted to the egress tap's queue against the simulator's: each estimate within `kmin_rel`,
+/// `kmax_rel` (relative) and `pmax_abs` of the truth, and the truth inside each 95 % interval. Depths are
+/// allowed one frame more: the simulator's switch compares the bytes queued ahead without the frame it is
+/// sending, while delay × drain rate counts what was left of that frame (see the module's note). Gives the
+/// queue and the true curve (Kmin, Kmax, Pmax).
+fn egress_curve_agrees<'a>(
+    r: &'a HopsReport,
+    truth: &Value,
+    kmin_rel: f64,
+    kmax_rel: f64,
+    pmax_abs: f64,
+) -> (&'a hops::QueueReport, (f64, f64, f64)) {
+    let q = r.queues.iter().find(|q| short(&q.tap) == "egress").unwrap();
+    let m = &q.marking;
+    let truth = &truth["tap_queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["tap"] == "egress")
+        .unwrap()["marking"];
+    let want_of = |k: &str| truth[k].as_f64().unwrap();
+    for (what, got, interval, want, rel) in [
+        (
+            "Kmin",
+            m.kmin_bytes,
+            m.kmin_interval,
+            want_of("kmin_bytes"),
+            kmin_rel,
+        ),
+        (
+            "Kmax",
+            m.kmax_bytes,
+            m.kmax_interval,
+            want_of("kmax_bytes"),
+            kmax_rel,
+        ),
+    ] {
+        let got = got.unwrap_or_else(|| panic!("{what} bounded: {m:?}"));
+        let i = interval.unwrap();
+        assert!(
+            got >= want * (1.0 - rel) && got <= want * (1.0 + rel) + FRAME,
+            "{what}: got {got:.0}, truth {want:.0}"
+        );
+        let high = i.high.unwrap_or_else(|| panic!("{what} bounded: {i:?}"));
+        assert!(
+            i.low - FRAME <= want && want <= high,
+            "{what}: truth {want:.0} outside {i:?}"
+        );
+    }
+    let (got, i, want) = (m.pmax.unwrap(), m.pmax_interval.unwrap(), want_of("pmax"));
+    assert!((got - want).abs() <= pmax_abs, "Pmax {got} vs {want}");
+    assert!(
+        i.low <= want && i.high.is_some_and(|h| want <= h),
+        "Pmax: truth {want} outside {i:?}"
+    );
+    (q, (want_of("kmin_bytes"), want_of("kmax_bytes"), want))
+}
+
+/// The marking_curve scenario with each (from, to) replaced in its text, simulated and analysed: the report
+/// and the truth.
+fn marking_curve_with(name: &str, changes: &[(&str, &str)]) -> (HopsReport, Value) {
+    let mut text =
+        std::fs::read_to_string(workspace().join("samples/scenarios/marking_curve.toml")).unwrap();
+    for (from, to) in changes {
+        assert!(text.contains(from), "{from}");
+        text = text.replace(from, to);
+    }
+    let sc = samples::sim::scenario::Scenario::from_toml(name, &text).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let written = samples::sim::write_run(&sc, dir.path()).unwrap();
+    let truth: Value =
+        serde_json::from_str(&std::fs::read_to_string(&written.truth_file).unwrap()).unwrap();
+    (analyse(&written.captures, HopsOptions::default()), truth)
+}
+
+/// The curve of the issue that asked for the likelihood fit: Kmin 60 KB, Kmax 240 KB, Pmax 0.25, a queue
+/// swept past Kmax over and over (marking_curve with the curve changed, PFC letting the queue reach 300 KB
+/// and drain to empty, so that every clock window holds an empty queue), 74 k ECN-capable packets.
+#[test]
+fn the_issue_curve_against_truth() {
+    let (r, truth) = marking_curve_with(
+        "issue_curve",
+        &[
+            ("kmin_bytes = 40_000", "kmin_bytes = 60_000"),
+            ("kmax_bytes = 160_000", "kmax_bytes = 240_000"),
+            ("pmax = 0.5", "pmax = 0.25"),
+            ("xoff_bytes = 176_000", "xoff_bytes = 300_000"),
+            ("xon_bytes = 24_000", "xon_bytes = 0"),
+            ("duration_us = 3000", "duration_us = 100000"),
+            ("stop_us = 2800", "stop_us = 99000"),
+        ],
+    );
+    let (q, _) = egress_curve_agrees(&r, &truth, 0.05, 0.05, 0.02);
+    assert!(q.marking.ect_in > 70_000, "{}", q.marking.ect_in);
 }
 
 #[test]
@@ -390,8 +473,11 @@ fn json_keys() {
                 "ect_in",
                 "marked",
                 "kmin_bytes",
+                "kmin_interval",
                 "kmax_bytes",
+                "kmax_interval",
                 "pmax",
+                "pmax_interval",
                 "fit_rmse",
             ],
         );
@@ -405,24 +491,25 @@ fn json_keys() {
     );
 }
 
-/// marking_curve with the PFC threshold (12 KB) below Kmin (20 KB): the switch pauses the sender before the
-/// queue reaches the marking range, and only the overshoot while the pause takes effect is marked. The
-/// finding says marking starts too late.
+/// marking_curve with the PFC threshold (12 KB) far below Kmin (50 KB) and 3 µs of cable to the sender: the
+/// switch pauses the sender long before the queue reaches the marking range, and only the overshoot while
+/// the pause travels is marked. The finding says marking starts too late: the whole 95 % interval of Kmin
+/// lies above the depth at which the pause passed the sender's tap.
 #[test]
 fn marking_above_the_pfc_threshold_is_a_finding() {
-    let text = std::fs::read_to_string(workspace().join("samples/scenarios/marking_curve.toml"))
-        .unwrap()
-        .replace("kmin_bytes = 40_000", "kmin_bytes = 20_000")
-        .replace("kmax_bytes = 160_000", "kmax_bytes = 22_000")
-        .replace("pmax = 0.5", "pmax = 1.0")
-        .replace("xoff_bytes = 176_000", "xoff_bytes = 12_000")
-        .replace("xon_bytes = 24_000", "xon_bytes = 4_000")
-        .replace("duration_us = 3000", "duration_us = 1100")
-        .replace("stop_us = 2800", "stop_us = 1000");
-    let sc = samples::sim::scenario::Scenario::from_toml("late_marking", &text).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let written = samples::sim::write_run(&sc, dir.path()).unwrap();
-    let r = analyse(&written.captures, HopsOptions::default());
+    let (r, _) = marking_curve_with(
+        "late_marking",
+        &[
+            ("kmin_bytes = 40_000", "kmin_bytes = 50_000"),
+            ("kmax_bytes = 160_000", "kmax_bytes = 80_000"),
+            ("pmax = 0.5", "pmax = 1.0"),
+            ("xoff_bytes = 176_000", "xoff_bytes = 12_000"),
+            ("xon_bytes = 24_000", "xon_bytes = 4_000"),
+            ("gbps = 100", "gbps = 100\ndelay_ns = 3000"),
+            ("duration_us = 3000", "duration_us = 1100"),
+            ("stop_us = 2800", "stop_us = 1000"),
+        ],
+    );
     let q = r.queues.iter().find(|q| short(&q.tap) == "egress").unwrap();
     assert!(q.marking.marked > 10, "{:?}", q.marking);
     let late: Vec<_> = r

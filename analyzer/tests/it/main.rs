@@ -19,6 +19,7 @@ mod np_check;
 mod pairing;
 mod pairing_chance;
 mod priority;
+mod psn_spaces;
 mod report;
 mod report_font;
 mod samples_truth;

@@ -11,7 +11,7 @@ use roce_wire::ext::{AethKind, NakCode};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use super::psn::{PsnEvent, PsnTracker};
+use super::psn::{FlowPsn, Numbering, PsnEvent};
 use crate::decode::{ECN_CE, Frame, Icrc, Kind};
 
 /// Identifies a flow.
@@ -103,7 +103,7 @@ struct FlowState {
     dscp: u8,
     /// The last RoCE frame's priority and DSCP, for the priority checks and the tables.
     pcp: Option<u8>,
-    psn: PsnTracker,
+    psn: FlowPsn,
     iface: u32,
     flow: FlowKey,
     retransmissions: u64,
@@ -132,7 +132,7 @@ impl FlowState {
             ops_used: 0,
             dscp: 0,
             pcp: None,
-            psn: PsnTracker::default(),
+            psn: FlowPsn::default(),
             iface,
             flow,
             retransmissions: 0,
@@ -205,9 +205,10 @@ pub struct FlowRow {
     pub ect_packets: u64,
     /// Packets marked CE: the congestion the switches signalled.
     pub ce_packets: u64,
-    /// Jumps ahead in the PSN sequence (packets lost before the tap, or not captured).
+    /// PSNs skipped and never seen (packets lost before the tap, or not captured), in the flow's requests and
+    /// in the READ responses and atomic ACKs it returns, each counted in its own sequence.
     pub psn_gaps: u64,
-    /// PSNs seen again: the sender went back.
+    /// PSNs seen again: the sender went back (or, for responses, answered a request sent again).
     pub retransmissions: u64,
     /// PSNs that filled an earlier gap.
     pub out_of_order: u64,
@@ -347,13 +348,9 @@ impl FlowsPass {
         }
         s.pcp = f.pcp;
         s.dscp = ip.dscp;
-        if bth.opcode.consumes_request_psn() || bth.opcode.is_read_response() {
-            let read_len = if bth.opcode.is_read_request() {
-                Some(roce.packet.ext.reth.map_or(0, |r| r.dma_len))
-            } else {
-                None
-            };
-            match s.psn.observe(bth.psn, read_len) {
+        if let Some(numbering) = Numbering::of(bth.opcode, roce.packet.ext.reth.map(|r| r.dma_len))
+        {
+            match s.psn.observe(bth.psn, numbering) {
                 PsnEvent::Retransmission => s.retransmissions += 1,
                 PsnEvent::OutOfOrder => s.out_of_order += 1,
                 PsnEvent::InOrder | PsnEvent::Gap(_) => {}
@@ -443,13 +440,16 @@ mod test {
 
     #[test]
     fn a_frame_touches_the_first_three_cache_lines_of_its_flow() {
+        use super::super::psn::PsnTracker;
         use std::mem::{align_of, offset_of, size_of};
         assert_eq!(align_of::<FlowState>(), 64);
         assert!(offset_of!(FlowState, last_ns) + 8 <= 64);
         assert_eq!(offset_of!(FlowState, first_ns), 64);
         assert!(offset_of!(FlowState, pcp) + 2 <= 128);
         assert_eq!(offset_of!(FlowState, psn), 128);
-        // The tracker's hot fields come first and fit the third line.
+        // The request tracker's hot fields come first and fit the third line; the responses' tracker, behind
+        // a pointer, is read only for responses.
+        assert_eq!(offset_of!(FlowPsn, requests), 0);
         assert!(size_of::<PsnTracker>() <= 64);
     }
 

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use roce_capture::Capture;
 use roce_core::decode::{Decoder, ECN_CE, Frame, Kind};
 use roce_core::frames::Frames;
-use roce_core::passes::psn::{PsnEvent, PsnTracker};
+use roce_core::passes::psn::{FlowPsn, Numbering, PsnEvent};
 use roce_wire::Opcode;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -34,7 +34,7 @@ use clock::ClockTrack;
 use hist::{Hist, Percentiles};
 use matching::{Copy, Group, MAX_COPIES, Matcher, Seen};
 use np::{NpCheck, NpReport};
-use red::{Bin, RedFit};
+use red::{Bin, Curve, Interval, RedFit};
 
 /// Bytes a frame costs on the wire besides its captured length: preamble and start delimiter (8), FCS (4),
 /// the inter-frame gap (12).
@@ -152,12 +152,20 @@ pub struct MarkingReport {
     pub ect_in: u64,
     /// Of those, the ones that left CE.
     pub marked: u64,
-    /// Depth at which the fitted curve starts marking; null without a fit.
+    /// Depth at which the fitted curve starts marking; null without a fit, or when the data do not bound it
+    /// (then `kmin_interval` says what they do say).
     pub kmin_bytes: Option<f64>,
-    /// Depth at which it reaches `pmax`; above it, every packet is marked.
+    /// The depths Kmin may have, 95 %; null without a fit.
+    pub kmin_interval: Option<Interval>,
+    /// Depth at which it reaches `pmax`; above it, every packet is marked. Null when the queue never went
+    /// deep enough to show it: `kmax_interval` is then open above.
     pub kmax_bytes: Option<f64>,
-    /// The marking probability at `kmax`; null without a fit.
+    /// The depths Kmax may have, 95 %.
+    pub kmax_interval: Option<Interval>,
+    /// The marking probability at `kmax`; null without a fit, or when Kmax is not bounded.
     pub pmax: Option<f64>,
+    /// The values Pmax may have, 95 %.
+    pub pmax_interval: Option<Interval>,
     /// How far the bins' marked fractions lie from the fitted curve, to judge the fit.
     pub fit_rmse: Option<f64>,
     /// ECN-capable packets that found the queue between the fitted Kmin and Kmax: a fit with few of them
@@ -167,6 +175,23 @@ pub struct MarkingReport {
     pub bin_bytes: u64,
     /// ECN-capable packets and marks per depth bin: the evidence the curve is fitted to.
     pub bins: Vec<Bin>,
+    /// The most likely curve, for drawing over the depths the queue reached (not in the JSON: where an
+    /// interval is open, its value is one of many that fit as well).
+    #[serde(skip)]
+    pub curve: Option<Curve>,
+}
+
+impl MarkingReport {
+    /// Kmin and Kmax (in bytes divided by `scale`, with `digits` decimals) and Pmax as every output writes
+    /// them: the value with its 95 % interval, or `≥ low` where the data do not bound it. `None` without a fit.
+    pub fn describe(&self, scale: f64, digits: usize) -> Option<[String; 3]> {
+        let c = self.curve?;
+        Some([
+            self.kmin_interval?.describe(c.kmin_bytes, scale, digits),
+            self.kmax_interval?.describe(c.kmax_bytes, scale, digits),
+            self.pmax_interval?.describe(c.pmax, 1.0, 3),
+        ])
+    }
 }
 
 /// One egress queue, as its downstream tap sees it.
@@ -507,7 +532,7 @@ pub struct HopsPass {
 struct Side {
     np_min_gap_ns: u64,
     rates: RateMap,
-    psn: FxHashMap<(u32, u128, u32), PsnTracker>,
+    psn: FxHashMap<(u32, u128, u32), FlowPsn>,
     packets: Vec<u64>,
     psn_gaps: Vec<u64>,
     np: NpCheck,
@@ -553,13 +578,14 @@ impl Side {
             return;
         };
         self.packets[tap] += 1;
-        let opcode = Opcode(key.opcode);
-        if s.kind == Kind::Roce && (opcode.consumes_request_psn() || opcode.is_read_response()) {
+        if s.kind == Kind::Roce
+            && let Some(numbering) = Numbering::of(Opcode(key.opcode), s.read_len)
+        {
             let ev = self
                 .psn
                 .entry((s.copy.tap, key.dst, key.dest_qp))
                 .or_default()
-                .observe(key.psn, s.read_len);
+                .observe(key.psn, numbering);
             if let PsnEvent::Gap(n) = ev {
                 self.psn_gaps[tap] += n as u64;
             }
@@ -1339,49 +1365,32 @@ fn queue_report(
 ) -> QueueReport {
     // ns × Gb/s = bits; / 8 = bytes.
     let k = gbps.map(|g| g / 8.0);
-    let mut ect_in = 0;
-    let mut marked = 0;
+    let bin_bytes = opts.bin_bytes.max(1);
+    // Deeper than any switch buffer: a delay the clock line could not explain (a corrupt or skewed timestamp),
+    // not a queue. It stays in the ECT/marked totals but not on the curve, whose bins are dense and would
+    // otherwise take memory in proportion to the bogus depth (the fuzzer found 27 GB).
+    let max_bytes = MAX_CURVE_BINS as f64 * bin_bytes as f64;
+    let slices = k.map_or_else(Vec::new, |k| red::slices(&q.ecn, k, max_bytes));
     let mut bins: Vec<Bin> = Vec::new();
-    let mut sum_depth: Vec<f64> = Vec::new();
-    if let Some(k) = k {
-        for (b, &(n, m)) in q.ecn.iter().enumerate() {
-            if n == 0 {
-                continue;
-            }
-            let depth = hist::value(b) * k;
-            let i = (depth / opts.bin_bytes as f64) as usize;
-            // Deeper than any switch buffer: a delay the clock line could not explain (a corrupt or skewed
-            // timestamp), not a queue. It stays in the ECT/marked totals but not on the curve, whose bins are
-            // dense and would otherwise take memory in proportion to the bogus depth (the fuzzer found 27 GB).
-            if i >= MAX_CURVE_BINS {
-                continue;
-            }
-            if i >= bins.len() {
-                bins.resize(i + 1, Bin::default());
-                sum_depth.resize(i + 1, 0.0);
-            }
-            bins[i].ect_in += n;
-            bins[i].marked += m;
-            sum_depth[i] += depth * n as f64;
+    for s in &slices {
+        let i = (s.depth_bytes / bin_bytes as f64) as usize;
+        if i >= bins.len() {
+            let from = bins.len();
+            bins.extend((from..=i).map(|j| Bin {
+                depth_bytes: j as u64 * bin_bytes,
+                ..Bin::default()
+            }));
         }
-        for (i, b) in bins.iter_mut().enumerate() {
-            b.depth_bytes = i as u64 * opts.bin_bytes;
-            b.mean_depth = if b.ect_in > 0 {
-                sum_depth[i] / b.ect_in as f64
-            } else {
-                b.depth_bytes as f64
-            };
-        }
+        bins[i].ect_in += s.ect_in;
+        bins[i].marked += s.marked;
     }
-    for &(n, m) in &q.ecn {
-        ect_in += n;
-        marked += m;
-    }
-    let fit: Option<RedFit> = red::fit(&bins, opts.bin_bytes as f64 / 4.0);
+    let (ect_in, marked) = q.ecn.iter().fold((0, 0), |(n, m), &(a, b)| (n + a, m + b));
+    let fit: Option<RedFit> = red::fit(&slices, bin_bytes as f64);
     let between = fit.map_or(0, |f| {
-        bins.iter()
-            .filter(|b| b.mean_depth >= f.kmin_bytes && b.mean_depth < f.kmax_bytes)
-            .map(|b| b.ect_in)
+        slices
+            .iter()
+            .filter(|s| (f.curve.kmin_bytes..f.curve.kmax_bytes).contains(&s.depth_bytes))
+            .map(|s| s.ect_in)
             .sum()
     });
     // The upstream tap sees the switch's pauses for this priority when this queue's own ingress fills.
@@ -1415,13 +1424,17 @@ fn queue_report(
         marking: MarkingReport {
             ect_in,
             marked,
-            kmin_bytes: fit.map(|f| f.kmin_bytes),
-            kmax_bytes: fit.map(|f| f.kmax_bytes),
-            pmax: fit.map(|f| f.pmax),
+            kmin_bytes: fit.and_then(|f| f.kmin_bytes()),
+            kmin_interval: fit.map(|f| f.kmin),
+            kmax_bytes: fit.and_then(|f| f.kmax_bytes()),
+            kmax_interval: fit.map(|f| f.kmax),
+            pmax: fit.and_then(|f| f.pmax()),
+            pmax_interval: fit.map(|f| f.pmax),
             fit_rmse: fit.map(|f| f.fit_rmse),
             between,
             bin_bytes: opts.bin_bytes,
             bins,
+            curve: fit.map(|f| f.curve),
         },
         pfc_depth_bytes,
         marks: q
@@ -1439,27 +1452,40 @@ fn findings(hops: &[HopReport], queues: &[QueueReport], opts: &HopsOptions) -> V
     let mut out = Vec::new();
     for q in queues {
         let m = &q.marking;
-        let (Some(kmin), Some(kmax), Some(pmax)) = (m.kmin_bytes, m.kmax_bytes, m.pmax) else {
+        let (Some(kmin), Some(kmax), Some(pmax), Some([kmin_t, kmax_t, pmax_t])) = (
+            m.kmin_interval,
+            m.kmax_interval,
+            m.pmax_interval,
+            m.describe(1.0, 0),
+        ) else {
             continue;
         };
         let label = format!("queue {} priority {}", q.tap, q.priority);
         let fitted = format!(
-            "fitted: Kmin {kmin:.0} B, Kmax {kmax:.0} B, Pmax {pmax:.3}, fit error {:.3}, {} ECN-capable \
-             packets between Kmin and Kmax ({} marked of {})",
+            "fitted, with 95 % intervals: Kmin {kmin_t} B, Kmax {kmax_t} B, Pmax {pmax_t}, fit error {:.3}, \
+             {} ECN-capable packets between Kmin and Kmax ({} marked of {})",
             m.fit_rmse.unwrap_or(0.0),
             m.between,
             m.marked,
             m.ect_in
         );
         if let Some((ckmin, ckmax, cpmax)) = opts.switch_ecn {
-            let off = |a: f64, b: f64| (a - b).abs() > 0.15 * b.max(1.0);
-            if off(kmin, ckmin) || off(kmax, ckmax) || (pmax - cpmax).abs() > 0.05 {
+            // A configured value disagrees when it lies outside what the data allow by more than the
+            // measurement can be off: the depth is delay × drain rate, and switches count their queue their
+            // own way (cells, the frame being sent).
+            let off = |i: Interval, v: f64, tol: f64| {
+                v < i.low - tol || i.high.is_some_and(|h| v > h + tol)
+            };
+            if off(kmin, ckmin, 0.15 * ckmin.max(1.0))
+                || off(kmax, ckmax, 0.15 * ckmax.max(1.0))
+                || off(pmax, cpmax, 0.05)
+            {
                 out.push(Finding {
                     code: "ecn_curve_mismatch",
                     severity: Severity::Warning,
                     title: format!("{label}: the marking curve disagrees with the switch's configuration"),
                     detail: format!(
-                        "The queue marked as if Kmin were {kmin:.0} B, Kmax {kmax:.0} B and Pmax {pmax:.2}, \
+                        "The queue marked as if Kmin were {kmin_t} B, Kmax {kmax_t} B and Pmax {pmax_t}, \
                          not the configured Kmin {ckmin:.0} B, Kmax {ckmax:.0} B, Pmax {cpmax:.2} \
                          (--switch-ecn): the configuration may not be applied to this queue, the queue may be \
                          counted in cells or compared at dequeue, or the drain rate may be off."
@@ -1469,16 +1495,17 @@ fn findings(hops: &[HopReport], queues: &[QueueReport], opts: &HopsOptions) -> V
             }
         }
         if let Some(pfc) = q.pfc_depth_bytes
-            && kmin > pfc
+            && kmin.low > pfc
         {
             out.push(Finding {
                 code: "marking_above_pfc",
                 severity: Severity::Problem,
                 title: format!("{label}: ECN marking starts above the PFC threshold"),
                 detail: format!(
-                    "Marking starts at {kmin:.0} B of queue, but the switch paused the priority (PFC) when the \
-                     queue held about {pfc:.0} B: PFC stops the senders before ECN slows them, so DCQCN acts \
-                     too late. Lower Kmin below the PFC threshold."
+                    "Marking starts at {:.0} B of queue or deeper, but the switch paused the priority (PFC) \
+                     when the queue held about {pfc:.0} B: PFC stops the senders before ECN slows them, so \
+                     DCQCN acts too late. Lower Kmin below the PFC threshold.",
+                    kmin.low
                 ),
                 evidence: vec![fitted],
             });

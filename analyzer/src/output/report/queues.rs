@@ -6,7 +6,7 @@
 use super::axis::{TimeAxis, fmt_duration};
 use super::charts::{Chart, Line, LineChart, MarkShape, Marks, PALETTE};
 use super::{Report, ReportError, html};
-use crate::analysis::hops::{HopsReport, QueueReport, Series, red};
+use crate::analysis::hops::{HopsReport, QueueReport, Series};
 use crate::output::empty;
 use crate::output::hops::queue_cells;
 
@@ -204,18 +204,26 @@ fn marking_chart(q: &QueueReport) -> Option<Chart> {
         .collect();
     let x_max = points.iter().map(|p| p.0).fold(0.0f64, f64::max) * 1.1;
     let mut lines = Vec::new();
-    if let (Some(kmin), Some(kmax), Some(pmax)) = (m.kmin_bytes, m.kmax_bytes, m.pmax) {
+    if let (Some(c), Some([kmin, kmax, pmax])) = (m.curve, m.describe(1e3, 0)) {
+        // Where Kmax is open the curve is known only as deep as the queue went.
+        let deepest = m
+            .bins
+            .last()
+            .map_or(0.0, |b| (b.depth_bytes + m.bin_bytes) as f64);
+        let end = if m.kmax_bytes.is_some() {
+            x_max * 1e3
+        } else {
+            deepest.min(x_max * 1e3)
+        };
         let curve = (0..=200)
             .map(|i| {
-                let x = x_max * 1e3 * i as f64 / 200.0;
-                (x / 1e3, red::probability(kmin, kmax, pmax, x))
+                let x = end * i as f64 / 200.0;
+                (x / 1e3, c.probability(x))
             })
             .collect();
         lines.push(Line {
             label: format!(
-                "fit: Kmin {:.0} KB, Kmax {:.0} KB, Pmax {pmax:.2} (error {:.3})",
-                kmin / 1e3,
-                kmax / 1e3,
+                "fit (95 % intervals): Kmin {kmin} KB, Kmax {kmax} KB, Pmax {pmax} (error {:.3})",
                 m.fit_rmse.unwrap_or(0.0)
             ),
             color: PALETTE[0],
@@ -318,9 +326,9 @@ fn queues_table(h: &HopsReport) -> String {
             "p99",
             "max",
             "CE / ECT",
-            "Kmin (B)",
-            "Kmax (B)",
-            "Pmax",
+            "Kmin (B, 95 %)",
+            "Kmax (B, 95 %)",
+            "Pmax (95 %)",
             "fit error",
             "between",
             "depth at PFC (B)",
