@@ -78,6 +78,7 @@ impl LiveView {
         let rec = Record {
             iface,
             link,
+            speed_bps: None,
             ts_ns,
             caplen: data.len() as u32,
             len,

@@ -53,6 +53,7 @@ impl Passes {
             let rec = Record {
                 iface: r.iface,
                 link: r.link,
+                speed_bps: None,
                 ts_ns: r.ts_ns,
                 caplen: r.caplen,
                 len: r.len,

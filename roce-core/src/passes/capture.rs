@@ -239,6 +239,7 @@ mod tests {
         let rec = Record {
             iface: 0,
             link: LinkType::ETHERNET,
+            speed_bps: None,
             ts_ns,
             caplen: 0,
             len: 0,

@@ -357,6 +357,7 @@ mod tests {
         let rec = Record {
             iface: 0,
             link: LinkType::ETHERNET,
+            speed_bps: None,
             ts_ns: ts,
             caplen: n as u32,
             len: n as u32,
