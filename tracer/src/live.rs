@@ -3,6 +3,7 @@
 
 use roce_capture::{LinkType, Record};
 use roce_core::decode::{Decoder, Frame, Kind};
+use roce_core::line::LineRates;
 use roce_core::passes::cnp::{CnpPass, CnpRow};
 use roce_core::passes::flows::{FlowRow, FlowsPass};
 use roce_core::passes::pfc::{PfcPass, PfcRow};
@@ -64,7 +65,7 @@ impl LiveView {
             link_bps,
             flows: FlowsPass::default(),
             cnps: CnpPass::default(),
-            pfc: PfcPass::new(link_bps),
+            pfc: PfcPass::new(LineRates::flag(Some(link_bps))),
             frames: 0,
             by_kind: [0; Kind::ALL.len()],
             last_ts: 0,
@@ -104,8 +105,11 @@ impl LiveView {
     pub fn tick(&mut self, seconds: f64) -> (Interval, Rows) {
         let flows = std::mem::take(&mut self.flows).finish();
         let cnps = std::mem::take(&mut self.cnps).finish();
-        let pfc =
-            std::mem::replace(&mut self.pfc, PfcPass::new(self.link_bps)).finish(self.last_ts);
+        let pfc = std::mem::replace(
+            &mut self.pfc,
+            PfcPass::new(LineRates::flag(Some(self.link_bps))),
+        )
+        .finish(self.last_ts);
         let secs = if seconds > 0.0 { seconds } else { 1.0 };
         let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
         let packets: u64 = flows.iter().map(|f| f.packets).sum();

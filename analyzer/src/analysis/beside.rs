@@ -53,7 +53,7 @@ impl Passes {
             let rec = Record {
                 iface: r.iface,
                 link: r.link,
-                speed_bps: None,
+                speed_bps: r.speed_bps,
                 ts_ns: r.ts_ns,
                 caplen: r.caplen,
                 len: r.len,
@@ -81,6 +81,7 @@ struct Copied {
     len: u32,
     iface: u32,
     link: LinkType,
+    speed_bps: Option<u64>,
     start: usize,
 }
 
@@ -182,6 +183,7 @@ impl<'scope> Beside<'scope> {
             len: f.len,
             iface: f.iface,
             link: link.unwrap_or(LinkType::ETHERNET),
+            speed_bps: f.speed_bps,
             start,
         });
         if link.is_none() {

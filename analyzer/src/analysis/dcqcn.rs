@@ -26,6 +26,7 @@ use roce_core::dcqcn::{
     replay_with, step_guard,
 };
 use roce_core::decode::Frame;
+use roce_core::line::{LineRate, LineRates, LineSource};
 
 use super::on_disk::{DiskVec, Fixed, Store};
 use roce_core::passes::flows::FlowKey;
@@ -52,8 +53,12 @@ pub struct Options {
     /// Where the knob values came from, shown next to the results (dcqcn.md: disagreement usually means
     /// different knobs).
     pub knob_source: String,
-    /// The link speed: the model's rates start at it and never exceed it.
-    pub line_mbps: f64,
+    /// How each tap gets its line rate (`--link-speed`, else its recorded `if_speed`, else assumed): a flow's
+    /// model starts at the line of the tap its data was taken from and never exceeds it.
+    pub lines: LineRates,
+    /// Every tap's recorded `if_speed`, by tap index, for [`Options::line_of`]; set from the capture after
+    /// the read ([`Options::learn_taps`]), when every tap is known.
+    pub tap_speeds: Vec<Option<u64>>,
     /// Added to every CNP time before it reaches the model: the one-way delay from the capture point to the
     /// sender NIC when the capture was not taken at the sender (negative if it was taken behind it).
     pub cnp_delay_ns: i64,
@@ -113,6 +118,17 @@ pub struct KnobsOf<'a> {
 }
 
 impl Options {
+    /// The line rate of tap `iface`.
+    pub fn line_of(&self, iface: u32) -> LineRate {
+        self.lines
+            .of(self.tap_speeds.get(iface as usize).copied().flatten())
+    }
+
+    /// Learns every tap's recorded `if_speed`, once the capture has been read.
+    pub fn learn_taps(&mut self, taps: &[roce_capture::Tap]) {
+        self.tap_speeds = taps.iter().map(|t| t.description.speed_bps).collect();
+    }
+
     /// The knobs as one NIC configuration.
     pub fn ecn(&self) -> EcnConfig {
         EcnConfig {
@@ -266,7 +282,8 @@ impl Default for Options {
             np_enable: PriorityEnable::default(),
             ignored_knobs: Vec::new(),
             knob_source: "defaults".into(),
-            line_mbps: 100_000.0,
+            lines: LineRates::default(),
+            tap_speeds: Vec::new(),
             cnp_delay_ns: 0,
             bin_ns: None,
             burst_gap_ns: 100_000,
@@ -428,6 +445,10 @@ pub struct FlowSummary {
     pub iface: u32,
     /// Name of the tap in `iface`, for people (`FILE:IFACE`).
     pub tap: String,
+    /// The line rate of that tap, Gb/s: the model starts at it and never exceeds it.
+    pub line_gbps: f64,
+    /// Where `line_gbps` came from: `if_speed`, `flag` (`--link-speed`) or `assumed`.
+    pub line_rate_source: LineSource,
     /// The tap the model's CNPs come from (the one that saw most of the stream; the rates' tap on a tie) and
     /// its name: a CNP seen at two taps is one CNP.
     pub cnp_iface: Option<u32>,
@@ -605,8 +626,15 @@ pub struct DcqcnReport {
     pub np_enable: PriorityEnable,
     /// Knob files the source held that this version does not read.
     pub ignored_knobs: Vec<String>,
-    /// The link speed the model ran at, the ceiling of every chart.
+    /// The line rate the models ran at, Gb/s: every flow's when they agree, else the fastest of them (each
+    /// flow's own is its `line_gbps`); without flows, that of the capture's taps. The ceiling of the charts.
     pub line_gbps: f64,
+    /// Where `line_gbps` came from: `if_speed`, `flag` (`--link-speed`) or `assumed` (then every output asks
+    /// for `--link-speed`).
+    pub line_rate_source: LineSource,
+    /// Every distinct line rate behind `line_gbps`, for the headers that state them.
+    #[serde(skip)]
+    pub lines: Vec<LineRate>,
     /// Width of the rate bins the observation is measured in.
     pub bin_ns: u64,
     /// Width of the columns in which the `model` series of the flows a chart may show is decimated
@@ -849,8 +877,8 @@ impl DcqcnPass {
         pauses: &[PauseInterval],
         on_event: &mut dyn FnMut(&FlowId, &Event),
     ) -> Result<(DcqcnReport, Series), DcqcnError> {
-        // Refuse bad settings before any work.
-        Rp::new(opts.profile, &opts.knobs, opts.line_mbps)?;
+        // Refuse bad knobs before any work (any line rate will do: every one the rule gives is valid).
+        Rp::new(opts.profile, &opts.knobs, opts.lines.of(None).mbps())?;
         let pairing = self.pairing.finish();
         let start = self.rates.start_ns();
         let width = self.rates.width_ns();
@@ -945,7 +973,8 @@ impl DcqcnPass {
                 }
                 let times = model_times(&f.cnp_ts_ns.to_vec(), opts);
                 if !times.is_empty() {
-                    let (knobs, _) = model_knobs(opts, f.summary.sender);
+                    let line_mbps = opts.line_of(f.summary.iface).mbps();
+                    let (knobs, _) = model_knobs(opts, f.summary.sender, line_mbps);
                     f.summary.fit = fit_knobs(&times, f, grid, end, (opts, knobs))?;
                 }
             }
@@ -972,6 +1001,12 @@ impl DcqcnPass {
             .collect();
         unpaired_cnps.sort_by_key(|u| (std::cmp::Reverse(u.cnps), u.src, u.dst, u.dest_qp));
         let (np_streams, np_ports) = np.finish();
+        let lines = lines_used(&flows, opts);
+        let line = lines
+            .iter()
+            .copied()
+            .max_by_key(|l| l.bps)
+            .unwrap_or(opts.lines.of(None));
         let report = DcqcnReport {
             profile: opts.profile.label(&opts.knobs),
             knob_source: opts.knob_source.clone(),
@@ -980,7 +1015,9 @@ impl DcqcnPass {
             np: opts.np.clone(),
             np_enable: opts.np_enable,
             ignored_knobs: opts.ignored_knobs.clone(),
-            line_gbps: opts.line_mbps / 1000.0,
+            line_gbps: line.gbps(),
+            line_rate_source: line.source,
+            lines,
             bin_ns: width,
             model_column_ns: column_width(start, end, MODEL_COLUMNS),
             requested_bin_ns,
@@ -1018,15 +1055,35 @@ struct NpChecks<'a> {
     ports: FxHashMap<(u32, IpAddr), Vec<(u64, u32)>>,
 }
 
+/// The distinct line rates the flows' models ran at; without flows, those of every tap of the capture.
+fn lines_used(flows: &[FlowDcqcn], opts: &Options) -> Vec<LineRate> {
+    let mut lines: Vec<LineRate> = if flows.is_empty() {
+        (0..opts.tap_speeds.len() as u32)
+            .map(|i| opts.line_of(i))
+            .collect()
+    } else {
+        flows
+            .iter()
+            .map(|f| opts.line_of(f.summary.iface))
+            .collect()
+    };
+    if lines.is_empty() {
+        lines.push(opts.lines.of(None));
+    }
+    lines.sort_by_key(|l| (l.bps, l.source));
+    lines.dedup();
+    lines
+}
+
 /// The knobs the model of a sender runs with, and whose they are: the sender's own when the capture recorded
 /// them and the model takes them, else the analysis' knobs (the hosts of one fabric are configured alike).
-fn model_knobs(opts: &Options, sender: IpAddr) -> (&Knobs, String) {
+fn model_knobs(opts: &Options, sender: IpAddr, line_mbps: f64) -> (&Knobs, String) {
     let (of, whose) = opts.knobs_of(sender);
     if !of.own {
         return (of.rp, whose);
     }
     // The analysis' own knobs were checked before any work; a host's recorded set may still be refused.
-    match Rp::new(opts.profile, of.rp, opts.line_mbps) {
+    match Rp::new(opts.profile, of.rp, line_mbps) {
         Ok(_) => (of.rp, whose),
         Err(e) => (
             &opts.knobs,
@@ -1457,16 +1514,16 @@ impl<'a> Stretches<'a> {
     }
 }
 
-/// A replay of `cnps` with `knobs` up to `end` under the guard, each event handed to `emit`; the instant the
-/// guard stopped it, if it did.
+/// A replay of `cnps` with `knobs` on a line of `line_mbps` up to `end` under the guard, each event handed to
+/// `emit`; the instant the guard stopped it, if it did.
 fn run_model(
     opts: &Options,
-    knobs: &Knobs,
+    (knobs, line_mbps): (&Knobs, f64),
     cnps: &[u64],
     end: u64,
     emit: impl FnMut(Event),
 ) -> Result<Option<u64>, DcqcnError> {
-    let rp = Rp::new(opts.profile, knobs, opts.line_mbps)?;
+    let rp = Rp::new(opts.profile, knobs, line_mbps)?;
     let guard = opts
         .max_model_steps
         .unwrap_or_else(|| step_guard(cnps.len()));
@@ -1506,6 +1563,8 @@ fn analyse_flow(
         let e = if np { of.np_enable } else { of.rp_enable };
         s.priority.and_then(|p| e.get(p)).filter(|_| of.applies)
     };
+    // The line of the tap the flow's data was taken from: what its sender's NIC could send at.
+    let line = opts.line_of(s.iface);
     let rp_enabled = enabled(s.key.src, false);
     let np_enabled = enabled(s.key.dst, true);
     // A reaction point that is off on the flow's priority ignores its CNPs (the NIC counts them in
@@ -1533,10 +1592,10 @@ fn analyse_flow(
             first_cnp: first,
             until: None,
         };
-        Stretches::new(&observed, w, frame_bits, opts.line_mbps)
+        Stretches::new(&observed, w, frame_bits, line.mbps())
     });
-    let (knobs, knobs_of) = model_knobs(opts, s.key.src);
-    let stopped_ns = run_model(opts, knobs, &times, end, |e| {
+    let (knobs, knobs_of) = model_knobs(opts, s.key.src, line.mbps());
+    let stopped_ns = run_model(opts, (knobs, line.mbps()), &times, end, |e| {
         on_event(&id, &e);
         if let Some(s) = stretches.as_mut() {
             s.at(e.t_ns, e.rc_mbps);
@@ -1593,6 +1652,8 @@ fn analyse_flow(
         receiver_qp: s.key.dest_qp,
         iface: s.iface,
         tap: String::new(),
+        line_gbps: line.gbps(),
+        line_rate_source: line.source,
         cnp_iface,
         cnp_tap: None,
         pairing: pair.map(|p| p.method),
@@ -1824,9 +1885,12 @@ fn fit_knobs(
         .observed
         .last()
         .map_or(0, |o| o.t_ns.saturating_add(grid.width));
+    let line_mbps = opts.line_of(f.summary.iface).mbps();
     let error = |knobs: &Knobs| -> Result<Option<(f64, usize)>, DcqcnError> {
-        let mut st = Stretches::new(&f.observed, window, f.frame_bits, opts.line_mbps);
-        let stopped = run_model(opts, knobs, cnps, replay_end, |e| st.at(e.t_ns, e.rc_mbps))?;
+        let mut st = Stretches::new(&f.observed, window, f.frame_bits, line_mbps);
+        let stopped = run_model(opts, (knobs, line_mbps), cnps, replay_end, |e| {
+            st.at(e.t_ns, e.rc_mbps)
+        })?;
         if stopped.is_some_and(|s| until.is_none_or(|u| s < u)) {
             // Not modeled over the same stretch of time as the others, so its error would not compare.
             return Ok(None);

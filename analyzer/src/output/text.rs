@@ -6,6 +6,7 @@ use std::net::IpAddr;
 
 use crate::analysis::dcqcn::DcqcnReport;
 use roce_capture::blocks::records::IpDrops;
+use roce_core::line::describe_lines;
 use roce_core::passes::StatsReport;
 use roce_core::recorded as blocks;
 use roce_core::text::escape_control as esc;
@@ -14,10 +15,10 @@ use roce_core::text::escape_control as esc;
 pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
     writeln!(
         out,
-        "DCQCN  profile {}, knobs from {}, line {} Gb/s, bins {} µs, CNP delay {} ns",
+        "DCQCN  profile {}, knobs from {}, {}, bins {} µs, CNP delay {} ns",
         r.profile,
         esc(&r.knob_source),
-        r.line_gbps,
+        describe_lines(r.lines.iter().copied()),
         r.bin_ns as f64 / 1000.0,
         r.cnp_delay_ns
     )?;
@@ -405,12 +406,13 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
     for i in &c.interfaces {
         writeln!(
             out,
-            "  interface {} {} {} snaplen {} ts {}{}",
+            "  interface {} {} {} snaplen {} ts {}, {}{}",
             i.id,
             esc(i.name.as_deref().unwrap_or("-")),
             i.link_type,
             i.snaplen,
             i.ts_resolution,
+            i.line(),
             match (i.received, i.dropped) {
                 (r, Some(d)) => format!(
                     ", recorder dropped {d} of {}",

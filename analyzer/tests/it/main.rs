@@ -15,6 +15,7 @@ mod flow_table;
 mod hops;
 mod inputs;
 mod lazy_hops;
+mod line_rate;
 mod np_check;
 mod pairing;
 mod priority;

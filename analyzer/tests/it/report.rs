@@ -12,6 +12,7 @@ use analyzer::output::report::charts::{self, Chart};
 use analyzer::output::report::{ReportInput, TimeAxis, write_report};
 use polars::prelude::{ParquetReader, SerReader};
 use roce_capture::Capture;
+use roce_core::line::LineRates;
 
 fn sample(name: &str) -> PathBuf {
     workspace()
@@ -23,9 +24,8 @@ fn sample(name: &str) -> PathBuf {
 fn inputs(name: &str, link_gbps: u64) -> Analysis {
     let mut r = Capture::open_file(&sample(name)).unwrap();
     let opts = PipelineOptions {
-        link_bps: link_gbps * 1_000_000_000,
         dcqcn: Options {
-            line_mbps: link_gbps as f64 * 1000.0,
+            lines: LineRates::flag(Some(link_gbps * 1_000_000_000)),
             fit: false,
             ..Options::default()
         },

@@ -20,6 +20,7 @@ use roce_capture::{Capture, CaptureReader};
 use roce_core::dcqcn::{Event, Knobs};
 use roce_core::decode::Decoder;
 use roce_core::frames::Frames;
+use roce_core::line::LineRates;
 use roce_core::passes::Stats;
 use roce_core::passes::pairing::Method;
 use serde_json::Value;
@@ -216,7 +217,7 @@ fn replay(name: &str) -> Vec<Replayed> {
     let line = truth["flows"][0]["line_mbps"].as_f64().unwrap();
     let opts = Options {
         knobs: scenario_knobs(name),
-        line_mbps: line,
+        lines: LineRates::flag(Some((line * 1e6) as u64)),
         cnp_delay_ns: cnp_delay_ns(&truth),
         fit: false,
         ..Options::default()
@@ -428,7 +429,7 @@ fn check_pauses(name: &str) {
     let (path, truth) = sample(name);
     let gbps = truth["links"][0]["gbps"].as_u64().unwrap();
     let mut r = Capture::open_file(&path).unwrap();
-    let mut stats = Stats::new(gbps * 1_000_000_000);
+    let mut stats = Stats::new(LineRates::flag(Some(gbps * 1_000_000_000)));
     let mut frames = Frames::new(&mut r, Decoder::default());
     while let Some(f) = frames.next_frame() {
         stats.frame(&f);
@@ -488,10 +489,8 @@ fn pfc_storm_paused_fraction_over_time() {
     // about 1429 µs; nothing else pauses. Bins wholly inside are paused throughout, bins well outside not at all.
     let path = workspace().join("samples/captures/pfc_storm_hol.pcapng");
     let mut reader = Capture::open_file(&path).unwrap();
-    let opts = analyzer::analysis::PipelineOptions {
-        link_bps: 25_000_000_000,
-        ..Default::default()
-    };
+    let mut opts = analyzer::analysis::PipelineOptions::default();
+    opts.dcqcn.lines = LineRates::flag(Some(25_000_000_000));
     let a = analyzer::analysis::run(&mut reader, &opts, |_| {}).unwrap();
     let bins: Vec<_> = a
         .pauses

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::decode::{Frame, Kind};
+use crate::line::{LineRate, LineRates, LineSource};
 use roce_capture::Capture;
 
 /// Counts, span and timestamp sanity of the whole capture, whatever the frames are.
@@ -26,8 +27,8 @@ pub struct CapturePass {
 }
 
 /// One tap (an interface of a file, or of a rotated set of files) as the file describes it, with the drop
-/// counters its statistics blocks recorded.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+/// counters its statistics blocks recorded and the line rate the analysis took for it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct InterfaceRow {
     /// The tap's index over the capture: the `iface` of the flows, CNP and PFC tables.
     pub id: u32,
@@ -49,6 +50,22 @@ pub struct InterfaceRow {
     pub received: Option<u64>,
     /// Frames the recorder says it dropped: what this capture cannot show.
     pub dropped: Option<u64>,
+    /// The interface's `if_speed` as the file records it, bit/s; null when it records none.
+    pub if_speed_bps: Option<u64>,
+    /// The line rate this tap's pause quanta (and, in `report`, its flows' model) were computed at, Gb/s.
+    pub line_gbps: f64,
+    /// Where `line_gbps` came from: `if_speed`, `flag` (`--link-speed`) or `assumed` (100 Gb/s).
+    pub line_rate_source: LineSource,
+}
+
+impl InterfaceRow {
+    /// The line rate the analysis took for this tap.
+    pub fn line(&self) -> LineRate {
+        LineRate {
+            bps: (self.line_gbps * 1e9).round() as u64,
+            source: self.line_rate_source,
+        }
+    }
 }
 
 /// One input file and what became of it.
@@ -143,8 +160,9 @@ impl CapturePass {
         self.last_ns
     }
 
-    /// The row, with the files' and taps' facts that only the capture knows at its end (drops, errors).
-    pub fn finish(self, capture: &Capture) -> CaptureRow {
+    /// The row, with the files' and taps' facts that only the capture knows at its end (drops, errors), and
+    /// each tap's line rate by `lines`.
+    pub fn finish(self, capture: &Capture, lines: LineRates) -> CaptureRow {
         let taps = capture.taps();
         let file_names: Vec<String> = capture.files().map(|f| f.name.clone()).collect();
         let interfaces: Vec<InterfaceRow> = taps
@@ -157,6 +175,7 @@ impl CapturePass {
                     (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
                 };
                 let ifc = &tap.description;
+                let line = lines.of_tap(tap);
                 InterfaceRow {
                     id: i as u32,
                     tap: tap.name.clone(),
@@ -168,6 +187,9 @@ impl CapturePass {
                     ts_resolution: ifc.ts_resol_desc.clone(),
                     received: st.received,
                     dropped,
+                    if_speed_bps: ifc.speed_bps,
+                    line_gbps: line.gbps(),
+                    line_rate_source: line.source,
                 }
             })
             .collect();

@@ -158,7 +158,7 @@ pub fn flow_chart(f: &FlowDcqcn, axis: &TimeAxis, d: &DcqcnReport, index: usize)
         .iter()
         .map(|o| (axis.x(o.t_ns.saturating_add(half_bin)), o.gbps))
         .collect();
-    let line = d.line_gbps;
+    let line = f.summary.line_gbps;
     let rc = steps(
         line,
         f.model.iter().map(|m| (axis.x(m.t_ns), m.rc_gbps)),

@@ -10,6 +10,7 @@ use crate::analysis::dcqcn::{FlowDcqcn, FlowSummary, UnpairedCnps};
 use crate::analysis::findings::Finding;
 use crate::analysis::pauses::PauseReport;
 use crate::output::tables::{TableRow, examples};
+use roce_core::line::LineSource;
 use roce_core::passes::StatsReport;
 use roce_core::recorded::KernelSummary;
 
@@ -47,6 +48,7 @@ struct DcqcnSummary<'a> {
     profile: &'static str,
     knob_source: &'a str,
     line_gbps: f64,
+    line_rate_source: LineSource,
     bin_ns: u64,
     cnp_delay_ns: i64,
     flows: Vec<DcqcnFlowRow>,
@@ -83,6 +85,7 @@ fn summary<'a>(input: &ReportInput<'a>, charts: &[PathBuf], tables: &[PathBuf]) 
             profile: d.profile,
             knob_source: &d.knob_source,
             line_gbps: d.line_gbps,
+            line_rate_source: d.line_rate_source,
             bin_ns: d.bin_ns,
             cnp_delay_ns: d.cnp_delay_ns,
             flows: d.flows.iter().map(DcqcnFlowRow::of).collect(),
