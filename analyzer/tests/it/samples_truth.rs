@@ -20,7 +20,7 @@ use roce_capture::{Capture, CaptureReader};
 use roce_core::dcqcn::{Event, Knobs};
 use roce_core::decode::Decoder;
 use roce_core::frames::Frames;
-use roce_core::line::LineRates;
+use roce_core::line::{LineRates, LineSource};
 use roce_core::passes::Stats;
 use roce_core::passes::pairing::Method;
 use serde_json::Value;
@@ -424,17 +424,26 @@ fn an_application_limited_sender_is_where_the_replay_bends() {
 /// wire.md counts paused time only up to the capture's last frame, so the truth is clipped there too. That
 /// clip point is known only up to how long the PFC frame waited behind a data frame already on the wire (at
 /// most one 4 KiB frame, 1.4 µs at 25 Gb/s), so a clipped total gets that much slack; every other total must
-/// agree to the ns (one ns per interval for the truth's rounding).
+/// agree to the ns (one ns per interval for the truth's rounding). No line rate is given: each tap's quanta
+/// are converted at the line rate its interface block records, as a run without `--link-speed` does.
 fn check_pauses(name: &str) {
     let (path, truth) = sample(name);
     let gbps = truth["links"][0]["gbps"].as_u64().unwrap();
     let mut r = Capture::open_file(&path).unwrap();
-    let mut stats = Stats::new(LineRates::flag(Some(gbps * 1_000_000_000)));
+    let mut stats = Stats::new(LineRates::default());
     let mut frames = Frames::new(&mut r, Decoder::default());
     while let Some(f) = frames.next_frame() {
         stats.frame(&f);
     }
     let report = stats.finish(&r);
+    assert!(
+        report
+            .capture
+            .interfaces
+            .iter()
+            .all(|i| i.line_rate_source == LineSource::IfSpeed),
+        "{name}: every tap records its line"
+    );
     let delay = truth["links"][0]["delay_ns"].as_u64().unwrap();
     let tap_to_node = delay + ((60.0 + 24.0) * 8.0 / gbps as f64).round() as u64;
     let clip = report.capture.last_ns.unwrap() + tap_to_node;
