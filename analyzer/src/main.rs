@@ -62,9 +62,10 @@ enum Command {
 struct HopsArgs {
     #[command(flatten)]
     input: Input,
-    /// Drain rate of every queue, and the rate that takes each frame's serialization out of its delay;
-    /// by default the drain rate is measured at each downstream tap from back-to-back frames.
-    #[arg(long, value_parser = units::parse_speed)]
+    /// Drain rate of every queue, and the rate that takes each frame's serialization out of its delay. By
+    /// default each downstream tap's line rate as the capture recorded it (pcapng if_speed); where none is
+    /// recorded, the drain rate is measured from back-to-back frames. A number alone is Gb/s (25).
+    #[arg(long, value_name = "SPEED", value_parser = units::parse_speed)]
     link_speed: Option<u64>,
     /// Copies of one packet are matched within this time of the first: more than the largest delay between
     /// taps plus the largest clock offset between files.
@@ -627,6 +628,7 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
         storm_threshold_ns: a.storm_threshold,
         hops: HopsOptions {
             switch_ecn: a.switch_ecn,
+            link_bps: a.model.link_speed,
             ..HopsOptions::default()
         },
         ..PipelineOptions::default()
