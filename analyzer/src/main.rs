@@ -730,7 +730,7 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
     let opts = model_options(&a.model)?;
     let mut capture = open(&a.input)?;
     let progress = Progress::new(capture.progress().1, "reading");
-    let mut pass = DcqcnPass::new(opts.bin_ns);
+    let mut pass = DcqcnPass::new(opts.bin_ns, opts.lines);
     // The model is compared with the observed rate outside PFC pauses only.
     let mut pfc = PfcPass::new(opts.lines);
     let mut frames = Frames::new(&mut capture, decoder(&a.input));

@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::ser::{Serialize, SerializeStruct, Serializer};
 
 use crate::units::{MAX_SPEED_BPS, MIN_SPEED_BPS, fmt_rate};
 
@@ -16,7 +16,7 @@ use crate::units::{MAX_SPEED_BPS, MIN_SPEED_BPS, fmt_rate};
 pub const ASSUMED_BPS: u64 = 100_000_000_000;
 
 /// Where a line rate came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LineSource {
     /// The capture's interface block (pcapng `if_speed`).
@@ -27,8 +27,9 @@ pub enum LineSource {
     Assumed,
 }
 
-/// One tap's line rate and its source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// One tap's line rate and its source. It serializes as `line_gbps` and `line_rate_source`, the two fields
+/// every output that states a line rate carries (flattened into the object that states it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LineRate {
     /// Bits per second.
     pub bps: u64,
@@ -51,6 +52,26 @@ impl LineRate {
     pub fn assumed(self) -> bool {
         self.source == LineSource::Assumed
     }
+
+    /// The rate and where it came from, as it follows the words "line rate": `25 Gb/s (the capture's
+    /// if_speed)`, `25 Gb/s (--link-speed)`, `assumed 100 Gb/s (pass --link-speed)`.
+    pub fn value(self) -> String {
+        let rate = fmt_rate(self.bps as f64);
+        match self.source {
+            LineSource::IfSpeed => format!("{rate} (the capture's if_speed)"),
+            LineSource::Flag => format!("{rate} (--link-speed)"),
+            LineSource::Assumed => format!("assumed {rate} (pass --link-speed)"),
+        }
+    }
+}
+
+impl Serialize for LineRate {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_struct("LineRate", 2)?;
+        m.serialize_field("line_gbps", &self.gbps())?;
+        m.serialize_field("line_rate_source", &self.source)?;
+        m.end()
+    }
 }
 
 /// `line rate 25 Gb/s (the capture's if_speed)`, `line rate 25 Gb/s (--link-speed)`, or `line rate assumed
@@ -58,12 +79,7 @@ impl LineRate {
 /// reads as one.
 impl fmt::Display for LineRate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rate = fmt_rate(self.bps as f64);
-        match self.source {
-            LineSource::IfSpeed => write!(f, "line rate {rate} (the capture's if_speed)"),
-            LineSource::Flag => write!(f, "line rate {rate} (--link-speed)"),
-            LineSource::Assumed => write!(f, "line rate assumed {rate} (pass --link-speed)"),
-        }
+        write!(f, "line rate {}", self.value())
     }
 }
 

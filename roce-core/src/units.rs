@@ -46,23 +46,19 @@ pub fn parse_speed(s: &str) -> Result<u64, SpeedError> {
 /// Three significant digits at most, trailing zeros dropped (`25 Gb/s`). Every rate the headline, the text
 /// tables and the charts show goes through here, so a slow flow never reads as `0.000 Gb/s`.
 pub fn fmt_rate(bps: f64) -> String {
-    let (v, unit) = rate_unit(bps);
-    format!("{} {unit}", fmt_sig(v))
+    let (per, unit) = rate_scale(bps);
+    format!("{} {unit}", fmt_sig(bps / per))
 }
 
-/// The unit [`fmt_rate`] writes `bps` in, and the value in it.
-pub fn rate_unit(bps: f64) -> (f64, &'static str) {
-    let a = bps.abs();
-    let (div, unit) = if a >= 1e9 {
-        (1e9, "Gb/s")
-    } else if a >= 1e6 {
-        (1e6, "Mb/s")
-    } else if a >= 1e3 {
-        (1e3, "kb/s")
-    } else {
-        (1.0, "b/s")
-    };
-    (bps / div, unit)
+/// The unit [`fmt_rate`] writes `bps` in, as bit/s per unit and its name: also the unit of a chart axis that
+/// reaches `bps`.
+pub fn rate_scale(bps: f64) -> (f64, &'static str) {
+    match bps.abs() {
+        a if a >= 1e9 => (1e9, "Gb/s"),
+        a if a >= 1e6 => (1e6, "Mb/s"),
+        a if a >= 1e3 => (1e3, "kb/s"),
+        _ => (1.0, "b/s"),
+    }
 }
 
 /// Up to three significant digits (all the integer digits of a larger number), without trailing zeros.

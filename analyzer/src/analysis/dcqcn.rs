@@ -26,10 +26,12 @@ use roce_core::dcqcn::{
     replay_with, step_guard,
 };
 use roce_core::decode::Frame;
-use roce_core::line::{LineRate, LineRates, LineSource};
+use roce_core::line::{LineRate, LineRates};
 
 use super::on_disk::{DiskVec, Fixed, Store};
+use super::tap_preference;
 use roce_core::passes::flows::FlowKey;
+use roce_core::passes::occupancy::Peak;
 use roce_core::passes::pairing::{Candidate, Method, Pair, Pairing, PairingPass};
 use roce_core::passes::pfc::PauseInterval;
 use roce_core::passes::rates::{Bin, FlowSeries, RatesPass, gbps};
@@ -445,10 +447,10 @@ pub struct FlowSummary {
     pub iface: u32,
     /// Name of the tap in `iface`, for people (`FILE:IFACE`).
     pub tap: String,
-    /// The line rate of that tap, Gb/s: the model starts at it and never exceeds it.
-    pub line_gbps: f64,
-    /// Where `line_gbps` came from: `if_speed`, `flag` (`--link-speed`) or `assumed`.
-    pub line_rate_source: LineSource,
+    /// The line rate of that tap (`line_gbps`, and `line_rate_source`: `if_speed`, `flag` for `--link-speed`,
+    /// or `assumed`): the model starts at it and never exceeds it.
+    #[serde(flatten)]
+    pub line: LineRate,
     /// The tap the model's CNPs come from (the one that saw most of the stream; the rates' tap on a tie) and
     /// its name: a CNP seen at two taps is one CNP.
     pub cnp_iface: Option<u32>,
@@ -626,13 +628,12 @@ pub struct DcqcnReport {
     pub np_enable: PriorityEnable,
     /// Knob files the source held that this version does not read.
     pub ignored_knobs: Vec<String>,
-    /// The line rate the models ran at, Gb/s: every flow's when they agree, else the fastest of them (each
-    /// flow's own is its `line_gbps`); without flows, that of the capture's taps. The ceiling of the charts.
-    pub line_gbps: f64,
-    /// Where `line_gbps` came from: `if_speed`, `flag` (`--link-speed`) or `assumed` (then every output asks
-    /// for `--link-speed`).
-    pub line_rate_source: LineSource,
-    /// Every distinct line rate behind `line_gbps`, for the headers that state them.
+    /// The line rate the models ran at (`line_gbps` and `line_rate_source`): every flow's when they agree,
+    /// else the fastest of them (each flow states its own); without flows, that of the capture's taps. The
+    /// ceiling of the charts. An assumed one makes every output ask for `--link-speed`.
+    #[serde(flatten)]
+    pub line: LineRate,
+    /// Every distinct line rate behind `line`, for the headers that state them.
     #[serde(skip)]
     pub lines: Vec<LineRate>,
     /// Width of the rate bins the observation is measured in.
@@ -665,15 +666,39 @@ pub struct DcqcnReport {
 /// Flows the [`Traffic`] view keeps a series of, the busiest by bytes.
 pub const BUSIEST_FLOWS: usize = 8;
 
-/// Every data flow of the capture on the rate grid, each at the tap that saw most of it.
+/// Every data flow of the capture on the rate grid, each at the tap that saw most of it (so that a packet seen
+/// at two taps counts once).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Traffic {
     /// Data flows on the grid.
     pub flows: usize,
+    /// Their data packets (those that carry payload), each counted once.
+    pub data_packets: u64,
+    /// Of them, CE-marked.
+    pub ce_packets: u64,
+    /// The busiest bin of the busiest link direction, when there was data: each frame's serialization time at
+    /// its tap's line rate spread over the bins it spans, so never above that line.
+    pub peak: Option<LinkPeak>,
     /// All of them together per busy bin, with the share of their packets that was CE-marked.
     pub aggregate: Vec<AggregateBin>,
     /// The [`BUSIEST_FLOWS`] flows that sent the most bytes, most first.
     pub busiest: Vec<BusyFlow>,
+}
+
+/// The busiest bin of one link direction.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LinkPeak {
+    /// The tap it was measured at, and its name.
+    pub iface: u32,
+    /// Name of the tap in `iface`, for people.
+    pub tap: String,
+    /// Start of the bin.
+    pub t_ns: u64,
+    /// The rate over the bin, Gb/s.
+    pub gbps: f64,
+    /// The tap's line rate, which `gbps` never exceeds.
+    #[serde(flatten)]
+    pub line: LineRate,
 }
 
 /// One of the busiest flows and its rate per busy bin.
@@ -703,10 +728,13 @@ pub struct RateBin {
 }
 
 impl Traffic {
-    fn of(chosen: &[&FlowSeries], grid: Grid) -> Traffic {
+    fn of(chosen: &[&FlowSeries], grid: Grid, peak: Option<Peak>) -> Traffic {
         let mut all = Aggregate::default();
+        let (mut data_packets, mut ce_packets) = (0u64, 0u64);
         for s in chosen {
             all.add(&s.bins);
+            data_packets += s.packets();
+            ce_packets += s.bins.iter().map(|b| u64::from(b.ce)).sum::<u64>();
         }
         let bytes = |s: &FlowSeries| s.bins.iter().map(|b| b.bytes).sum::<u64>();
         let mut by_bytes: Vec<(u64, &FlowSeries)> = chosen.iter().map(|s| (bytes(s), *s)).collect();
@@ -733,6 +761,15 @@ impl Traffic {
             .collect();
         Traffic {
             flows: chosen.len(),
+            data_packets,
+            ce_packets,
+            peak: peak.map(|p| LinkPeak {
+                iface: p.iface,
+                tap: String::new(),
+                t_ns: grid.bin_start(p.index as usize),
+                gbps: p.gbps,
+                line: p.line,
+            }),
             aggregate: all.finish(grid),
             busiest,
         }
@@ -765,6 +802,9 @@ impl DcqcnReport {
         }
         for n in &mut self.np_ports {
             n.tap = name(n.iface);
+        }
+        if let Some(p) = &mut self.traffic.peak {
+            p.tap = name(p.iface);
         }
     }
 
@@ -835,11 +875,12 @@ pub struct Series {
 }
 
 impl DcqcnPass {
-    /// A pass with a fixed rate-bin width, or `None` for one chosen from the capture's span.
-    pub fn new(bin_ns: Option<u64>) -> Self {
+    /// A pass with a fixed rate-bin width, or `None` for one chosen from the capture's span; `lines` gives
+    /// each tap its line rate, which bounds the links' peak rates.
+    pub fn new(bin_ns: Option<u64>, lines: LineRates) -> Self {
         DcqcnPass {
             pairing: PairingPass::default(),
-            rates: RatesPass::new(bin_ns),
+            rates: RatesPass::new(bin_ns, lines),
             last_ns: 0,
         }
     }
@@ -884,6 +925,7 @@ impl DcqcnPass {
         let width = self.rates.width_ns();
         let requested_bin_ns = self.rates.requested_width_ns();
         let end = self.last_ns;
+        let peak = self.rates.peaks().into_iter().next();
         let mut series = self.rates.finish();
         for s in &mut series {
             s.resolve_priority(&opts.priorities);
@@ -892,10 +934,8 @@ impl DcqcnPass {
         // One series per flow: the tap that saw most of it (a flow mirrored twice is not twice as fast).
         let mut best: FxHashMap<FlowKey, &FlowSeries> = FxHashMap::default();
         for s in &series {
-            let n = s.packets();
             let e = best.entry(s.key).or_insert(s);
-            let m = e.packets();
-            if n > m || (n == m && s.iface < e.iface) {
+            if tap_preference(s.iface, s.packets()) > tap_preference(e.iface, e.packets()) {
                 *e = s;
             }
         }
@@ -905,7 +945,7 @@ impl DcqcnPass {
         let paused = Paused::new(pauses);
         let mut np = NpChecks::new(opts);
         let mut aggregate = Aggregate::default();
-        let traffic = Traffic::of(&chosen, grid);
+        let traffic = Traffic::of(&chosen, grid, peak);
         // The flows DCQCN acted on, with their CNP streams, in the order their models run.
         let mut work = Vec::new();
         for s in chosen {
@@ -1015,8 +1055,7 @@ impl DcqcnPass {
             np: opts.np.clone(),
             np_enable: opts.np_enable,
             ignored_knobs: opts.ignored_knobs.clone(),
-            line_gbps: line.gbps(),
-            line_rate_source: line.source,
+            line,
             lines,
             bin_ns: width,
             model_column_ns: column_width(start, end, MODEL_COLUMNS),
@@ -1194,7 +1233,7 @@ impl<'a> CnpStreams<'a> {
         let pairing = self.pairing;
         self.by_key.into_iter().filter_map(move |(key, taps)| {
             taps.into_iter()
-                .max_by_key(|&(iface, n)| (n, std::cmp::Reverse(iface)))
+                .max_by_key(|&(iface, n)| tap_preference(iface, n))
                 .map(|(iface, _)| (key, iface, pairing.cnp_times(iface, &key)))
         })
     }
@@ -1652,8 +1691,7 @@ fn analyse_flow(
         receiver_qp: s.key.dest_qp,
         iface: s.iface,
         tap: String::new(),
-        line_gbps: line.gbps(),
-        line_rate_source: line.source,
+        line,
         cnp_iface,
         cnp_tap: None,
         pairing: pair.map(|p| p.method),

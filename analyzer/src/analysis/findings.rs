@@ -298,7 +298,7 @@ fn cnps_without_cuts(dcqcn: &DcqcnReport, rules: &Rules, out: &mut Vec<Finding>)
                 f.summary.stretches_compared,
                 f.cuts
                     .last()
-                    .map_or(f.summary.line_gbps, |c| c.rc_after_gbps)
+                    .map_or(f.summary.line.gbps(), |c| c.rc_after_gbps)
                     * 1000.0
             )
         })

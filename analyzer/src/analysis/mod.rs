@@ -92,7 +92,7 @@ pub fn run_with_model_events(
     let mut stats = Stats::new(opts.dcqcn.lines).with_priorities(opts.dcqcn.priorities.clone());
     let mut hops = LazyHops::new(capture, &opts.hops);
     let passes = beside::Passes::new(
-        DcqcnPass::new(opts.dcqcn.bin_ns),
+        DcqcnPass::new(opts.dcqcn.bin_ns, opts.dcqcn.lines),
         HostsPass::default(),
         opts.decoder,
     );
@@ -301,6 +301,13 @@ fn hops_lost(why: String) -> Finding {
                 .to_owned(),
         evidence: vec![why],
     }
+}
+
+/// The one rule for something seen at several taps (a flow mirrored at both ends of a link, a CNP stream, a
+/// pause): it is counted once, at the tap that saw most of it, the lowest tap index on a tie. The key that
+/// rule maximises over (tap, how much it saw) pairs.
+pub fn tap_preference(iface: u32, seen: u64) -> (u64, std::cmp::Reverse<u32>) {
+    (seen, std::cmp::Reverse(iface))
 }
 
 /// A tap's name (`FILE:IFACE`) by its index over the capture.

@@ -10,6 +10,7 @@ use roce_core::line::describe_lines;
 use roce_core::passes::StatsReport;
 use roce_core::recorded as blocks;
 use roce_core::text::escape_control as esc;
+use roce_core::units::fmt_rate;
 
 /// `dcqcn`'s per-flow table: what the model saw and cut, and the knob fit.
 pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
@@ -51,7 +52,7 @@ pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
                 f.cuts.len().to_string(),
                 f.cuts
                     .last()
-                    .map_or("-".into(), |c| format!("{:.1}", c.rc_after_gbps)),
+                    .map_or("-".into(), |c| fmt_rate(c.rc_after_gbps * 1e9)),
                 median,
                 f.summary.fit.map_or("-".into(), |x| {
                     format!(
@@ -412,7 +413,7 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
             i.link_type,
             i.snaplen,
             i.ts_resolution,
-            i.line(),
+            i.line,
             match (i.received, i.dropped) {
                 (r, Some(d)) => format!(
                     ", recorder dropped {d} of {}",
@@ -434,7 +435,7 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
                 format!("0x{:06x}", f.dest_qp),
                 f.packets.to_string(),
                 f.bytes.to_string(),
-                f.mean_gbps.map_or("-".into(), |g| format!("{g:.3}")),
+                f.mean_gbps.map_or("-".into(), |g| fmt_rate(g * 1e9)),
                 f.ect_packets.to_string(),
                 f.ce_packets.to_string(),
                 f.psn_gaps.to_string(),
@@ -449,7 +450,7 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
     table(
         out,
         &[
-            "if", "src", "dst", "dest_qp", "packets", "bytes", "Gb/s", "ECT", "CE", "gaps", "retx",
+            "if", "src", "dst", "dest_qp", "packets", "bytes", "rate", "ECT", "CE", "gaps", "retx",
             "ooo", "NAKs", "ICRC bad", "trunc",
         ],
         &rows,

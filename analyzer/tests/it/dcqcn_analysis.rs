@@ -207,7 +207,7 @@ fn analyse(bytes: Vec<u8>, opts: &Options) -> DcqcnReport {
 fn analyse_with_events(bytes: Vec<u8>, opts: &Options) -> (DcqcnReport, Vec<(FlowId, Event)>) {
     let mut r = CaptureReader::from_reader("paced", Box::new(std::io::Cursor::new(bytes))).unwrap();
     let dec = Decoder::default();
-    let mut pass = DcqcnPass::new(opts.bin_ns);
+    let mut pass = DcqcnPass::new(opts.bin_ns, opts.lines);
     let mut pfc = PfcPass::new(opts.lines);
     let (mut n, mut last) = (0, 0);
     while let Some(rec) = r.next_record().unwrap() {

@@ -117,6 +117,9 @@ fn without_names(mut v: Value) -> Value {
             }
         }
     }
+    if let Some(peak) = v["traffic"]["peak"].as_object_mut() {
+        peak.remove("tap");
+    }
     v.as_object_mut().unwrap().remove("capture");
     v
 }

@@ -1,7 +1,7 @@
 //! The line rate: `--link-speed` read as people write it, and refused with the accepted forms when it is a
 //! slip.
 
-use crate::common::{analyzer, run, workspace};
+use crate::common::{analyzer, report_of, run, workspace};
 use serde_json::Value;
 
 fn stats_json(args: &[&str], sample: &str) -> Value {
@@ -65,28 +65,11 @@ fn a_slip_is_refused_with_the_accepted_forms() {
     }
 }
 
-/// `report` on a sample into a fresh directory, without `--link-speed` unless `args` gives it: stdout and
-/// summary.json.
+/// `report` on a sample, without `--link-speed` unless `args` gives it.
 fn report(sample: &str, args: &[&str]) -> (String, Value, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = workspace().join(format!("samples/captures/{sample}.pcapng"));
-    let out = run(analyzer()
-        .arg("report")
-        .args(args)
-        .arg(&path)
-        .arg("-o")
-        .arg(dir.path()));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summary =
-        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        summary,
-        dir,
+    report_of(
+        &workspace().join(format!("samples/captures/{sample}.pcapng")),
+        args,
     )
 }
 

@@ -12,6 +12,7 @@ mod docs_tables;
 mod empty_tables;
 mod findings;
 mod flow_table;
+mod headline;
 mod hops;
 mod inputs;
 mod lazy_hops;

@@ -369,9 +369,13 @@ fn a_clean_capture_shows_its_throughput_and_says_it_was_clean() {
     assert!(h.verdict.starts_with("Clean at 99."), "{}", h.verdict);
     assert!(html.contains(&h.verdict));
     let facts: Vec<&str> = h.facts.iter().map(|f| f.0).collect();
-    assert_eq!(facts, ["span", "throughput", "CE", "CNPs", "PFC pause"]);
-    assert_eq!(h.facts[3].1, "0");
-    assert_eq!(h.facts[4].1, "none");
+    assert_eq!(
+        facts,
+        ["span", "throughput", "line rate", "CE", "CNPs", "PFC pause"]
+    );
+    assert_eq!(h.facts[2].1, "100 Gb/s (--link-speed)");
+    assert_eq!(h.facts[4].1, "0");
+    assert_eq!(h.facts[5].1, "none");
 }
 
 /// The incast's headline names it and its receiver, and says when DCQCN settled it.
@@ -391,8 +395,10 @@ fn an_incast_headline_names_the_incast() {
         "{}",
         h.verdict
     );
+    // One tap: every CNP is seen once.
     let cnps: u64 = inputs.stats.cnps.iter().map(|c| c.count).sum();
-    assert_eq!(h.facts[3].1, cnps.to_string());
+    assert_eq!(h.facts[4].1, cnps.to_string());
+    assert_eq!(h.cnps, cnps);
     let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
     assert!(html.contains("4:1 incast at 10.0.0.5"));
     // The throughput chart has every flow, the busiest on their own lines.

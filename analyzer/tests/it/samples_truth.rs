@@ -108,7 +108,7 @@ fn cnp_delay_ns(truth: &Value) -> i64 {
 fn analyse(path: &Path, opts: &Options) -> (DcqcnReport, Vec<(FlowId, Event)>) {
     let mut r = CaptureReader::open(path).unwrap();
     let dec = Decoder::default();
-    let mut pass = DcqcnPass::new(opts.bin_ns);
+    let mut pass = DcqcnPass::new(opts.bin_ns, opts.lines);
     let mut n = 0;
     while let Some(rec) = r.next_record().unwrap() {
         n += 1;
@@ -441,7 +441,7 @@ fn check_pauses(name: &str) {
             .capture
             .interfaces
             .iter()
-            .all(|i| i.line_rate_source == LineSource::IfSpeed),
+            .all(|i| i.line.source == LineSource::IfSpeed),
         "{name}: every tap records its line"
     );
     let delay = truth["links"][0]["delay_ns"].as_u64().unwrap();

@@ -331,15 +331,7 @@ fn our_speeds(file: &Path) -> Vec<Option<u64>> {
 /// the analyzer reads; a file without it reads as none on both sides.
 #[test]
 fn if_speed_reads_as_wireshark_reads_it() {
-    let dir = workspace().join("samples/captures");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "pcapng"))
-        .collect();
-    files.sort();
-    assert!(files.len() > 10);
-    for f in files {
+    for f in crate::common::sample_captures() {
         let ours = our_speeds(&f);
         assert!(
             !ours.is_empty() && ours.iter().all(Option::is_some),

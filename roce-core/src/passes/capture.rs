@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::decode::{Frame, Kind};
-use crate::line::{LineRate, LineRates, LineSource};
+use crate::line::{LineRate, LineRates};
 use roce_capture::Capture;
 
 /// Counts, span and timestamp sanity of the whole capture, whatever the frames are.
@@ -28,7 +28,7 @@ pub struct CapturePass {
 
 /// One tap (an interface of a file, or of a rotated set of files) as the file describes it, with the drop
 /// counters its statistics blocks recorded and the line rate the analysis took for it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct InterfaceRow {
     /// The tap's index over the capture: the `iface` of the flows, CNP and PFC tables.
     pub id: u32,
@@ -52,20 +52,10 @@ pub struct InterfaceRow {
     pub dropped: Option<u64>,
     /// The interface's `if_speed` as the file records it, bit/s; null when it records none.
     pub if_speed_bps: Option<u64>,
-    /// The line rate this tap's pause quanta (and, in `report`, its flows' model) were computed at, Gb/s.
-    pub line_gbps: f64,
-    /// Where `line_gbps` came from: `if_speed`, `flag` (`--link-speed`) or `assumed` (100 Gb/s).
-    pub line_rate_source: LineSource,
-}
-
-impl InterfaceRow {
-    /// The line rate the analysis took for this tap.
-    pub fn line(&self) -> LineRate {
-        LineRate {
-            bps: (self.line_gbps * 1e9).round() as u64,
-            source: self.line_rate_source,
-        }
-    }
+    /// The line rate this tap's pause quanta (and, in `report`, its flows' models) were computed at:
+    /// `line_gbps`, and `line_rate_source` (`if_speed`, `flag` for `--link-speed`, or `assumed`, 100 Gb/s).
+    #[serde(flatten)]
+    pub line: LineRate,
 }
 
 /// One input file and what became of it.
@@ -175,7 +165,6 @@ impl CapturePass {
                     (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
                 };
                 let ifc = &tap.description;
-                let line = lines.of_tap(tap);
                 InterfaceRow {
                     id: i as u32,
                     tap: tap.name.clone(),
@@ -188,8 +177,7 @@ impl CapturePass {
                     received: st.received,
                     dropped,
                     if_speed_bps: ifc.speed_bps,
-                    line_gbps: line.gbps(),
-                    line_rate_source: line.source,
+                    line: lines.of_tap(tap),
                 }
             })
             .collect();

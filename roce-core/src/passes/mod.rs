@@ -6,6 +6,7 @@ pub mod cnp;
 pub mod flow_index;
 pub mod flows;
 pub mod hosts;
+pub mod occupancy;
 pub mod pairing;
 pub mod pfc;
 pub mod psn;
