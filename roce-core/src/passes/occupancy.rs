@@ -43,6 +43,9 @@ struct Direction {
     line: Option<LineRate>,
     /// When the last frame placed on it was through, ps from the grid's start.
     busy_until: u64,
+    /// The last frame's length and serialization time, ps: most frames of a direction are of one size, and
+    /// the division is the costliest step of a frame.
+    last_ser: (u32, u64),
     /// Busy bins in index order.
     bins: Vec<Busy>,
 }
@@ -106,6 +109,7 @@ impl Occupancy {
                 tap,
                 line: None,
                 busy_until: 0,
+                last_ser: (0, 0),
                 bins: Vec::new(),
             }));
         }
@@ -137,9 +141,15 @@ impl Occupancy {
             return 0;
         };
         let line = *d.line.get_or_insert_with(|| lines.of(speed_bps));
-        // Rounded up: a frame never takes less time than its bits need.
-        let ser = (u128::from(len) * 8 * 1_000_000_000_000).div_ceil(u128::from(line.bps));
-        let ser = u64::try_from(ser).unwrap_or(u64::MAX);
+        let ser = if d.last_ser.0 == len {
+            d.last_ser.1
+        } else {
+            // Rounded up: a frame never takes less time than its bits need.
+            let ser = (u128::from(len) * 8 * 1_000_000_000_000).div_ceil(u128::from(line.bps));
+            let ser = u64::try_from(ser).unwrap_or(u64::MAX);
+            d.last_ser = (len, ser);
+            ser
+        };
         // Times run from BEFORE ahead of the grid's start: the capture's first frame was on the wire before
         // its timestamp, and must not push the frames after it.
         let start = end_ns
