@@ -141,6 +141,8 @@ impl Occupancy {
             return 0;
         };
         let line = *d.line.get_or_insert_with(|| lines.of(speed_bps));
+        // A length beyond any frame a reader accepts is a corrupt field: it must not occupy a link for hours.
+        let len = len.min(roce_capture::read::MAX_CAPLEN);
         let ser = if d.last_ser.0 == len {
             d.last_ser.1
         } else {
@@ -169,7 +171,10 @@ impl Occupancy {
             if upto <= t {
                 break;
             }
-            let index = u32::try_from(index).unwrap_or(u32::MAX);
+            // Time beyond the grid's last index (a backlog no link could clear) is not counted.
+            let Ok(index) = u32::try_from(index) else {
+                break;
+            };
             // Frames start where the last one ended, so a frame adds to the last bin or opens later ones.
             match d.bins.last_mut() {
                 Some(b) if b.index == index => b.ps = b.ps.saturating_add(upto - t),
@@ -301,6 +306,17 @@ mod tests {
         );
         let p = o.peaks(10_000)[0];
         assert!((24.8..24.9).contains(&p.gbps), "{}", p.gbps);
+    }
+
+    #[test]
+    fn a_corrupt_length_on_a_slow_line_stays_bounded() {
+        // 4 GB at 1 Mb/s would occupy the link for 9 hours, 3 billion bins of 10 µs: the length is capped at
+        // the largest frame a reader accepts (256 KiB, 2.1 s), and nothing exceeds the line.
+        let mut o = Occupancy::new(LineRates::flag(Some(1_000_000)));
+        let n = o.join(0, ip(1), ip(2), 10_000);
+        let added = o.add(n, 3_000_000_000, u32::MAX, None, 10_000);
+        assert!(added <= 210_000, "{added}");
+        assert!(o.peaks(10_000)[0].gbps <= 0.001);
     }
 
     #[test]
