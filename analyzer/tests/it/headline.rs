@@ -183,6 +183,11 @@ fn an_assumed_line_rate_says_so_everywhere() {
     let said = "line rate assumed 100 Gb/s (pass --link-speed)";
     let (stdout, summary, _dir) = report_of(&path, &[]);
     assert!(stdout.contains(said), "{stdout}");
+    let verdict = summary["headline"]["verdict"].as_str().unwrap();
+    assert!(
+        verdict.ends_with("; line rate assumed 100 Gb/s (pass --link-speed)."),
+        "{verdict}"
+    );
     for (what, v) in [
         ("headline", &summary["headline"]),
         ("dcqcn", &summary["dcqcn"]),

@@ -275,6 +275,10 @@ fn verdict(
             if problems == 1 { "" } else { "s" }
         ));
     }
+    // The shares of the line, the pause times and the model all rest on it: a guess is said with the verdict.
+    if tput.line.assumed() {
+        parts.push(tput.line.to_string());
+    }
     let mut v = parts.join("; ");
     if let Some(c) = v.get(..1) {
         v = c.to_uppercase() + &v[1..];
