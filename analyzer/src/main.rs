@@ -29,6 +29,7 @@ use roce_core::dcqcn::{EcnConfig, Profile};
 use roce_core::decode::Decoder;
 use roce_core::filter::Filter;
 use roce_core::frames::Frames;
+use roce_core::line::LineRates;
 use roce_core::passes::flows::FlowKey;
 use roce_core::passes::pairing::{Pairing, PairingPass};
 use roce_core::passes::pfc::PfcPass;
@@ -64,9 +65,10 @@ enum Command {
 struct HopsArgs {
     #[command(flatten)]
     input: Input,
-    /// Drain rate of every queue, and the rate that takes each frame's serialization out of its delay;
-    /// by default the drain rate is measured at each downstream tap from back-to-back frames.
-    #[arg(long, value_parser = units::parse_speed)]
+    /// Drain rate of every queue, and the rate that takes each frame's serialization out of its delay. By
+    /// default each downstream tap's line rate as the capture recorded it (pcapng if_speed); where none is
+    /// recorded, the drain rate is measured from back-to-back frames. A number alone is Gb/s (25).
+    #[arg(long, value_name = "SPEED", value_parser = units::parse_speed)]
     link_speed: Option<u64>,
     /// Copies of one packet are matched within this time of the first: more than the largest delay between
     /// taps plus the largest clock offset between files.
@@ -149,9 +151,11 @@ struct ModelArgs {
     /// in the capture, else of DSCP/8; they win over both. See docs/priority.md.
     #[arg(long, value_name = "DSCP=PRIO,...", value_parser = parse_dscp_map)]
     dscp_map: Option<PriorityMap>,
-    /// Line rate of the senders: the model's starting and maximum rate; also converts pause quanta to time.
-    #[arg(long, default_value = "100G", value_parser = units::parse_speed)]
-    link_speed: u64,
+    /// Line rate of every tap: each flow's model starts at it and never exceeds it, and it converts pause
+    /// quanta to time. By default each tap's own, as the capture recorded it (pcapng if_speed), else 100 Gb/s
+    /// assumed, which the output then says. A number alone is Gb/s (25); or 25G, 400Gbps, 100000M.
+    #[arg(long, value_name = "SPEED", value_parser = units::parse_speed)]
+    link_speed: Option<u64>,
     /// Reaction-point model: connectx (firmware knobs), connectx-fixed (the same with the NIC's 10-bit
     /// integer alpha) or paper (SIGCOMM 2015).
     #[arg(long, default_value = "connectx")]
@@ -245,9 +249,11 @@ fn collector_name(s: &str) -> Result<String, String> {
 struct StatsArgs {
     #[command(flatten)]
     input: Input,
-    /// Link speed that converts PFC/PAUSE quanta into time (512 bit times each).
-    #[arg(long, default_value = "100G", value_parser = units::parse_speed)]
-    link_speed: u64,
+    /// Line rate of every tap, which converts PFC/PAUSE quanta into time (512 bit times each). By default
+    /// each tap's own, as the capture recorded it (pcapng if_speed), else 100 Gb/s assumed. A number alone is
+    /// Gb/s (25); or 25G, 400Gbps, 100000M.
+    #[arg(long, value_name = "SPEED", value_parser = units::parse_speed)]
+    link_speed: Option<u64>,
     /// DSCP → priority entries for untagged frames (e.g. 26=3,48=6), on top of the map the tracer recorded
     /// in the capture, else of DSCP/8; they win over both. See docs/priority.md.
     #[arg(long, value_name = "DSCP=PRIO,...", value_parser = parse_dscp_map)]
@@ -484,8 +490,8 @@ fn parse_dscp_map(s: &str) -> Result<PriorityMap, String> {
 
 fn stats(a: StatsArgs) -> Result<ExitCode> {
     let mut capture = open(&a.input)?;
-    let mut stats =
-        Stats::new(a.link_speed).with_priorities(a.dscp_map.clone().unwrap_or_default());
+    let mut stats = Stats::new(LineRates::flag(a.link_speed))
+        .with_priorities(a.dscp_map.clone().unwrap_or_default());
     let mut frames = Frames::new(&mut capture, decoder(&a.input));
     frames.for_each(|f| stats.frame(f));
     capture.check_window()?;
@@ -602,7 +608,7 @@ fn model_options(m: &ModelArgs) -> Result<Options> {
     let mut opts = Options {
         profile,
         knob_source: source.join(" + "),
-        line_mbps: m.link_speed as f64 / 1e6,
+        lines: LineRates::flag(m.link_speed),
         cnp_delay_ns: m.cnp_delay,
         bin_ns: m.bin,
         fit: !m.no_fit,
@@ -620,11 +626,11 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
     one_malloc_arena();
     let opts = PipelineOptions {
         decoder: decoder(&a.input),
-        link_bps: a.model.link_speed,
         dcqcn: model_options(&a.model)?,
         storm_threshold_ns: a.storm_threshold,
         hops: HopsOptions {
             switch_ecn: a.switch_ecn,
+            link_bps: a.model.link_speed,
             ..HopsOptions::default()
         },
         ..PipelineOptions::default()
@@ -731,9 +737,9 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
     let opts = model_options(&a.model)?;
     let mut capture = open(&a.input)?;
     let progress = Progress::new(capture.progress().1, "reading");
-    let mut pass = DcqcnPass::new(opts.bin_ns);
+    let mut pass = DcqcnPass::new(opts.bin_ns, opts.lines);
     // The model is compared with the observed rate outside PFC pauses only.
-    let mut pfc = PfcPass::new(a.model.link_speed);
+    let mut pfc = PfcPass::new(opts.lines);
     let mut frames = Frames::new(&mut capture, decoder(&a.input));
     let mut number = 0u64;
     let mut last_ns = 0;
@@ -750,6 +756,7 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
     capture.check_window()?;
     let mut opts = opts;
     opts.apply_recorded_knobs(capture.custom_blocks());
+    opts.learn_taps(capture.taps());
     let (_, pauses) = pfc.finish_with_intervals(last_ns);
     let mut report = pass.finish(&opts, &pauses)?;
     report.name_taps(|i| pipeline::tap_name(&capture, i));

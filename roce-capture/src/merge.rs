@@ -10,7 +10,9 @@
 //! taps stays two flows and is never counted twice. The one exception is a rotated set: a file that starts
 //! after an earlier file has ended, with the same interfaces (link types in order, and names where both
 //! files record one), continues that file's taps, as `mergecap` merges identical interface lists. The files of `roce-tracer --rotate-size`,
-//! `tcpdump -C` or `-G` are such sets, and their flows stay whole across the rotations.
+//! `tcpdump -C` or `-G` are such sets, and their flows stay whole across the rotations. A tap keeps the
+//! description (and so the recorded line rate, `if_speed`) of the file that declared it first, and every
+//! record of the tap carries that line rate.
 //!
 //! **Bounded memory.** Files are first peeked at (their first timestamp) and closed again; a file is opened
 //! for good only when the merge reaches its first record, and closed when it ends. A rotated set of a
@@ -409,6 +411,12 @@ impl Capture {
             let tap = file.tap_of.get(iface as usize).copied().unwrap_or(0);
             let mut rec = file.reader.as_ref()?.current()?;
             rec.iface = tap;
+            // One line rate per tap: a rotated set's later files (a classic pcap among them cannot record
+            // one) read at the speed its first file gave the tap.
+            rec.speed_bps = self
+                .taps
+                .get(tap as usize)
+                .and_then(|t| t.description.speed_bps);
             return Some((self.number, rec));
         }
     }

@@ -102,6 +102,20 @@ impl<W: Write> PcapngWriter<W> {
         name: Option<&str>,
         description: Option<&str>,
     ) -> io::Result<u32> {
+        self.add_interface_with_speed(link, snaplen, name, description, None)
+    }
+
+    /// [`PcapngWriter::add_interface`] with the interface's line rate in bit/s as its `if_speed`, which the
+    /// analyzer converts pause quanta and serialization times with, and Wireshark shows. `None` or 0 writes
+    /// none: a speed nobody measured must not be made up.
+    pub fn add_interface_with_speed(
+        &mut self,
+        link: LinkType,
+        snaplen: u32,
+        name: Option<&str>,
+        description: Option<&str>,
+        speed_bps: Option<u64>,
+    ) -> io::Result<u32> {
         let id =
             u32::try_from(self.interfaces.len()).map_err(|_| invalid("too many interfaces"))?;
         let b = &mut self.scratch;
@@ -114,6 +128,9 @@ impl<W: Write> PcapngWriter<W> {
         }
         if let Some(description) = description {
             put_option(b, 3, description.as_bytes())?;
+        }
+        if let Some(bps) = speed_bps.filter(|&v| v > 0) {
+            put_option(b, 8, &bps.to_le_bytes())?;
         }
         // if_tsresol = 9: DCQCN timing needs nanoseconds, and the default is microseconds.
         put_option(b, 9, &[9])?;

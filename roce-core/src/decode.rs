@@ -130,6 +130,9 @@ pub struct Frame<'a> {
     pub len: u32,
     /// The tap's index over the capture.
     pub iface: u32,
+    /// The tap's recorded `if_speed`, bit/s ([`roce_capture::Record::speed_bps`]): a pass turns it into the
+    /// tap's line rate through [`crate::line::LineRates`].
+    pub speed_bps: Option<u64>,
     /// The record's bytes.
     pub data: &'a [u8],
     /// What the frame is, decided once here so that every pass agrees.
@@ -163,6 +166,7 @@ impl<'a> Frame<'a> {
             caplen: rec.caplen,
             len: rec.len,
             iface: rec.iface,
+            speed_bps: rec.speed_bps,
             data: rec.data,
             kind: Kind::Other,
             vlan: None,

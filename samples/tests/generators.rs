@@ -4,6 +4,7 @@ use roce_capture::Capture;
 use roce_capture::write::PcapWriter;
 use roce_core::decode::Decoder;
 use roce_core::frames::Frames;
+use roce_core::line::LineRates;
 use roce_core::passes::Stats;
 use samples::bulk::{self, BulkSpec, FrameSink};
 use samples::corpus;
@@ -33,7 +34,7 @@ fn committed_corpus_is_what_the_generator_writes() {
 
 fn stats_of(bytes: Vec<u8>) -> roce_core::passes::StatsReport {
     let mut r = Capture::from_reader("bulk", Box::new(std::io::Cursor::new(bytes))).unwrap();
-    let mut s = Stats::new(100_000_000_000);
+    let mut s = Stats::new(LineRates::flag(Some(100_000_000_000)));
     let mut frames = Frames::new(&mut r, Decoder::default());
     while let Some(f) = frames.next_frame() {
         s.frame(&f);
@@ -156,7 +157,7 @@ fn a_rotated_saturation_capture_reads_as_one_and_has_the_named_mix() {
     let single = stats_of(one);
     let inputs = roce_capture::inputs::resolve(&rot.files).unwrap();
     let mut merged = Capture::open(inputs).unwrap();
-    let mut s = Stats::new(100_000_000_000);
+    let mut s = Stats::new(LineRates::flag(Some(100_000_000_000)));
     let mut frames = Frames::new(&mut merged, Decoder::default());
     while let Some(f) = frames.next_frame() {
         s.frame(&f);

@@ -343,7 +343,7 @@ fn the_analyzer_reads_back_the_taps() {
         let truth = run.truth;
         let dec = Decoder::default();
         let (mut n, mut cnp, mut pfc, mut ce, mut interfaces) = (0u64, 0u64, 0u64, 0u64, 0);
-        for bytes in files {
+        for (file, bytes) in files.into_iter().enumerate() {
             let mut r = CaptureReader::from_reader(&sc.name, Box::new(std::io::Cursor::new(bytes)))
                 .unwrap();
             while let Some(rec) = r.next_record().unwrap() {
@@ -369,6 +369,22 @@ fn the_analyzer_reads_back_the_taps() {
                     other => panic!("{} frame {n}: unexpected {other:?}", sc.name),
                 }
             }
+            // Each interface records the speed of the link it mirrors, which the analyzer takes as its line.
+            let speeds: Vec<(Option<&str>, Option<u64>)> = r
+                .interfaces()
+                .iter()
+                .map(|i| (i.name.as_deref(), i.speed_bps))
+                .collect();
+            let want: Vec<(Option<&str>, Option<u64>)> = sc
+                .taps
+                .iter()
+                .filter(|t| t.file == file)
+                .map(|t| {
+                    let gbps = u64::from(sc.links[t.link].gbps);
+                    (Some(t.name.as_str()), Some(gbps * 1_000_000_000))
+                })
+                .collect();
+            assert_eq!(speeds, want, "{} file {file}", sc.name);
             interfaces += r.interfaces().len();
         }
         assert_eq!(n, truth.totals.captured_frames, "{}", sc.name);

@@ -14,7 +14,7 @@ const README_MAX_BYTES: usize = 15 * 1024;
 
 /// What the README's first code block must say, line by line (each line may carry a trailing comment).
 const FIRST_COMMANDS: [&str; 2] = [
-    "cargo run -p analyzer -- report --link-speed 25G samples/captures/incast_dcqcn.pcapng -o report",
+    "cargo run -p analyzer -- report samples/captures/incast_dcqcn.pcapng -o report",
     "cargo xtask test",
 ];
 

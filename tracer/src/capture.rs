@@ -15,6 +15,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, sync_channel};
 use std::time::{Duration, Instant};
 
 use roce_capture::write::SectionInfo;
+use roce_core::line::LineRates;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -90,8 +91,9 @@ pub struct CaptureOptions {
     /// A fixture tree read instead of `/sys` and the ethtool ioctl (see [`Sampler::fixture`]), and for the
     /// GID tables of the QP snapshots (see [`crate::qp_owners::read_gid_table`]).
     pub sysfs_root: Option<PathBuf>,
-    /// The link speed the live line's utilisation is relative to.
-    pub link_bps: u64,
+    /// `--link-speed`: every interface's line rate for the live view's pause time, instead of its sysfs
+    /// speed (never written to the file, which records what sysfs says).
+    pub link_bps: Option<u64>,
     /// Start a new file by size or age (`-w` then names the sequence: `run.00000.pcapng`, ...).
     pub rotation: Rotation,
     /// Serve Prometheus metrics here.
@@ -361,11 +363,16 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         engine: Some(engine),
         file: None,
     };
+    let sysfs = opts
+        .sysfs_root
+        .clone()
+        .unwrap_or_else(|| std::path::PathBuf::from("/sys"));
     let ifaces: Vec<OutInterface> = opts
         .interfaces
         .iter()
         .enumerate()
         .map(|(i, name)| OutInterface {
+            speed_bps: crate::list::netdev_speed_bps(&sysfs, name),
             name: name.clone(),
             link: links
                 .get(i)
@@ -379,6 +386,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
                 .unwrap_or_default(),
         })
         .collect();
+    let speeds: Vec<Option<u64>> = ifaces.iter().map(|i| i.speed_bps).collect();
     let created = Output::create(&opts.output, section_info(opts), ifaces, opts.rotation);
     let file = session
         .file
@@ -445,7 +453,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     let started = Instant::now();
     let mut last_tick = Instant::now();
     let mut next_sample = Instant::now() + opts.interval;
-    let mut live = LiveView::new(opts.link_bps);
+    let mut live = LiveView::new(LineRates::flag(opts.link_bps), speeds);
     let mut frames = 0u64;
     let mut dropped_cache = vec![0u64; opts.interfaces.len()];
     let mut ended = vec![false; opts.interfaces.len()];

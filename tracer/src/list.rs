@@ -77,6 +77,20 @@ pub fn netdevs(root: &Path) -> Vec<Netdev> {
         .collect()
 }
 
+/// An interface's line rate from sysfs (`class/net/NAME/speed`), bit/s, for its interface block's
+/// `if_speed`; `None` when unknown. Never a made-up one: the analyzer would take it as the line.
+pub fn netdev_speed_bps(root: &Path, name: &str) -> Option<u64> {
+    sysfs_speed_bps(&read(&root.join("class/net").join(name).join("speed"))?)
+}
+
+/// The text of a sysfs `speed` file as bit/s. The kernel writes Mb/s; a link that is down, or a virtual
+/// interface (veth, bridge, tun) that has no speed, reads `-1` (or `4294967295`, `SPEED_UNKNOWN` printed
+/// unsigned by older kernels) or fails to read at all: unknown.
+pub fn sysfs_speed_bps(text: &str) -> Option<u64> {
+    let mbps: u64 = text.trim().parse().ok()?;
+    (mbps > 0 && mbps < u64::from(u32::MAX)).then(|| mbps * 1_000_000)
+}
+
 /// Which netdev a port belongs to: the one its GIDs name; else Soft-RoCE's `parent`; else the PCI
 /// function's netdev whose `dev_port` is this port (0-based), or its only one.
 fn netdev_of(root: &Path, device: &str, port: u32, gids: &[Gid]) -> Option<String> {
@@ -414,6 +428,27 @@ pub(crate) mod tests {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn a_speed_comes_from_sysfs_or_not_at_all() {
+        assert_eq!(sysfs_speed_bps("25000\n"), Some(25_000_000_000));
+        assert_eq!(sysfs_speed_bps("100000"), Some(100_000_000_000));
+        for unknown in ["-1", "4294967295", "0", "", "fast"] {
+            assert_eq!(sysfs_speed_bps(unknown), None, "{unknown:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        put(dir.path(), "class/net/ens1f0np0/speed", "25000\n");
+        put(dir.path(), "class/net/veth0/speed", "-1\n");
+        put(dir.path(), "class/net/lo/operstate", "unknown");
+        assert_eq!(
+            netdev_speed_bps(dir.path(), "ens1f0np0"),
+            Some(25_000_000_000)
+        );
+        assert_eq!(netdev_speed_bps(dir.path(), "veth0"), None);
+        // lo has no speed file at all; a name sysfs does not know has nothing.
+        assert_eq!(netdev_speed_bps(dir.path(), "lo"), None);
+        assert_eq!(netdev_speed_bps(dir.path(), "mlx5_0"), None);
     }
 
     /// A host with an ordinary NIC, a ConnectX whose port 1 has a RoCE v2 and a v1 GID, an InfiniBand HCA

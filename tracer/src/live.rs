@@ -3,6 +3,7 @@
 
 use roce_capture::{LinkType, Record};
 use roce_core::decode::{Decoder, Frame, Kind};
+use roce_core::line::LineRates;
 use roce_core::passes::cnp::{CnpPass, CnpRow};
 use roce_core::passes::flows::{FlowRow, FlowsPass};
 use roce_core::passes::pfc::{PfcPass, PfcRow};
@@ -11,7 +12,9 @@ use roce_core::passes::pfc::{PfcPass, PfcRow};
 #[derive(Debug)]
 pub struct LiveView {
     decoder: Decoder,
-    link_bps: u64,
+    lines: LineRates,
+    /// Each interface's sysfs speed, as the file records it: what a frame's tap says about its line.
+    speeds: Vec<Option<u64>>,
     flows: FlowsPass,
     cnps: CnpPass,
     pfc: PfcPass,
@@ -53,18 +56,20 @@ pub struct Interval {
 }
 
 impl LiveView {
-    /// A view that has seen nothing yet; `link_bps` is the link speed for the utilisation.
-    pub fn new(link_bps: u64) -> Self {
+    /// A view that has seen nothing yet: `lines` gives each interface its line rate for the pause time, from
+    /// `speeds` (each interface's recorded speed, by index) unless `--link-speed` was given.
+    pub fn new(lines: LineRates, speeds: Vec<Option<u64>>) -> Self {
         LiveView {
             // The ICRC of every frame would double the decode cost and the live line does not show it.
             decoder: Decoder {
                 check_icrc: false,
                 extra_port: None,
             },
-            link_bps,
+            lines,
+            speeds,
             flows: FlowsPass::default(),
             cnps: CnpPass::default(),
-            pfc: PfcPass::new(link_bps),
+            pfc: PfcPass::new(lines),
             frames: 0,
             by_kind: [0; Kind::ALL.len()],
             last_ts: 0,
@@ -78,6 +83,7 @@ impl LiveView {
         let rec = Record {
             iface,
             link,
+            speed_bps: self.speeds.get(iface as usize).copied().flatten(),
             ts_ns,
             caplen: data.len() as u32,
             len,
@@ -103,8 +109,7 @@ impl LiveView {
     pub fn tick(&mut self, seconds: f64) -> (Interval, Rows) {
         let flows = std::mem::take(&mut self.flows).finish();
         let cnps = std::mem::take(&mut self.cnps).finish();
-        let pfc =
-            std::mem::replace(&mut self.pfc, PfcPass::new(self.link_bps)).finish(self.last_ts);
+        let pfc = std::mem::replace(&mut self.pfc, PfcPass::new(self.lines)).finish(self.last_ts);
         let secs = if seconds > 0.0 { seconds } else { 1.0 };
         let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
         let packets: u64 = flows.iter().map(|f| f.packets).sum();
@@ -202,7 +207,7 @@ mod tests {
 
     #[test]
     fn one_interval_counts_what_the_passes_see() {
-        let mut v = LiveView::new(100_000_000_000);
+        let mut v = LiveView::new(LineRates::flag(Some(100_000_000_000)), vec![None]);
         let mut bytes = 0u64;
         for psn in 0..10 {
             let ecn = if psn % 5 == 0 { 3 } else { 2 };

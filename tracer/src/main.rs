@@ -121,9 +121,11 @@ struct CaptureArgs {
     /// interface's `ethtool -S` output in DIR/ethtool-S/IFACE.
     #[arg(long)]
     sysfs_root: Option<PathBuf>,
-    /// Link speed for pause-time arithmetic in the live view.
-    #[arg(long, default_value = "100G")]
-    link_speed: String,
+    /// Line rate of every interface for the live view's pause time. By default each interface's own, from
+    /// sysfs, else 100 Gb/s. The file records each interface's sysfs speed (pcapng if_speed) whatever this
+    /// says. A number alone is Gb/s (25); or 25G, 400Gbps, 100000M.
+    #[arg(long, value_name = "SPEED", value_parser = roce_core::units::parse_speed)]
+    link_speed: Option<u64>,
     /// Serve Prometheus metrics (per QP, per priority, capture drops) at this address, e.g. 127.0.0.1:9464.
     #[arg(long)]
     metrics: Option<std::net::SocketAddr>,
@@ -218,8 +220,6 @@ fn run() -> Result<()> {
             if a.interval.is_zero() {
                 bail!("--interval must be above zero");
             }
-            let link_bps = roce_core::units::parse_speed(&a.link_speed)
-                .with_context(|| format!("--link-speed {}", a.link_speed))?;
             let most = tracer_common::MAX_SNAPLEN as u32;
             let snaplen = match a.engine {
                 Engine::Ebpf if a.snaplen > most => {
@@ -255,7 +255,7 @@ fn run() -> Result<()> {
                 counters: a.counters,
                 interval: a.interval,
                 sysfs_root: a.sysfs_root,
-                link_bps,
+                link_bps: a.link_speed,
                 metrics: a.metrics,
                 quiet: a.quiet,
                 kernel_events: a.kernel_events,
@@ -326,7 +326,7 @@ fn selftest(a: SelftestArgs) -> Result<()> {
         counters: false,
         interval: Duration::from_secs(1),
         sysfs_root: a.sysfs_root,
-        link_bps: 100_000_000_000,
+        link_bps: None,
         metrics: None,
         quiet: true,
         kernel_events: false,

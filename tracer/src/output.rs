@@ -153,6 +153,8 @@ pub struct OutInterface {
     pub snaplen: u32,
     /// The engine and filter, for the interface block's description.
     pub description: String,
+    /// Its line rate from sysfs, bit/s, written as the block's `if_speed` (none when unknown).
+    pub speed_bps: Option<u64>,
 }
 
 /// The pcapng being written, with the interfaces' snap lengths to enforce.
@@ -169,7 +171,13 @@ impl CaptureFile {
         let file = BlockFile::create(path)?;
         let mut writer = PcapngWriter::new(file.clone(), section)?;
         for i in ifaces {
-            writer.add_interface(i.link, i.snaplen, Some(&i.name), Some(&i.description))?;
+            writer.add_interface_with_speed(
+                i.link,
+                i.snaplen,
+                Some(&i.name),
+                Some(&i.description),
+                i.speed_bps,
+            )?;
         }
         writer.flush()?;
         Ok(CaptureFile {
@@ -471,6 +479,7 @@ mod tests {
             link: LinkType::ETHERNET,
             snaplen: 256,
             description: String::new(),
+            speed_bps: None,
         }
     }
 
@@ -515,6 +524,38 @@ mod tests {
                 vec![Some(0), Some(3)]
             ]
         );
+    }
+
+    /// Every file of a rotated set records each interface's line rate, or none where sysfs knew none.
+    #[test]
+    fn every_file_records_each_interfaces_line_rate() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("run.pcapng");
+        let rotation = Rotation {
+            size: Some(1),
+            every: None,
+        };
+        let ifaces = vec![
+            OutInterface {
+                speed_bps: Some(25_000_000_000),
+                ..iface("ens1f0np0")
+            },
+            iface("veth0"),
+        ];
+        let mut out = Output::create(&base, SectionInfo::default(), ifaces, rotation).unwrap();
+        out.write_frame(0, 1, &[0u8; 60], 60, &[0, 0]).unwrap();
+        out.finish(&[(None, None), (None, None)]).unwrap();
+        let files: Vec<PathBuf> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert!(files.len() >= 2, "{files:?}");
+        for path in files {
+            let mut r = roce_capture::CaptureReader::open(&path).unwrap();
+            while r.next_record().unwrap().is_some() {}
+            let speeds: Vec<Option<u64>> = r.interfaces().iter().map(|i| i.speed_bps).collect();
+            assert_eq!(speeds, [Some(25_000_000_000), None], "{}", path.display());
+        }
     }
 
     #[test]

@@ -185,6 +185,7 @@ fn analyzer_kind(data: &[u8]) -> Kind {
     let rec = Record {
         iface: 0,
         link: LinkType::ETHERNET,
+        speed_bps: None,
         ts_ns: 0,
         caplen: data.len() as u32,
         len: data.len() as u32,
@@ -288,6 +289,7 @@ fn probe_agrees_with_the_analyzer_on_crafted_frames() {
         let r = Record {
             iface: 0,
             link: LinkType::ETHERNET,
+            speed_bps: None,
             ts_ns: 0,
             caplen: frame.len() as u32,
             len: frame.len() as u32,
@@ -895,6 +897,7 @@ fn header_copies_decode_like_whole_frames_and_cm_mads_keep_their_bytes() {
         let rec = Record {
             iface: 0,
             link: LinkType::ETHERNET,
+            speed_bps: None,
             ts_ns: 0,
             caplen: data.len() as u32,
             len: len as u32,

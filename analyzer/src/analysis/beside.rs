@@ -53,6 +53,7 @@ impl Passes {
             let rec = Record {
                 iface: r.iface,
                 link: r.link,
+                speed_bps: r.speed_bps,
                 ts_ns: r.ts_ns,
                 caplen: r.caplen,
                 len: r.len,
@@ -80,6 +81,7 @@ struct Copied {
     len: u32,
     iface: u32,
     link: LinkType,
+    speed_bps: Option<u64>,
     start: usize,
 }
 
@@ -181,6 +183,7 @@ impl<'scope> Beside<'scope> {
             len: f.len,
             iface: f.iface,
             link: link.unwrap_or(LinkType::ETHERNET),
+            speed_bps: f.speed_bps,
             start,
         });
         if link.is_none() {

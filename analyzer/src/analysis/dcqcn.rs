@@ -26,9 +26,12 @@ use roce_core::dcqcn::{
     replay_with, step_guard,
 };
 use roce_core::decode::Frame;
+use roce_core::line::{LineRate, LineRates};
 
 use super::on_disk::{DiskVec, Fixed, Store};
+use super::tap_preference;
 use roce_core::passes::flows::FlowKey;
+use roce_core::passes::occupancy::Peak;
 use roce_core::passes::pairing::{Candidate, Method, Pair, Pairing, PairingPass};
 use roce_core::passes::pfc::PauseInterval;
 use roce_core::passes::rates::{Bin, FlowSeries, RatesPass, gbps};
@@ -52,8 +55,12 @@ pub struct Options {
     /// Where the knob values came from, shown next to the results (dcqcn.md: disagreement usually means
     /// different knobs).
     pub knob_source: String,
-    /// The link speed: the model's rates start at it and never exceed it.
-    pub line_mbps: f64,
+    /// How each tap gets its line rate (`--link-speed`, else its recorded `if_speed`, else assumed): a flow's
+    /// model starts at the line of the tap its data was taken from and never exceeds it.
+    pub lines: LineRates,
+    /// Every tap's recorded `if_speed`, by tap index, for [`Options::line_of`]; set from the capture after
+    /// the read ([`Options::learn_taps`]), when every tap is known.
+    pub tap_speeds: Vec<Option<u64>>,
     /// Added to every CNP time before it reaches the model: the one-way delay from the capture point to the
     /// sender NIC when the capture was not taken at the sender (negative if it was taken behind it).
     pub cnp_delay_ns: i64,
@@ -113,6 +120,17 @@ pub struct KnobsOf<'a> {
 }
 
 impl Options {
+    /// The line rate of tap `iface`.
+    pub fn line_of(&self, iface: u32) -> LineRate {
+        self.lines
+            .of(self.tap_speeds.get(iface as usize).copied().flatten())
+    }
+
+    /// Learns every tap's recorded `if_speed`, once the capture has been read.
+    pub fn learn_taps(&mut self, taps: &[roce_capture::Tap]) {
+        self.tap_speeds = taps.iter().map(|t| t.description.speed_bps).collect();
+    }
+
     /// The knobs as one NIC configuration.
     pub fn ecn(&self) -> EcnConfig {
         EcnConfig {
@@ -266,7 +284,8 @@ impl Default for Options {
             np_enable: PriorityEnable::default(),
             ignored_knobs: Vec::new(),
             knob_source: "defaults".into(),
-            line_mbps: 100_000.0,
+            lines: LineRates::default(),
+            tap_speeds: Vec::new(),
             cnp_delay_ns: 0,
             bin_ns: None,
             burst_gap_ns: 100_000,
@@ -428,6 +447,10 @@ pub struct FlowSummary {
     pub iface: u32,
     /// Name of the tap in `iface`, for people (`FILE:IFACE`).
     pub tap: String,
+    /// The line rate of that tap (`line_gbps`, and `line_rate_source`: `if_speed`, `flag` for `--link-speed`,
+    /// or `assumed`): the model starts at it and never exceeds it.
+    #[serde(flatten)]
+    pub line: LineRate,
     /// The tap the model's CNPs come from (the one that saw most of the stream; the rates' tap on a tie) and
     /// its name: a CNP seen at two taps is one CNP.
     pub cnp_iface: Option<u32>,
@@ -622,8 +645,14 @@ pub struct DcqcnReport {
     pub np_enable: PriorityEnable,
     /// Knob files the source held that this version does not read.
     pub ignored_knobs: Vec<String>,
-    /// The link speed the model ran at, the ceiling of every chart.
-    pub line_gbps: f64,
+    /// The line rate the models ran at (`line_gbps` and `line_rate_source`): every flow's when they agree,
+    /// else the fastest of them (each flow states its own); without flows, that of the capture's taps. The
+    /// ceiling of the charts. An assumed one makes every output ask for `--link-speed`.
+    #[serde(flatten)]
+    pub line: LineRate,
+    /// Every distinct line rate behind `line`, for the headers that state them.
+    #[serde(skip)]
+    pub lines: Vec<LineRate>,
     /// Width of the rate bins the observation is measured in.
     pub bin_ns: u64,
     /// Width of the columns in which the `model` series of the flows a chart may show is decimated
@@ -654,15 +683,39 @@ pub struct DcqcnReport {
 /// Flows the [`Traffic`] view keeps a series of, the busiest by bytes.
 pub const BUSIEST_FLOWS: usize = 8;
 
-/// Every data flow of the capture on the rate grid, each at the tap that saw most of it.
+/// Every data flow of the capture on the rate grid, each at the tap that saw most of it (so that a packet seen
+/// at two taps counts once).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Traffic {
     /// Data flows on the grid.
     pub flows: usize,
+    /// Their data packets (those that carry payload), each counted once.
+    pub data_packets: u64,
+    /// Of them, CE-marked.
+    pub ce_packets: u64,
+    /// The busiest bin of the busiest link direction, when there was data: each frame's serialization time at
+    /// its tap's line rate spread over the bins it spans, so never above that line.
+    pub peak: Option<LinkPeak>,
     /// All of them together per busy bin, with the share of their packets that was CE-marked.
     pub aggregate: Vec<AggregateBin>,
     /// The [`BUSIEST_FLOWS`] flows that sent the most bytes, most first.
     pub busiest: Vec<BusyFlow>,
+}
+
+/// The busiest bin of one link direction.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LinkPeak {
+    /// The tap it was measured at, and its name.
+    pub iface: u32,
+    /// Name of the tap in `iface`, for people.
+    pub tap: String,
+    /// Start of the bin.
+    pub t_ns: u64,
+    /// The rate over the bin, Gb/s.
+    pub gbps: f64,
+    /// The tap's line rate, which `gbps` never exceeds.
+    #[serde(flatten)]
+    pub line: LineRate,
 }
 
 /// One of the busiest flows and its rate per busy bin.
@@ -692,10 +745,13 @@ pub struct RateBin {
 }
 
 impl Traffic {
-    fn of(chosen: &[&FlowSeries], grid: Grid) -> Traffic {
+    fn of(chosen: &[&FlowSeries], grid: Grid, peak: Option<Peak>) -> Traffic {
         let mut all = Aggregate::default();
+        let (mut data_packets, mut ce_packets) = (0u64, 0u64);
         for s in chosen {
             all.add(&s.bins);
+            data_packets += s.packets();
+            ce_packets += s.bins.iter().map(|b| u64::from(b.ce)).sum::<u64>();
         }
         let bytes = |s: &FlowSeries| s.bins.iter().map(|b| b.bytes).sum::<u64>();
         let mut by_bytes: Vec<(u64, &FlowSeries)> = chosen.iter().map(|s| (bytes(s), *s)).collect();
@@ -722,6 +778,15 @@ impl Traffic {
             .collect();
         Traffic {
             flows: chosen.len(),
+            data_packets,
+            ce_packets,
+            peak: peak.map(|p| LinkPeak {
+                iface: p.iface,
+                tap: String::new(),
+                t_ns: grid.bin_start(p.index as usize),
+                gbps: p.gbps,
+                line: p.line,
+            }),
             aggregate: all.finish(grid),
             busiest,
         }
@@ -754,6 +819,9 @@ impl DcqcnReport {
         }
         for n in &mut self.np_ports {
             n.tap = name(n.iface);
+        }
+        if let Some(p) = &mut self.traffic.peak {
+            p.tap = name(p.iface);
         }
     }
 
@@ -824,11 +892,12 @@ pub struct Series {
 }
 
 impl DcqcnPass {
-    /// A pass with a fixed rate-bin width, or `None` for one chosen from the capture's span.
-    pub fn new(bin_ns: Option<u64>) -> Self {
+    /// A pass with a fixed rate-bin width, or `None` for one chosen from the capture's span; `lines` gives
+    /// each tap its line rate, which bounds the links' peak rates.
+    pub fn new(bin_ns: Option<u64>, lines: LineRates) -> Self {
         DcqcnPass {
             pairing: PairingPass::default(),
-            rates: RatesPass::new(bin_ns),
+            rates: RatesPass::new(bin_ns, lines),
             last_ns: 0,
         }
     }
@@ -866,13 +935,14 @@ impl DcqcnPass {
         pauses: &[PauseInterval],
         on_event: &mut dyn FnMut(&FlowId, &Event),
     ) -> Result<(DcqcnReport, Series), DcqcnError> {
-        // Refuse bad settings before any work.
-        Rp::new(opts.profile, &opts.knobs, opts.line_mbps)?;
+        // Refuse bad knobs before any work (any line rate will do: every one the rule gives is valid).
+        Rp::new(opts.profile, &opts.knobs, opts.lines.of(None).mbps())?;
         let pairing = self.pairing.finish();
         let start = self.rates.start_ns();
         let width = self.rates.width_ns();
         let requested_bin_ns = self.rates.requested_width_ns();
         let end = self.last_ns;
+        let peak = self.rates.peaks().into_iter().next();
         let mut series = self.rates.finish();
         for s in &mut series {
             s.resolve_priority(&opts.priorities);
@@ -881,10 +951,8 @@ impl DcqcnPass {
         // One series per flow: the tap that saw most of it (a flow mirrored twice is not twice as fast).
         let mut best: FxHashMap<FlowKey, &FlowSeries> = FxHashMap::default();
         for s in &series {
-            let n = s.packets();
             let e = best.entry(s.key).or_insert(s);
-            let m = e.packets();
-            if n > m || (n == m && s.iface < e.iface) {
+            if tap_preference(s.iface, s.packets()) > tap_preference(e.iface, e.packets()) {
                 *e = s;
             }
         }
@@ -894,7 +962,7 @@ impl DcqcnPass {
         let paused = Paused::new(pauses);
         let mut np = NpChecks::new(opts);
         let mut aggregate = Aggregate::default();
-        let traffic = Traffic::of(&chosen, grid);
+        let traffic = Traffic::of(&chosen, grid, peak);
         // The flows DCQCN acted on, with their CNP streams, in the order their models run.
         let mut work = Vec::new();
         for s in chosen {
@@ -962,7 +1030,8 @@ impl DcqcnPass {
                 }
                 let times = model_times(&f.cnp_ts_ns.to_vec(), opts);
                 if !times.is_empty() {
-                    let (knobs, _) = model_knobs(opts, f.summary.sender);
+                    let line_mbps = opts.line_of(f.summary.iface).mbps();
+                    let (knobs, _) = model_knobs(opts, f.summary.sender, line_mbps);
                     f.summary.fit = fit_knobs(&times, f, grid, end, (opts, knobs))?;
                 }
             }
@@ -990,6 +1059,12 @@ impl DcqcnPass {
             .collect();
         unpaired_cnps.sort_by_key(|u| (std::cmp::Reverse(u.cnps), u.src, u.dst, u.dest_qp));
         let (np_streams, np_ports) = np.finish();
+        let lines = lines_used(&flows, opts);
+        let line = lines
+            .iter()
+            .copied()
+            .max_by_key(|l| l.bps)
+            .unwrap_or(opts.lines.of(None));
         let report = DcqcnReport {
             profile: opts.profile.label(&opts.knobs),
             knob_source: opts.knob_source.clone(),
@@ -998,7 +1073,8 @@ impl DcqcnPass {
             np: opts.np.clone(),
             np_enable: opts.np_enable,
             ignored_knobs: opts.ignored_knobs.clone(),
-            line_gbps: opts.line_mbps / 1000.0,
+            line,
+            lines,
             bin_ns: width,
             model_column_ns: column_width(start, end, MODEL_COLUMNS),
             requested_bin_ns,
@@ -1036,15 +1112,35 @@ struct NpChecks<'a> {
     ports: FxHashMap<(u32, IpAddr), Vec<(u64, u32)>>,
 }
 
+/// The distinct line rates the flows' models ran at; without flows, those of every tap of the capture.
+fn lines_used(flows: &[FlowDcqcn], opts: &Options) -> Vec<LineRate> {
+    let mut lines: Vec<LineRate> = if flows.is_empty() {
+        (0..opts.tap_speeds.len() as u32)
+            .map(|i| opts.line_of(i))
+            .collect()
+    } else {
+        flows
+            .iter()
+            .map(|f| opts.line_of(f.summary.iface))
+            .collect()
+    };
+    if lines.is_empty() {
+        lines.push(opts.lines.of(None));
+    }
+    lines.sort_by_key(|l| (l.bps, l.source));
+    lines.dedup();
+    lines
+}
+
 /// The knobs the model of a sender runs with, and whose they are: the sender's own when the capture recorded
 /// them and the model takes them, else the analysis' knobs (the hosts of one fabric are configured alike).
-fn model_knobs(opts: &Options, sender: IpAddr) -> (&Knobs, String) {
+fn model_knobs(opts: &Options, sender: IpAddr, line_mbps: f64) -> (&Knobs, String) {
     let (of, whose) = opts.knobs_of(sender);
     if !of.own {
         return (of.rp, whose);
     }
     // The analysis' own knobs were checked before any work; a host's recorded set may still be refused.
-    match Rp::new(opts.profile, of.rp, opts.line_mbps) {
+    match Rp::new(opts.profile, of.rp, line_mbps) {
         Ok(_) => (of.rp, whose),
         Err(e) => (
             &opts.knobs,
@@ -1155,7 +1251,7 @@ impl<'a> CnpStreams<'a> {
         let pairing = self.pairing;
         self.by_key.into_iter().filter_map(move |(key, taps)| {
             taps.into_iter()
-                .max_by_key(|&(iface, n)| (n, std::cmp::Reverse(iface)))
+                .max_by_key(|&(iface, n)| tap_preference(iface, n))
                 .map(|(iface, _)| (key, iface, pairing.cnp_times(iface, &key)))
         })
     }
@@ -1475,16 +1571,16 @@ impl<'a> Stretches<'a> {
     }
 }
 
-/// A replay of `cnps` with `knobs` up to `end` under the guard, each event handed to `emit`; the instant the
-/// guard stopped it, if it did.
+/// A replay of `cnps` with `knobs` on a line of `line_mbps` up to `end` under the guard, each event handed to
+/// `emit`; the instant the guard stopped it, if it did.
 fn run_model(
     opts: &Options,
-    knobs: &Knobs,
+    (knobs, line_mbps): (&Knobs, f64),
     cnps: &[u64],
     end: u64,
     emit: impl FnMut(Event),
 ) -> Result<Option<u64>, DcqcnError> {
-    let rp = Rp::new(opts.profile, knobs, opts.line_mbps)?;
+    let rp = Rp::new(opts.profile, knobs, line_mbps)?;
     let guard = opts
         .max_model_steps
         .unwrap_or_else(|| step_guard(cnps.len()));
@@ -1524,6 +1620,8 @@ fn analyse_flow(
         let e = if np { of.np_enable } else { of.rp_enable };
         s.priority.and_then(|p| e.get(p)).filter(|_| of.applies)
     };
+    // The line of the tap the flow's data was taken from: what its sender's NIC could send at.
+    let line = opts.line_of(s.iface);
     let rp_enabled = enabled(s.key.src, false);
     let np_enabled = enabled(s.key.dst, true);
     // A reaction point that is off on the flow's priority ignores its CNPs (the NIC counts them in
@@ -1551,10 +1649,10 @@ fn analyse_flow(
             first_cnp: first,
             until: None,
         };
-        Stretches::new(&observed, w, frame_bits, opts.line_mbps)
+        Stretches::new(&observed, w, frame_bits, line.mbps())
     });
-    let (knobs, knobs_of) = model_knobs(opts, s.key.src);
-    let stopped_ns = run_model(opts, knobs, &times, end, |e| {
+    let (knobs, knobs_of) = model_knobs(opts, s.key.src, line.mbps());
+    let stopped_ns = run_model(opts, (knobs, line.mbps()), &times, end, |e| {
         on_event(&id, &e);
         if let Some(s) = stretches.as_mut() {
             s.at(e.t_ns, e.rc_mbps);
@@ -1611,6 +1709,7 @@ fn analyse_flow(
         receiver_qp: s.key.dest_qp,
         iface: s.iface,
         tap: String::new(),
+        line,
         cnp_iface,
         cnp_tap: None,
         pairing: pair.map(|p| p.method),
@@ -1842,9 +1941,12 @@ fn fit_knobs(
         .observed
         .last()
         .map_or(0, |o| o.t_ns.saturating_add(grid.width));
+    let line_mbps = opts.line_of(f.summary.iface).mbps();
     let error = |knobs: &Knobs| -> Result<Option<(f64, usize)>, DcqcnError> {
-        let mut st = Stretches::new(&f.observed, window, f.frame_bits, opts.line_mbps);
-        let stopped = run_model(opts, knobs, cnps, replay_end, |e| st.at(e.t_ns, e.rc_mbps))?;
+        let mut st = Stretches::new(&f.observed, window, f.frame_bits, line_mbps);
+        let stopped = run_model(opts, (knobs, line_mbps), cnps, replay_end, |e| {
+            st.at(e.t_ns, e.rc_mbps)
+        })?;
         if stopped.is_some_and(|s| until.is_none_or(|u| s < u)) {
             // Not modeled over the same stretch of time as the others, so its error would not compare.
             return Ok(None);

@@ -296,7 +296,10 @@ fn cnps_without_cuts(dcqcn: &DcqcnReport, rules: &Rules, out: &mut Vec<Finding>)
                 f.summary.cnps,
                 f.summary.above_model_fraction * 100.0,
                 f.summary.stretches_compared,
-                f.cuts.last().map_or(dcqcn.line_gbps, |c| c.rc_after_gbps) * 1000.0
+                f.cuts
+                    .last()
+                    .map_or(f.summary.line.gbps(), |c| c.rc_after_gbps)
+                    * 1000.0
             )
         })
         .chain(off)

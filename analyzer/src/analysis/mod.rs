@@ -28,9 +28,8 @@ use roce_core::passes::{Stats, StatsReport};
 pub struct PipelineOptions {
     /// How frames are decoded: whether the ICRC is checked, which extra UDP port carries RoCE.
     pub decoder: Decoder,
-    /// The link speed, against which utilization and the flow table's rates are read.
-    pub link_bps: u64,
-    /// How the DCQCN analysis runs: knobs, bins, fit.
+    /// How the DCQCN analysis runs: knobs, bins, fit, and the rule that gives each tap its line rate (which
+    /// every pass of the pipeline follows).
     pub dcqcn: Options,
     /// A pause at least this long is a storm (what a PFC watchdog would act on).
     pub storm_threshold_ns: u64,
@@ -47,7 +46,6 @@ impl Default for PipelineOptions {
     fn default() -> Self {
         PipelineOptions {
             decoder: Decoder::default(),
-            link_bps: 100_000_000_000,
             dcqcn: Options::default(),
             storm_threshold_ns: pauses::DEFAULT_STORM_THRESHOLD_NS,
             rules: Rules::default(),
@@ -91,10 +89,10 @@ pub fn run_with_model_events(
     mut progress: impl FnMut(u64),
     on_event: &mut dyn FnMut(&dcqcn::FlowId, &roce_core::dcqcn::Event),
 ) -> Result<Analysis, DcqcnError> {
-    let mut stats = Stats::new(opts.link_bps).with_priorities(opts.dcqcn.priorities.clone());
+    let mut stats = Stats::new(opts.dcqcn.lines).with_priorities(opts.dcqcn.priorities.clone());
     let mut hops = LazyHops::new(capture, &opts.hops);
     let passes = beside::Passes::new(
-        DcqcnPass::new(opts.dcqcn.bin_ns),
+        DcqcnPass::new(opts.dcqcn.bin_ns, opts.dcqcn.lines),
         HostsPass::default(),
         opts.decoder,
     );
@@ -124,6 +122,7 @@ pub fn run_with_model_events(
     let (stats, intervals) = stats.finish_with_intervals(capture);
     let mut dcqcn_opts = opts.dcqcn.clone();
     dcqcn_opts.apply_recorded_knobs(capture.custom_blocks());
+    dcqcn_opts.learn_taps(capture.taps());
     let (mut dcqcn, series) = dcqcn.finish_with_events(&dcqcn_opts, &intervals, on_event)?;
     dcqcn.name_taps(|i| tap_name(capture, i));
     let hosts = hosts.finish();
@@ -302,6 +301,13 @@ fn hops_lost(why: String) -> Finding {
                 .to_owned(),
         evidence: vec![why],
     }
+}
+
+/// The one rule for something seen at several taps (a flow mirrored at both ends of a link, a CNP stream, a
+/// pause): it is counted once, at the tap that saw most of it, the lowest tap index on a tie. The key that
+/// rule maximises over (tap, how much it saw) pairs.
+pub fn tap_preference(iface: u32, seen: u64) -> (u64, std::cmp::Reverse<u32>) {
+    (seen, std::cmp::Reverse(iface))
 }
 
 /// A tap's name (`FILE:IFACE`) by its index over the capture.

@@ -7,18 +7,20 @@ use std::net::IpAddr;
 use crate::analysis::dcqcn::DcqcnReport;
 use crate::output::empty;
 use roce_capture::blocks::records::IpDrops;
+use roce_core::line::describe_lines;
 use roce_core::passes::StatsReport;
 use roce_core::recorded as blocks;
 use roce_core::text::escape_control as esc;
+use roce_core::units::fmt_rate;
 
 /// `dcqcn`'s per-flow table: what the model saw and cut, and the knob fit.
 pub fn print_dcqcn(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
     writeln!(
         out,
-        "DCQCN  profile {}, knobs from {}, line {} Gb/s, bins {} µs, CNP delay {} ns",
+        "DCQCN  profile {}, knobs from {}, {}, bins {} µs, CNP delay {} ns",
         r.profile,
         esc(&r.knob_source),
-        r.line_gbps,
+        describe_lines(r.lines.iter().copied()),
         r.bin_ns as f64 / 1000.0,
         r.cnp_delay_ns
     )?;
@@ -79,7 +81,7 @@ fn print_dcqcn_flows(out: &mut impl Write, r: &DcqcnReport) -> io::Result<()> {
                 f.cuts.len().to_string(),
                 f.cuts
                     .last()
-                    .map_or("-".into(), |c| format!("{:.1}", c.rc_after_gbps)),
+                    .map_or("-".into(), |c| fmt_rate(c.rc_after_gbps * 1e9)),
                 median,
                 f.summary.fit.map_or("-".into(), |x| {
                     format!(
@@ -451,7 +453,7 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
     for i in &c.interfaces {
         writeln!(
             out,
-            "  interface {} {} {} snaplen {} ts {}{}",
+            "  interface {} {} {} snaplen {} ts {}, {}{}",
             i.id,
             esc(if several {
                 &i.tap
@@ -461,6 +463,7 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
             i.link_type,
             i.snaplen,
             i.ts_resolution,
+            i.line,
             match (i.received, i.dropped) {
                 (r, Some(d)) => format!(
                     ", recorder dropped {d} of {}",
@@ -474,7 +477,7 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
     let mut flows = TapTable::new(
         r,
         &[
-            "src", "dst", "dest_qp", "packets", "bytes", "Gb/s", "ECT", "CE", "gaps", "retx",
+            "src", "dst", "dest_qp", "packets", "bytes", "rate", "ECT", "CE", "gaps", "retx",
             "ooo", "NAKs", "ICRC bad", "trunc",
         ],
     );
@@ -487,7 +490,7 @@ pub fn print_stats(out: &mut impl Write, r: &StatsReport) -> io::Result<()> {
                 format!("0x{:06x}", f.dest_qp),
                 f.packets.to_string(),
                 f.bytes.to_string(),
-                f.mean_gbps.map_or("-".into(), |g| format!("{g:.3}")),
+                f.mean_gbps.map_or("-".into(), |g| fmt_rate(g * 1e9)),
                 f.ect_packets.to_string(),
                 f.ce_packets.to_string(),
                 f.psn_gaps.to_string(),

@@ -16,6 +16,43 @@ pub fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("the command starts")
 }
 
+/// Every teaching sample capture (`samples/captures/*.pcapng`), in name order.
+pub fn sample_captures() -> Vec<std::path::PathBuf> {
+    let dir = workspace().join("samples/captures");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pcapng"))
+        .collect();
+    files.sort();
+    assert!(files.len() > 10, "the samples are in {}", dir.display());
+    files
+}
+
+/// `report` of `capture` into a fresh directory, `args` before the capture: what it printed, its
+/// summary.json, and the directory (removed when dropped).
+pub fn report_of(capture: &Path, args: &[&str]) -> (String, Value, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(analyzer()
+        .arg("report")
+        .args(args)
+        .arg(capture)
+        .arg("-o")
+        .arg(dir.path()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary =
+        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        summary,
+        dir,
+    )
+}
+
 /// `decode --json` of a file, one JSON value per frame.
 pub fn analyzer_json(file: &Path) -> Vec<Value> {
     let out = run(analyzer().arg("decode").arg("--json").arg(file));

@@ -8,6 +8,7 @@ use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
 use roce_capture::{CaptureReader, LinkType};
 use roce_core::dcqcn::{Event, EventKind, Knobs, Profile, Rp};
 use roce_core::decode::Decoder;
+use roce_core::line::LineRates;
 use roce_core::passes::pairing::Method;
 use roce_core::passes::pfc::PfcPass;
 use roce_wire::build::Vlan;
@@ -206,8 +207,8 @@ fn analyse(bytes: Vec<u8>, opts: &Options) -> DcqcnReport {
 fn analyse_with_events(bytes: Vec<u8>, opts: &Options) -> (DcqcnReport, Vec<(FlowId, Event)>) {
     let mut r = CaptureReader::from_reader("paced", Box::new(std::io::Cursor::new(bytes))).unwrap();
     let dec = Decoder::default();
-    let mut pass = DcqcnPass::new(opts.bin_ns);
-    let mut pfc = PfcPass::new(100_000_000_000);
+    let mut pass = DcqcnPass::new(opts.bin_ns, opts.lines);
+    let mut pfc = PfcPass::new(opts.lines);
     let (mut n, mut last) = (0, 0);
     while let Some(rec) = r.next_record().unwrap() {
         n += 1;
@@ -783,9 +784,8 @@ fn the_report_writes_every_model_event_on_request() {
     // The same analysis in this process, counting the events as they come.
     let mut capture = roce_capture::Capture::open_file(&sample).unwrap();
     let opts = PipelineOptions {
-        link_bps: 25_000_000_000,
         dcqcn: Options {
-            line_mbps: 25_000.0,
+            lines: LineRates::flag(Some(25_000_000_000)),
             fit: false,
             ..Options::default()
         },

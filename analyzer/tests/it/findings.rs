@@ -4,6 +4,7 @@ use crate::common::workspace;
 use analyzer::analysis::findings::Severity;
 use analyzer::analysis::{self as pipeline, Analysis, PipelineOptions};
 use roce_capture::Capture;
+use roce_core::line::LineRates;
 
 /// Runs the whole analysis on a sample at the link speed its scenario uses, with the knobs the sample records
 /// (the simulator writes its hosts' `KNOB` block, as the tracer would): the receivers' CNP pacing and the
@@ -11,11 +12,8 @@ use roce_capture::Capture;
 fn analyse(name: &str, gbps: u64) -> Analysis {
     let path = workspace().join(format!("samples/captures/{name}.pcapng"));
     let mut reader = Capture::open_file(&path).unwrap();
-    let mut opts = PipelineOptions {
-        link_bps: gbps * 1_000_000_000,
-        ..PipelineOptions::default()
-    };
-    opts.dcqcn.line_mbps = gbps as f64 * 1000.0;
+    let mut opts = PipelineOptions::default();
+    opts.dcqcn.lines = LineRates::flag(Some(gbps * 1_000_000_000));
     let a = pipeline::run(&mut reader, &opts, |_| {}).unwrap();
     assert_eq!(reader.errors().count(), 0);
     a

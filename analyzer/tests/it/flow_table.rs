@@ -38,6 +38,7 @@ fn flows_sharing_a_qp_slot_or_a_qp_number_stay_apart() {
                 let rec = Record {
                     iface: 0,
                     link: LinkType::ETHERNET,
+                    speed_bps: None,
                     ts_ns: n * 1000,
                     caplen: bytes.len() as u32,
                     len: bytes.len() as u32,

@@ -76,6 +76,7 @@ fn feed_frame(pass: &mut PairingPass, dec: &Decoder, n: u64, at: (u32, u64), byt
     let rec = Record {
         iface: at.0,
         link: LinkType::ETHERNET,
+        speed_bps: None,
         ts_ns: at.1,
         caplen: bytes.len() as u32,
         len: bytes.len() as u32,
@@ -137,6 +138,7 @@ fn pair_frames(mut frames: Vec<(u64, Vec<u8>)>) -> Pairing {
         let rec = Record {
             iface: 0,
             link: LinkType::ETHERNET,
+            speed_bps: None,
             ts_ns: *t,
             caplen: bytes.len() as u32,
             len: bytes.len() as u32,

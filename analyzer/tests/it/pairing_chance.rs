@@ -29,6 +29,7 @@ impl FrameSink for Feed {
             len: orig_len,
             data,
             offset: 0,
+            speed_bps: None,
         };
         self.pass.frame(&self.decoder.decode(self.n, &rec));
         Ok(())

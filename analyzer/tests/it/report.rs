@@ -12,6 +12,7 @@ use analyzer::output::report::charts::{self, Chart};
 use analyzer::output::report::{ReportInput, TimeAxis, write_report};
 use polars::prelude::{ParquetReader, SerReader};
 use roce_capture::Capture;
+use roce_core::line::LineRates;
 
 fn sample(name: &str) -> PathBuf {
     workspace()
@@ -23,9 +24,8 @@ fn sample(name: &str) -> PathBuf {
 fn inputs(name: &str, link_gbps: u64) -> Analysis {
     let mut r = Capture::open_file(&sample(name)).unwrap();
     let opts = PipelineOptions {
-        link_bps: link_gbps * 1_000_000_000,
         dcqcn: Options {
-            line_mbps: link_gbps as f64 * 1000.0,
+            lines: LineRates::flag(Some(link_gbps * 1_000_000_000)),
             fit: false,
             ..Options::default()
         },
@@ -374,9 +374,13 @@ fn a_clean_capture_shows_its_throughput_and_says_it_was_clean() {
     assert!(h.verdict.starts_with("Clean at 99."), "{}", h.verdict);
     assert!(html.contains(&h.verdict));
     let facts: Vec<&str> = h.facts.iter().map(|f| f.0).collect();
-    assert_eq!(facts, ["span", "throughput", "CE", "CNPs", "PFC pause"]);
-    assert_eq!(h.facts[3].1, "0");
-    assert_eq!(h.facts[4].1, "none");
+    assert_eq!(
+        facts,
+        ["span", "throughput", "line rate", "CE", "CNPs", "PFC pause"]
+    );
+    assert_eq!(h.facts[2].1, "100 Gb/s (--link-speed)");
+    assert_eq!(h.facts[4].1, "0");
+    assert_eq!(h.facts[5].1, "none");
 }
 
 /// The incast's headline names it and its receiver, and says when DCQCN settled it.
@@ -396,8 +400,10 @@ fn an_incast_headline_names_the_incast() {
         "{}",
         h.verdict
     );
+    // One tap: every CNP is seen once.
     let cnps: u64 = inputs.stats.cnps.iter().map(|c| c.count).sum();
-    assert_eq!(h.facts[3].1, cnps.to_string());
+    assert_eq!(h.facts[4].1, cnps.to_string());
+    assert_eq!(h.cnps, cnps);
     let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
     assert!(html.contains("4:1 incast at 10.0.0.5"));
     // The throughput chart has every flow, the busiest on their own lines.

@@ -20,6 +20,7 @@ use roce_capture::{Capture, CaptureReader};
 use roce_core::dcqcn::{Event, Knobs};
 use roce_core::decode::Decoder;
 use roce_core::frames::Frames;
+use roce_core::line::{LineRates, LineSource};
 use roce_core::passes::Stats;
 use roce_core::passes::pairing::Method;
 use serde_json::Value;
@@ -107,7 +108,7 @@ fn cnp_delay_ns(truth: &Value) -> i64 {
 fn analyse(path: &Path, opts: &Options) -> (DcqcnReport, Vec<(FlowId, Event)>) {
     let mut r = CaptureReader::open(path).unwrap();
     let dec = Decoder::default();
-    let mut pass = DcqcnPass::new(opts.bin_ns);
+    let mut pass = DcqcnPass::new(opts.bin_ns, opts.lines);
     let mut n = 0;
     while let Some(rec) = r.next_record().unwrap() {
         n += 1;
@@ -216,7 +217,7 @@ fn replay(name: &str) -> Vec<Replayed> {
     let line = truth["flows"][0]["line_mbps"].as_f64().unwrap();
     let opts = Options {
         knobs: scenario_knobs(name),
-        line_mbps: line,
+        lines: LineRates::flag(Some((line * 1e6) as u64)),
         cnp_delay_ns: cnp_delay_ns(&truth),
         fit: false,
         ..Options::default()
@@ -423,17 +424,26 @@ fn an_application_limited_sender_is_where_the_replay_bends() {
 /// wire.md counts paused time only up to the capture's last frame, so the truth is clipped there too. That
 /// clip point is known only up to how long the PFC frame waited behind a data frame already on the wire (at
 /// most one 4 KiB frame, 1.4 µs at 25 Gb/s), so a clipped total gets that much slack; every other total must
-/// agree to the ns (one ns per interval for the truth's rounding).
+/// agree to the ns (one ns per interval for the truth's rounding). No line rate is given: each tap's quanta
+/// are converted at the line rate its interface block records, as a run without `--link-speed` does.
 fn check_pauses(name: &str) {
     let (path, truth) = sample(name);
     let gbps = truth["links"][0]["gbps"].as_u64().unwrap();
     let mut r = Capture::open_file(&path).unwrap();
-    let mut stats = Stats::new(gbps * 1_000_000_000);
+    let mut stats = Stats::new(LineRates::default());
     let mut frames = Frames::new(&mut r, Decoder::default());
     while let Some(f) = frames.next_frame() {
         stats.frame(&f);
     }
     let report = stats.finish(&r);
+    assert!(
+        report
+            .capture
+            .interfaces
+            .iter()
+            .all(|i| i.line.source == LineSource::IfSpeed),
+        "{name}: every tap records its line"
+    );
     let delay = truth["links"][0]["delay_ns"].as_u64().unwrap();
     let tap_to_node = delay + ((60.0 + 24.0) * 8.0 / gbps as f64).round() as u64;
     let clip = report.capture.last_ns.unwrap() + tap_to_node;
@@ -488,10 +498,8 @@ fn pfc_storm_paused_fraction_over_time() {
     // about 1429 µs; nothing else pauses. Bins wholly inside are paused throughout, bins well outside not at all.
     let path = workspace().join("samples/captures/pfc_storm_hol.pcapng");
     let mut reader = Capture::open_file(&path).unwrap();
-    let opts = analyzer::analysis::PipelineOptions {
-        link_bps: 25_000_000_000,
-        ..Default::default()
-    };
+    let mut opts = analyzer::analysis::PipelineOptions::default();
+    opts.dcqcn.lines = LineRates::flag(Some(25_000_000_000));
     let a = analyzer::analysis::run(&mut reader, &opts, |_| {}).unwrap();
     let bins: Vec<_> = a
         .pauses

@@ -10,15 +10,15 @@ use analyzer::analysis::{self as pipeline, Analysis, PipelineOptions};
 use analyzer::output::report::trace::{TraceLimits, write_trace_with};
 use analyzer::output::report::{ReportInput, write_report};
 use roce_capture::Capture;
+use roce_core::line::LineRates;
 use roce_core::recorded::KernelEvents;
 use serde_json::Value;
 
 fn analyse(path: &Path, link_gbps: u64) -> Analysis {
     let mut capture = Capture::open_file(path).unwrap();
     let opts = PipelineOptions {
-        link_bps: link_gbps * 1_000_000_000,
         dcqcn: Options {
-            line_mbps: link_gbps as f64 * 1000.0,
+            lines: LineRates::flag(Some(link_gbps * 1_000_000_000)),
             fit: false,
             ..Options::default()
         },

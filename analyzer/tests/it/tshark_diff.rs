@@ -297,3 +297,51 @@ fn shared_lldp_dcbx_is_not_pfc() {
     let (_, kinds) = compare(&cap_dcb_pfc, &[]);
     assert_eq!(kinds.keys().collect::<Vec<_>>(), ["other"], "{kinds:?}");
 }
+
+/// Each interface's line rate as Wireshark's `capinfos` reads it (`Speed = N` under `Interface #i info`),
+/// in interface order; `None` where it shows none.
+fn capinfos_speeds(file: &Path) -> Vec<Option<u64>> {
+    let out = crate::common::run(std::process::Command::new("capinfos").arg(file));
+    assert!(
+        out.status.success(),
+        "capinfos {} (installed with tshark): {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut speeds = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let line = line.trim();
+        if line.starts_with("Interface #") {
+            speeds.push(None);
+        } else if let (Some(v), Some(last)) = (line.strip_prefix("Speed = "), speeds.last_mut()) {
+            *last = Some(v.trim().parse::<u64>().unwrap());
+        }
+    }
+    speeds
+}
+
+/// Every tap's `if_speed` as our reader takes it, in tap order.
+fn our_speeds(file: &Path) -> Vec<Option<u64>> {
+    let mut c = roce_capture::Capture::open_file(file).unwrap();
+    while c.next_record().is_some() {}
+    c.taps().iter().map(|t| t.description.speed_bps).collect()
+}
+
+/// The line rate the simulator writes into each tap's interface block is the one Wireshark reads, and the one
+/// the analyzer reads; a file without it reads as none on both sides.
+#[test]
+fn if_speed_reads_as_wireshark_reads_it() {
+    for f in crate::common::sample_captures() {
+        let ours = our_speeds(&f);
+        assert!(
+            !ours.is_empty() && ours.iter().all(Option::is_some),
+            "{}: {ours:?}",
+            f.display()
+        );
+        assert_eq!(capinfos_speeds(&f), ours, "{}", f.display());
+    }
+    let corpus = workspace().join("samples/corpus/corpus.pcapng");
+    let ours = our_speeds(&corpus);
+    assert!(ours.iter().all(Option::is_none));
+    assert_eq!(capinfos_speeds(&corpus), ours);
+}

@@ -121,6 +121,9 @@ pub struct Interface {
     pub name: Option<String>,
     /// Timestamp resolution as written in the file, for display: `"ns"`, `"µs"`, `"2^-20 s"`...
     pub ts_resol_desc: String,
+    /// `if_speed`: the line rate in bit/s, when the writer recorded one (dumpcap, `roce-tracer` and `roce-sim`
+    /// do; a classic pcap file cannot). A recorded 0 says nothing and reads as `None`.
+    pub speed_bps: Option<u64>,
 }
 
 /// Drop counters from the last Interface Statistics Block seen for an interface.
@@ -143,6 +146,9 @@ pub struct Record<'a> {
     pub iface: u32,
     /// The interface's link type, repeated here because every consumer needs it.
     pub link: LinkType,
+    /// The interface's `if_speed` ([`Interface::speed_bps`]), repeated here for the passes that turn a
+    /// frame's bytes into time on its link (pause quanta, serialization) while the capture is being read.
+    pub speed_bps: Option<u64>,
     /// Nanoseconds since the Unix epoch (saturating at both ends); 0 for a pcapng Simple Packet Block, which
     /// carries no timestamp.
     pub ts_ns: u64,
@@ -213,6 +219,7 @@ impl std::fmt::Debug for CaptureReader {
 struct Found {
     iface: u32,
     link: LinkType,
+    speed_bps: Option<u64>,
     ts_ns: u64,
     caplen: u32,
     len: u32,
@@ -473,6 +480,7 @@ impl CaptureReader {
         Some(Record {
             iface: found.iface,
             link: found.link,
+            speed_bps: found.speed_bps,
             ts_ns: found.ts_ns,
             caplen: found.caplen,
             len: found.len,

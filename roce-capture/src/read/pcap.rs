@@ -50,6 +50,7 @@ impl CaptureReader {
             snaplen: header.snaplen,
             name: None,
             ts_resol_desc: if nanosecond { "ns" } else { "µs" }.to_owned(),
+            speed_bps: None,
         });
         self.stats.push(IfStats::default());
         self.clocks.push(Clock {
@@ -132,6 +133,7 @@ pub(super) fn buffered_pcap_record(layout: &PcapLayout, data: &[u8]) -> Option<F
     Some(Found {
         iface: 0,
         link,
+        speed_bps: None,
         ts_ns: u64::from(ts_sec) * 1_000_000_000 + u64::from(ts_frac) * frac_ns,
         caplen,
         len,

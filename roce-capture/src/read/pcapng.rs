@@ -183,6 +183,7 @@ impl CaptureReader {
         Ok(Found {
             iface: index as u32,
             link: iface.link,
+            speed_bps: iface.speed_bps,
             ts_ns: clock.to_ns(epb.ticks),
             caplen: epb.caplen,
             len: epb.len,
@@ -231,6 +232,7 @@ impl CaptureReader {
             Block::InterfaceDescription(idb) => {
                 let mut name = None;
                 let mut offset_s = 0;
+                let mut speed_bps = None;
                 for opt in &idb.options {
                     match opt.code.0 {
                         2 => {
@@ -240,6 +242,7 @@ impl CaptureReader {
                                     .to_owned(),
                             )
                         }
+                        8 => speed_bps = option_u64(opt, big_endian).filter(|&v| v > 0),
                         14 => offset_s = option_u64(opt, big_endian).map_or(0, |v| v as i64),
                         _ => {}
                     }
@@ -250,6 +253,7 @@ impl CaptureReader {
                     snaplen: idb.snaplen,
                     name,
                     ts_resol_desc,
+                    speed_bps,
                 });
                 self.stats.push(IfStats::default());
                 self.clocks.push(Clock { scale, offset_s });
@@ -292,6 +296,7 @@ impl CaptureReader {
                 Ok(Some(Found {
                     iface: index as u32,
                     link: iface.link,
+                    speed_bps: iface.speed_bps,
                     ts_ns: 0,
                     caplen,
                     len: spb.origlen,

@@ -422,3 +422,49 @@ fn tap_names_are_stable() {
     let files: Vec<&str> = c.files().map(|f| f.name.as_str()).collect();
     assert_eq!(files, ["a.pcapng", "b.pcapng"]);
 }
+
+/// Each tap keeps its own interface's `if_speed` across files, and every record carries its tap's.
+#[test]
+fn taps_keep_their_own_line_rates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let write = |path: &Path, speeds: [Option<u64>; 2], times: &[u64]| {
+        let f = std::fs::File::create(path).unwrap();
+        let mut w = PcapngWriter::new(f, &SectionInfo::application("merge test")).unwrap();
+        for (n, s) in ["eth0", "eth1"].into_iter().zip(speeds) {
+            w.add_interface_with_speed(LinkType::ETHERNET, 65_535, Some(n), None, s)
+                .unwrap();
+        }
+        for (k, &t) in times.iter().enumerate() {
+            w.write_packet((k % 2) as u32, t, &packet(k as u64, 64), 64)
+                .unwrap();
+        }
+        w.into_inner().unwrap();
+    };
+    let (a, b) = (d.join("a.pcapng"), d.join("b.pcapng"));
+    write(
+        &a,
+        [Some(25_000_000_000), Some(100_000_000_000)],
+        &[1, 3, 5, 7],
+    );
+    write(&b, [None, Some(400_000_000_000)], &[2, 4, 6, 8]);
+    let mut c = open(&[a, b]);
+    let mut seen = Vec::new();
+    while let Some((_, r)) = c.next_record() {
+        seen.push((r.iface, r.speed_bps));
+    }
+    let taps: Vec<Option<u64>> = c.taps().iter().map(|t| t.description.speed_bps).collect();
+    assert_eq!(
+        taps,
+        [
+            Some(25_000_000_000),
+            Some(100_000_000_000),
+            None,
+            Some(400_000_000_000)
+        ]
+    );
+    assert_eq!(seen.len(), 8);
+    for (tap, speed) in seen {
+        assert_eq!(speed, taps[tap as usize], "tap {tap}");
+    }
+}

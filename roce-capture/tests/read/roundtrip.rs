@@ -10,6 +10,7 @@ use roce_capture::{CaptureReader, Format, LinkType};
 struct Rec {
     iface: u32,
     link: LinkType,
+    speed_bps: Option<u64>,
     ts_ns: u64,
     len: u32,
     data: Vec<u8>,
@@ -23,6 +24,7 @@ fn read_all(mut reader: CaptureReader) -> (CaptureReader, Vec<Rec>) {
         out.push(Rec {
             iface: r.iface,
             link: r.link,
+            speed_bps: r.speed_bps,
             ts_ns: r.ts_ns,
             len: r.len,
             data: r.data.to_vec(),
@@ -69,6 +71,8 @@ fn pcap_round_trip() {
         expected.push(Rec {
             iface: 0,
             link: LinkType::ETHERNET,
+            // A classic pcap file cannot say.
+            speed_bps: None,
             ts_ns,
             len,
             offset,
@@ -102,10 +106,14 @@ fn multi_interface_pcapng() -> (Vec<u8>, Vec<Rec>) {
     };
     let mut w = PcapngWriter::new(Vec::new(), &info).unwrap();
     let links = [LinkType::ETHERNET, LinkType::RAW, LinkType::LINUX_SLL2];
+    // Each interface its own line rate, one none: every record must carry its own interface's.
+    let speeds = [Some(25_000_000_000), Some(100_000_000_000), None];
     let eth = w
-        .add_interface(links[0], 0, Some("eth0"), Some("uplink"))
+        .add_interface_with_speed(links[0], 0, Some("eth0"), Some("uplink"), speeds[0])
         .unwrap();
-    let raw = w.add_interface(links[1], 1500, Some("tun0"), None).unwrap();
+    let raw = w
+        .add_interface_with_speed(links[1], 1500, Some("tun0"), None, speeds[1])
+        .unwrap();
     let sll = w.add_interface(links[2], 262_144, None, None).unwrap();
     assert_eq!((eth, raw, sll), (0, 1, 2));
     let mut expected = Vec::new();
@@ -133,6 +141,7 @@ fn multi_interface_pcapng() -> (Vec<u8>, Vec<Rec>) {
         expected.push(Rec {
             iface,
             link: links[iface as usize],
+            speed_bps: speeds[iface as usize],
             ts_ns,
             len,
             data,
@@ -170,6 +179,8 @@ fn pcapng_round_trip_with_interfaces_stats_and_custom_blocks() {
     assert_eq!(ifs[1].snaplen, 1500);
     assert_eq!(ifs[2].link, LinkType::LINUX_SLL2);
     assert!(ifs.iter().all(|i| i.ts_resol_desc == "ns"));
+    let speeds: Vec<_> = ifs.iter().map(|i| i.speed_bps).collect();
+    assert_eq!(speeds, [Some(25_000_000_000), Some(100_000_000_000), None]);
     let stats = reader.if_stats();
     assert_eq!(stats[0].received, Some(2000));
     assert_eq!(stats[0].dropped_iface, Some(9));
@@ -362,10 +373,23 @@ impl Ng {
         self.block(0x0A0D_0D0A, &body);
     }
     fn idb(&mut self, link: u16, tsresol: Option<u8>, tsoffset: Option<i64>) {
+        self.idb_at(link, tsresol, tsoffset, None);
+    }
+    fn idb_at(
+        &mut self,
+        link: u16,
+        tsresol: Option<u8>,
+        tsoffset: Option<i64>,
+        speed: Option<u64>,
+    ) {
         let mut body = Vec::new();
         body.extend(self.u16(link));
         body.extend(self.u16(0));
         body.extend(self.u32(0));
+        if let Some(bps) = speed {
+            let v = self.u64(bps);
+            self.opt(&mut body, 8, &v);
+        }
         if let Some(r) = tsresol {
             self.opt(&mut body, 9, &[r]);
         }
@@ -373,7 +397,7 @@ impl Ng {
             let v = self.u64(o as u64);
             self.opt(&mut body, 14, &v);
         }
-        if tsresol.is_some() || tsoffset.is_some() {
+        if tsresol.is_some() || tsoffset.is_some() || speed.is_some() {
             self.opt(&mut body, 0, &[]);
         }
         self.block(1, &body);
@@ -482,6 +506,40 @@ fn hand_made_pcapng_with_mixed_resolutions_spb_and_big_endian_section() {
     );
     assert_eq!(reader.if_stats()[3].received, Some(77));
     assert_eq!(reader.if_stats()[3].dropped_os, Some(3));
+}
+
+/// `if_speed` in either byte order, per interface, carried onto each record; a 0 says nothing.
+#[test]
+fn if_speed_is_read_per_interface_in_both_byte_orders() {
+    let mut f = Ng {
+        out: Vec::new(),
+        be: false,
+    };
+    f.shb();
+    f.idb_at(1, Some(9), None, Some(25_000_000_000));
+    f.idb_at(1, Some(9), None, Some(0));
+    f.epb(0, 1, &[1; 60]);
+    f.epb(1, 2, &[2; 60]);
+    let mut g = Ng {
+        out: Vec::new(),
+        be: true,
+    };
+    g.shb();
+    g.idb_at(1, Some(9), None, Some(400_000_000_000));
+    g.epb(0, 3, &[3; 60]);
+    f.out.extend(g.out);
+    let (reader, got) = read_all(from_bytes(f.out));
+    let speeds: Vec<_> = reader.interfaces().iter().map(|i| i.speed_bps).collect();
+    assert_eq!(speeds, [Some(25_000_000_000), None, Some(400_000_000_000)]);
+    let per_record: Vec<_> = got.iter().map(|r| (r.iface, r.speed_bps)).collect();
+    assert_eq!(
+        per_record,
+        [
+            (0, Some(25_000_000_000)),
+            (1, None),
+            (2, Some(400_000_000_000))
+        ]
+    );
 }
 
 #[test]

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::decode::{Frame, Kind};
+use crate::line::{LineRate, LineRates};
 use roce_capture::Capture;
 
 /// Counts, span and timestamp sanity of the whole capture, whatever the frames are.
@@ -26,7 +27,7 @@ pub struct CapturePass {
 }
 
 /// One tap (an interface of a file, or of a rotated set of files) as the file describes it, with the drop
-/// counters its statistics blocks recorded.
+/// counters its statistics blocks recorded and the line rate the analysis took for it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct InterfaceRow {
     /// The tap's index over the capture: the `iface` of the flows, CNP and PFC tables.
@@ -49,6 +50,12 @@ pub struct InterfaceRow {
     pub received: Option<u64>,
     /// Frames the recorder says it dropped: what this capture cannot show.
     pub dropped: Option<u64>,
+    /// The interface's `if_speed` as the file records it, bit/s; null when it records none.
+    pub if_speed_bps: Option<u64>,
+    /// The line rate this tap's pause quanta (and, in `report`, its flows' models) were computed at:
+    /// `line_gbps`, and `line_rate_source` (`if_speed`, `flag` for `--link-speed`, or `assumed`, 100 Gb/s).
+    #[serde(flatten)]
+    pub line: LineRate,
 }
 
 /// One input file and what became of it.
@@ -143,8 +150,9 @@ impl CapturePass {
         self.last_ns
     }
 
-    /// The row, with the files' and taps' facts that only the capture knows at its end (drops, errors).
-    pub fn finish(self, capture: &Capture) -> CaptureRow {
+    /// The row, with the files' and taps' facts that only the capture knows at its end (drops, errors), and
+    /// each tap's line rate by `lines`.
+    pub fn finish(self, capture: &Capture, lines: LineRates) -> CaptureRow {
         let taps = capture.taps();
         let file_names: Vec<String> = capture.files().map(|f| f.name.clone()).collect();
         let interfaces: Vec<InterfaceRow> = taps
@@ -168,6 +176,8 @@ impl CapturePass {
                     ts_resolution: ifc.ts_resol_desc.clone(),
                     received: st.received,
                     dropped,
+                    if_speed_bps: ifc.speed_bps,
+                    line: lines.of_tap(tap),
                 }
             })
             .collect();
@@ -239,6 +249,7 @@ mod tests {
         let rec = Record {
             iface: 0,
             link: LinkType::ETHERNET,
+            speed_bps: None,
             ts_ns,
             caplen: 0,
             len: 0,

@@ -6,6 +6,7 @@ pub mod cnp;
 pub mod flow_index;
 pub mod flows;
 pub mod hosts;
+pub mod occupancy;
 pub mod pairing;
 pub mod pfc;
 pub mod psn;
@@ -14,6 +15,7 @@ pub mod rates;
 use serde::Serialize;
 
 use crate::decode::Frame;
+use crate::line::LineRates;
 use roce_capture::Capture;
 
 /// Everything `stats` reports, with the top-level keys of its JSON output.
@@ -42,17 +44,19 @@ pub struct Stats {
     flows: flows::FlowsPass,
     cnps: cnp::CnpPass,
     pfc: pfc::PfcPass,
+    lines: LineRates,
     priorities: crate::priority::PriorityMap,
 }
 
 impl Stats {
-    /// `link_bps` converts pause quanta into time.
-    pub fn new(link_bps: u64) -> Self {
+    /// `lines` gives each tap the line rate that converts its pause quanta into time.
+    pub fn new(lines: LineRates) -> Self {
         Stats {
             capture: capture::CapturePass::default(),
             flows: flows::FlowsPass::default(),
             cnps: cnp::CnpPass::default(),
-            pfc: pfc::PfcPass::new(link_bps),
+            pfc: pfc::PfcPass::new(lines),
+            lines,
             priorities: crate::priority::PriorityMap::default(),
         }
     }
@@ -105,7 +109,7 @@ impl Stats {
             (r.priority, r.priority_source) = (p.map(|p| p.0), p.map(|p| p.1));
         }
         let report = StatsReport {
-            capture: self.capture.finish(capture),
+            capture: self.capture.finish(capture, self.lines),
             flows,
             cnps,
             pfc,

@@ -1,9 +1,10 @@
 //! PFC and PAUSE accounting per tap and (source MAC, priority), by the rules of wire.md (per tap, so that
 //! a pause seen at both ends of a link is not counted twice).
 //!
-//! A non-zero pause time pauses the priority from the frame's arrival for quanta·512 bit times; a later frame
-//! replaces the end; a zero time (XON) ends it at once. Arithmetic is in picoseconds because a quantum at
-//! 100 Gb/s is 5.12 ns: rounding each frame to whole ns would drift over a storm of thousands of frames.
+//! A non-zero pause time pauses the priority from the frame's arrival for quanta·512 bit times at the line
+//! rate of the tap that saw the frame (a quantum is a bit time of the link it paused); a later frame replaces
+//! the end; a zero time (XON) ends it at once. Arithmetic is in picoseconds because a quantum at 100 Gb/s is
+//! 5.12 ns: rounding each frame to whole ns would drift over a storm of thousands of frames.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +12,7 @@ use roce_wire::pfc::{MacControlRepr, quanta_to_ps};
 use serde::Serialize;
 
 use crate::decode::{Frame, mac_to_string};
+use crate::line::LineRates;
 
 /// 802.3x PAUSE has no priority: it stops the whole link. Tables show it as priority null.
 pub type Priority = Option<u8>;
@@ -89,22 +91,22 @@ pub struct PfcRow {
     pub xon: u64,
     /// Distinct pause intervals (an XOFF that found the priority running starts one).
     pub pauses: u64,
-    /// Time paused at `--link-speed`, clipped to the capture's time span.
+    /// Time paused at the tap's line rate (see the capture's `interfaces`), clipped to the capture's span.
     pub paused_ns: u64,
 }
 
 #[derive(Debug)]
 /// Turns PFC and PAUSE frames into pause intervals and totals per tap, source and priority.
 pub struct PfcPass {
-    link_bps: u64,
+    lines: LineRates,
     state: BTreeMap<(u32, [u8; 6], Priority), PauseState>,
 }
 
 impl PfcPass {
-    /// `link_bps` converts quanta (512 bit times each) into time.
-    pub fn new(link_bps: u64) -> Self {
+    /// `lines` gives each tap the line rate that converts its quanta (512 bit times each) into time.
+    pub fn new(lines: LineRates) -> Self {
         PfcPass {
-            link_bps,
+            lines,
             state: BTreeMap::new(),
         }
     }
@@ -122,6 +124,7 @@ impl PfcPass {
     fn control(&mut self, f: &Frame<'_>, ctl: &MacControlRepr) {
         let mac = f.src_mac.unwrap_or_default();
         let t = u128::from(f.ts_ns) * 1000;
+        let link_bps = self.lines.of(f.speed_bps).bps;
         match *ctl {
             MacControlRepr::Pfc(pfc) => {
                 for prio in 0..8u8 {
@@ -129,7 +132,7 @@ impl PfcPass {
                         self.state
                             .entry((f.iface, mac, Some(prio)))
                             .or_default()
-                            .apply(t, pfc.quanta[usize::from(prio)], self.link_bps);
+                            .apply(t, pfc.quanta[usize::from(prio)], link_bps);
                     }
                 }
             }
@@ -137,7 +140,7 @@ impl PfcPass {
                 .state
                 .entry((f.iface, mac, None))
                 .or_default()
-                .apply(t, quanta, self.link_bps),
+                .apply(t, quanta, link_bps),
             MacControlRepr::Other { .. } => {}
         }
     }
@@ -208,8 +211,48 @@ pub struct PauseInterval {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decode::Decoder;
+    use roce_capture::{LinkType, Record};
+    use roce_wire::build::emit_mac_control;
 
     const G100: u64 = 100_000_000_000;
+
+    /// A PAUSE of `quanta` seen at tap `iface`, which recorded `speed_bps`.
+    fn pause(pass: &mut PfcPass, iface: u32, speed_bps: Option<u64>, ts_ns: u64, quanta: u16) {
+        let mut buf = [0u8; 64];
+        let ctl = MacControlRepr::Pause { quanta };
+        let n = emit_mac_control([2, 0, 0, 0, 0, 1], None, &ctl, &mut buf).unwrap();
+        let rec = Record {
+            iface,
+            link: LinkType::ETHERNET,
+            speed_bps,
+            ts_ns,
+            caplen: n as u32,
+            len: n as u32,
+            data: &buf[..n],
+            offset: 0,
+        };
+        pass.frame(&Decoder::default().decode(1, &rec));
+    }
+
+    #[test]
+    fn quanta_are_bit_times_of_the_tap_that_saw_them() {
+        let mut p = PfcPass::new(LineRates::default());
+        // 1000 quanta: 5.12 µs at 100 Gb/s, 20.48 µs at 25 Gb/s, and 100 Gb/s assumed without if_speed.
+        pause(&mut p, 0, Some(25_000_000_000), 0, 1000);
+        pause(&mut p, 1, Some(G100), 0, 1000);
+        pause(&mut p, 2, None, 0, 1000);
+        let paused: Vec<(u32, u64)> = p
+            .finish(1_000_000)
+            .iter()
+            .map(|r| (r.iface, r.paused_ns))
+            .collect();
+        assert_eq!(paused, [(0, 20_480), (1, 5_120), (2, 5_120)]);
+        // --link-speed wins over every tap's if_speed.
+        let mut p = PfcPass::new(LineRates::flag(Some(50_000_000_000)));
+        pause(&mut p, 0, Some(25_000_000_000), 0, 1000);
+        assert_eq!(p.finish(1_000_000)[0].paused_ns, 10_240);
+    }
 
     #[test]
     fn xoff_expires_then_xon_counts_nothing_more() {

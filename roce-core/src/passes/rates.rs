@@ -7,14 +7,17 @@
 //! in place, whenever the capture would span more than [`MAX_BINS`] bins or all flows together would hold more
 //! than [`MAX_TOTAL_BINS`]: with many flows or a long span the bins are wider, never more numerous. With
 //! `--bin` the width is fixed until that total (or a span beyond 2^32 bins) forces it wider too, and
-//! [`RatesPass::requested_width_ns`] says it did. Acknowledgements are not counted: they are no data, and no rate
-//! limiter paces them.
+//! [`RatesPass::requested_width_ns`] says it did. Only packets that carry payload count: acknowledgements, READ
+//! requests and atomics carry none, and a flow of them is no data flow. The same grid holds each link
+//! direction's busy time ([`super::occupancy`]), for a peak rate that no link exceeds.
 
 use std::ops::Range;
 
 use super::flow_index::FlowIndex;
 use super::flows::FlowKey;
+use super::occupancy::{Occupancy, Peak};
 use crate::decode::{ECN_CE, Frame, Kind};
+use crate::line::LineRates;
 use crate::priority::{PriorityMap, PrioritySource};
 
 /// Bins over the capture's span before widths double (automatic mode): the resolution of a chart.
@@ -31,7 +34,7 @@ pub const MAX_TOTAL_BINS: usize = 1 << 20;
 pub struct Bin {
     /// Position on the grid: the bin starts at the grid's start + `index` × width.
     pub index: u32,
-    /// Data packets in the bin.
+    /// Data packets (packets that carry payload) in the bin.
     pub packets: u32,
     /// Of them, CE-marked.
     pub ce: u32,
@@ -77,7 +80,11 @@ struct Series {
     /// The last frame's PCP (untagged: none) and DSCP.
     pcp: Option<u8>,
     dscp: Option<u8>,
+    /// The flow's link direction in the pass's [`Occupancy`] ([`NO_WIRE`] until its first frame).
+    wire: u32,
 }
+
+const NO_WIRE: u32 = u32::MAX;
 
 /// One flow's series at the final bin width, as seen on one capture interface (tap).
 #[derive(Debug, Clone, PartialEq)]
@@ -148,11 +155,14 @@ pub struct RatesPass {
     /// Per (interface, flow): a flow mirrored at two taps must not count twice, and a tap downstream of a
     /// pause still sees buffered frames drain while the sender is stopped.
     flows: FlowIndex<Series>,
+    /// Each link direction's busy time, on the same grid.
+    occupancy: Occupancy,
 }
 
 impl RatesPass {
-    /// `bin_ns`: a fixed width, or `None` for automatic widths.
-    pub fn new(bin_ns: Option<u64>) -> Self {
+    /// `bin_ns`: a fixed width, or `None` for automatic widths; `lines` gives each tap its line rate, for the
+    /// links' busy time.
+    pub fn new(bin_ns: Option<u64>, lines: LineRates) -> Self {
         RatesPass {
             start_ns: None,
             width_ns: bin_ns.unwrap_or(MIN_BIN_NS).max(1),
@@ -160,19 +170,23 @@ impl RatesPass {
             requested_ns: None,
             total_bins: 0,
             flows: FlowIndex::default(),
+            occupancy: Occupancy::new(lines),
         }
     }
 
-    /// Adds a data frame to its flow's bin (other kinds only start the grid).
+    /// Adds a data frame to its flow's bin and its link's busy time (other frames only start the grid).
     pub fn frame(&mut self, f: &Frame<'_>) {
         let start = *self.start_ns.get_or_insert(f.ts_ns);
         if f.kind != Kind::Roce {
             return;
         }
-        let (Some(ip), Some(bth)) = (f.ip, f.bth()) else {
+        let (Some(ip), Some(roce)) = (f.ip, f.roce.as_ref()) else {
             return;
         };
-        if bth.opcode.is_ack() {
+        let Some(bth) = roce.packet.bth.as_ref() else {
+            return;
+        };
+        if roce.packet.payload_len.is_none_or(|n| n == 0) {
             return;
         }
         // A frame stamped before the first (timestamps out of order) counts in the first bin.
@@ -194,7 +208,20 @@ impl RatesPass {
             dst: ip.dst,
             dest_qp: bth.dest_qp,
         };
-        let s = self.flows.find_or_add(f.iface, &key, Series::default);
+        let s = self.flows.find_or_add(f.iface, &key, || Series {
+            wire: NO_WIRE,
+            ..Series::default()
+        });
+        if s.wire == NO_WIRE {
+            s.wire = self.occupancy.join(f.iface, ip.src, ip.dst, self.width_ns);
+        }
+        let busy = self.occupancy.add(
+            s.wire,
+            f.ts_ns.saturating_sub(start),
+            f.len,
+            f.speed_bps,
+            self.width_ns,
+        );
         let gap = s.last_ns.map(|t| f.ts_ns.saturating_sub(t));
         s.last_ns = Some(f.ts_ns);
         s.pcp = f.pcp;
@@ -239,11 +266,9 @@ impl RatesPass {
                 true
             }
         };
-        if new {
-            self.total_bins += 1;
-            if self.total_bins > MAX_TOTAL_BINS {
-                self.shrink();
-            }
+        self.total_bins += usize::from(new) + busy;
+        if self.total_bins > MAX_TOTAL_BINS {
+            self.shrink();
         }
     }
 
@@ -290,6 +315,7 @@ impl RatesPass {
             s.bins.shrink_to(kept + kept / 8);
             self.total_bins += kept;
         }
+        self.total_bins += self.occupancy.widen();
     }
 
     /// Where bin 0 starts: the first frame's time.
@@ -305,6 +331,12 @@ impl RatesPass {
     /// The fixed width asked for, when the capture's span or its flows made the grid widen beyond it.
     pub fn requested_width_ns(&self) -> Option<u64> {
         self.requested_ns
+    }
+
+    /// Every link direction's busiest bin at the present width, busiest first: a rate never above the line
+    /// of the tap it was measured at.
+    pub fn peaks(&self) -> Vec<Peak> {
+        self.occupancy.peaks(self.width_ns)
     }
 
     /// Every flow's busy bins at the final width.
@@ -357,6 +389,7 @@ mod tests {
         let rec = Record {
             iface: 0,
             link: LinkType::ETHERNET,
+            speed_bps: None,
             ts_ns: ts,
             caplen: n as u32,
             len: n as u32,
@@ -370,7 +403,7 @@ mod tests {
 
     #[test]
     fn only_busy_bins_are_kept_and_acks_are_not_counted() {
-        let mut p = RatesPass::new(None);
+        let mut p = RatesPass::new(None, LineRates::default());
         for t in [0, 5_000, 35_000, 36_000] {
             send(&mut p, t, 2, DATA);
         }
@@ -387,7 +420,7 @@ mod tests {
 
     #[test]
     fn a_long_span_widens_in_place_and_keeps_every_packet() {
-        let mut p = RatesPass::new(None);
+        let mut p = RatesPass::new(None, LineRates::default());
         // One packet every 10 µs for 100 ms: 10,000 bins at 10 µs, past MAX_BINS.
         for k in 0..10_000u64 {
             send(&mut p, k * 10_000, 2, DATA);
@@ -401,7 +434,7 @@ mod tests {
 
     #[test]
     fn out_of_order_frames_land_in_their_bin() {
-        let mut p = RatesPass::new(Some(1_000));
+        let mut p = RatesPass::new(Some(1_000), LineRates::default());
         for t in [100, 5_500, 2_500, 5_600, 2_700, 0] {
             send(&mut p, t, 2, DATA);
         }
@@ -412,7 +445,7 @@ mod tests {
 
     #[test]
     fn a_fixed_width_widens_for_a_span_beyond_the_index_and_says_so() {
-        let mut p = RatesPass::new(Some(10_000));
+        let mut p = RatesPass::new(Some(10_000), LineRates::default());
         send(&mut p, 0, 2, DATA);
         send(&mut p, 75 * 365 * 24 * 3_600 * 1_000_000_000, 2, DATA);
         assert_eq!(p.requested_width_ns(), Some(10_000));

@@ -19,6 +19,7 @@ use roce_capture::write::PcapWriter;
 use roce_capture::{Capture, CaptureReader, LinkType};
 use roce_core::decode::{Decoder, Kind};
 use roce_core::frames::Frames;
+use roce_core::line::LineRates;
 use roce_core::passes::{Stats, StatsReport};
 
 pub const TRACER: &str = env!("CARGO_BIN_EXE_roce-tracer");
@@ -357,7 +358,7 @@ pub fn frames(path: &Path) -> (Vec<FrameView>, CaptureReader) {
 /// The analyzer's `stats` on a file.
 pub fn stats(path: &Path) -> StatsReport {
     let mut capture = Capture::open_file(path).expect("open capture");
-    let mut stats = Stats::new(100_000_000_000);
+    let mut stats = Stats::new(LineRates::flag(Some(100_000_000_000)));
     let mut frames = Frames::new(&mut capture, Decoder::default());
     while let Some(f) = frames.next_frame() {
         stats.frame(&f);
@@ -371,7 +372,7 @@ pub fn stats(path: &Path) -> StatsReport {
 /// give its own sample's statistics, not a blend with its neighbours'.
 pub fn stats_of(path: &Path, range: std::ops::Range<usize>) -> StatsReport {
     let mut capture = Capture::open_file(path).expect("open capture");
-    let mut stats = Stats::new(100_000_000_000);
+    let mut stats = Stats::new(LineRates::flag(Some(100_000_000_000)));
     let mut kept = 0;
     let mut frames = Frames::new(&mut capture, Decoder::default());
     while let Some(f) = frames.next_frame() {

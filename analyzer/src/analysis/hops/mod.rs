@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use roce_capture::Capture;
 use roce_core::decode::{Decoder, ECN_CE, Frame, Kind};
 use roce_core::frames::Frames;
+use roce_core::line::LineRates;
 use roce_core::passes::psn::{FlowPsn, Numbering, PsnEvent};
 use roce_wire::Opcode;
 use rustc_hash::FxHashMap;
@@ -53,8 +54,10 @@ pub struct HopsOptions {
     pub clock_window_ns: u64,
     /// Drift between two files' clocks beyond this is taken for a standing queue instead.
     pub max_drift_ppm: f64,
-    /// The drain rate of every queue, and the rate that takes each frame's serialization out of its delay;
-    /// `None`: the drain rate is measured from back-to-back departures, and frames are not corrected by size.
+    /// `--link-speed`: the drain rate of every queue, and the rate that takes each frame's serialization out
+    /// of its delay. `None`: each downstream tap's recorded line rate (`if_speed`); at a tap without one the
+    /// drain rate is measured from back-to-back departures, and frames are not corrected by size (a line
+    /// that is only assumed would make up queue depths).
     pub link_bps: Option<u64>,
     /// The NP's least time between two CNPs to one QP, for the NP check.
     pub np_min_gap_ns: u64,
@@ -492,7 +495,8 @@ type Direction = (u128, u128, ClassStat);
 struct Core {
     opts: HopsOptions,
     start_ns: Option<u64>,
-    tap_file: Vec<usize>,
+    /// What the pass needs of each tap, by tap index.
+    taps: Vec<TapFacts>,
     learning: Option<Held>,
     learn_until: Option<u64>,
     classes: FxHashMap<PairKey, ClassStat>,
@@ -603,7 +607,7 @@ impl HopsPass {
             core: Core {
                 opts,
                 start_ns: None,
-                tap_file: Vec::new(),
+                taps: Vec::new(),
                 learning: Some(Held::default()),
                 learn_until: None,
                 classes: FxHashMap::default(),
@@ -627,8 +631,8 @@ impl HopsPass {
     #[inline]
     pub fn learn_taps(&mut self, capture: &Capture) {
         let taps = capture.taps();
-        if taps.len() != self.core.tap_file.len() {
-            self.core.tap_file = taps.iter().map(|t| t.file).collect();
+        if taps.len() != self.core.taps.len() {
+            self.core.taps = TapFacts::of(taps);
         }
     }
 
@@ -766,7 +770,7 @@ impl HopsPass {
                 let measured = mac
                     .and_then(|m| self.side.rates.get(q.tap, &m))
                     .and_then(RateAcc::rate);
-                let (gbps, is_measured) = match opts.link_bps {
+                let (gbps, is_measured) = match core.line_bps(q.tap) {
                     Some(bps) => (Some(bps as f64 / 1e9), false),
                     None => (measured, measured.is_some()),
                 };
@@ -838,11 +842,16 @@ impl Core {
             .unwrap_or((u64::MAX, 0))
     }
 
+    /// The line rate of `tap`, bit/s, when one is known (`--link-speed`, else the tap's `if_speed`); `None`
+    /// rather than the assumed 100 Gb/s, which would make up serialization times and queue depths.
+    fn line_bps(&self, tap: u32) -> Option<u64> {
+        let recorded = self.taps.get(tap as usize).and_then(|t| t.speed_bps);
+        let line = LineRates::flag(self.opts.link_bps).of(recorded);
+        (!line.assumed()).then_some(line.bps)
+    }
+
     fn file_of(&self, tap: u32) -> usize {
-        self.tap_file
-            .get(tap as usize)
-            .copied()
-            .unwrap_or(tap as usize)
+        self.taps.get(tap as usize).map_or(tap as usize, |t| t.file)
     }
 
     fn group(&mut self, g: &Group) {
@@ -930,7 +939,7 @@ impl Core {
         for (i, x) in copies.iter().enumerate() {
             for y in &copies[i + 1..] {
                 let (lo, hi) = if x.tap < y.tap { (x, y) } else { (y, x) };
-                if self.tap_file.get(lo.tap as usize) == self.tap_file.get(hi.tap as usize) {
+                if self.file_of(lo.tap) == self.file_of(hi.tap) {
                     continue;
                 }
                 let d = diff(hi.ts, lo.ts);
@@ -1043,7 +1052,7 @@ impl Core {
         }
         for w in order.windows(2) {
             let (u, d) = (w[0], w[1]);
-            let link = self.opts.link_bps;
+            let link = self.line_bps(d.tap);
             let prio = if d.pcp != 0xff { d.pcp } else { u.pcp };
             let prio = if prio == 0xff { 0 } else { prio };
             let hi = self.hop_id(u.tap, d.tap);
@@ -1545,8 +1554,8 @@ const BATCHES_AHEAD: usize = 4;
 const PREFETCH_TABLE: usize = 16;
 const PREFETCH_GROUP: usize = 8;
 
-/// A batch of frames for the pass, with the taps' files when a tap appeared while it was filled.
-type Batch = (Vec<Seen>, Option<Vec<usize>>);
+/// A batch of frames for the pass, with the taps' facts when a tap appeared while it was filled.
+type Batch = (Vec<Seen>, Option<Vec<TapFacts>>);
 
 impl HopsPass {
     /// Matches frames in capture order (their [`Side`] was kept as they were read), the table entries and
@@ -1585,12 +1594,30 @@ fn fill(frames: &mut Frames<'_>, batch: &mut Vec<Seen>, side: &mut Side) -> bool
 
 /// The taps' files, when taps appeared since `known` of them were seen. The pass needs a tap's file only once
 /// its first copies close, later than the batch in which it appeared.
-fn new_taps(capture: &Capture, known: &mut usize) -> Option<Vec<usize>> {
+fn new_taps(capture: &Capture, known: &mut usize) -> Option<Vec<TapFacts>> {
     let taps = capture.taps();
     (taps.len() != *known).then(|| {
         *known = taps.len();
-        taps.iter().map(|t| t.file).collect()
+        TapFacts::of(taps)
     })
+}
+
+/// What the pass needs of a tap: its file (taps of one file share a clock) and its recorded line rate.
+#[derive(Debug, Clone, Copy)]
+struct TapFacts {
+    file: usize,
+    speed_bps: Option<u64>,
+}
+
+impl TapFacts {
+    fn of(taps: &[roce_capture::Tap]) -> Vec<TapFacts> {
+        taps.iter()
+            .map(|t| TapFacts {
+                file: t.file,
+                speed_bps: t.description.speed_bps,
+            })
+            .collect()
+    }
 }
 
 /// Runs the pass over a whole capture. With a second core, one thread reads, decodes and keeps the [`Side`]
@@ -1612,7 +1639,7 @@ pub fn run(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -> HopsRe
         let mut known = 0;
         while fill(&mut frames, &mut batch, &mut pass.side) {
             if let Some(taps) = new_taps(frames.capture(), &mut known) {
-                pass.core.tap_file = taps;
+                pass.core.taps = taps;
             }
             pass.feed(&batch);
             batch.clear();
@@ -1632,7 +1659,7 @@ fn run_two_threads(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -
             let mut pass = HopsPass::new(opts);
             for (mut batch, taps) in full_rx {
                 if let Some(taps) = taps {
-                    pass.core.tap_file = taps;
+                    pass.core.taps = taps;
                 }
                 pass.feed(&batch);
                 batch.clear();

@@ -8,6 +8,7 @@ use super::{Report, ReportError, ReportInput};
 use crate::analysis::dcqcn::{DcqcnReport, FlowDcqcn};
 use crate::output::empty;
 use roce_core::passes::StatsReport;
+use roce_core::units::rate_scale;
 
 /// Flows drawn one chart each; the rest are summed up in the table, since nobody reads forty charts.
 pub const MAX_FLOW_CHARTS: usize = 8;
@@ -156,7 +157,7 @@ pub fn flow_chart(f: &FlowDcqcn, axis: &TimeAxis, d: &DcqcnReport, index: usize)
         .iter()
         .map(|o| (axis.x(o.t_ns.saturating_add(half_bin)), o.gbps))
         .collect();
-    let line = d.line_gbps;
+    let line = f.summary.line.gbps();
     let rc = steps(
         line,
         f.model.iter().map(|m| (axis.x(m.t_ns), m.rc_gbps)),
@@ -231,7 +232,9 @@ pub fn flow_chart(f: &FlowDcqcn, axis: &TimeAxis, d: &DcqcnReport, index: usize)
 }
 
 /// Every data flow's throughput, congested or not: all of them together (with the share of their packets
-/// CE-marked, on the right axis), and the busiest few each on its own line, against the line rate.
+/// CE-marked, on the right axis), and the busiest few each on its own line. The axis scales to the data, in
+/// the unit that fits it: the line rate is drawn when the data comes within a quarter of it, and otherwise
+/// only named, so that a trickle is not flattened under a line far above it.
 pub fn aggregate_chart(d: &DcqcnReport, axis: &TimeAxis) -> Option<Chart> {
     let t = &d.traffic;
     if t.aggregate.is_empty() {
@@ -240,36 +243,49 @@ pub fn aggregate_chart(d: &DcqcnReport, axis: &TimeAxis) -> Option<Chart> {
     let half = d.bin_ns / 2;
     let at = |t_ns: u64| axis.x(t_ns.saturating_add(half));
     let (x0, x1) = axis.range();
+    let top = t.aggregate.iter().map(|b| b.gbps).fold(0.0, f64::max);
+    let line = d.line.gbps();
+    let show_line = top >= line / 4.0;
+    let (per, unit) = rate_scale(if show_line { top.max(line) } else { top } * 1e9);
+    // Gb/s to the axis' unit.
+    let k = 1e9 / per;
     let mut lines = vec![Line {
         label: match t.flows {
             1 => "the flow".to_string(),
             n => format!("all {n} flows"),
         },
         color: PALETTE[7],
-        points: t.aggregate.iter().map(|b| (at(b.t_ns), b.gbps)).collect(),
+        points: t
+            .aggregate
+            .iter()
+            .map(|b| (at(b.t_ns), b.gbps * k))
+            .collect(),
         dashed: false,
     }];
     // One flow alone is the aggregate already.
     if t.flows > 1 {
-        lines.extend(t.busiest.iter().enumerate().map(|(i, f)| Line {
-            label: format!("{} → {} QP {:#x}", f.sender, f.receiver, f.receiver_qp),
-            color: PALETTE[i % 7],
-            points: f.observed.iter().map(|b| (at(b.t_ns), b.gbps)).collect(),
-            dashed: false,
+        lines.extend(t.busiest.iter().enumerate().map(|(i, f)| {
+            Line {
+                label: format!("{} → {} QP {:#x}", f.sender, f.receiver, f.receiver_qp),
+                color: PALETTE[i % 7],
+                points: f
+                    .observed
+                    .iter()
+                    .map(|b| (at(b.t_ns), b.gbps * k))
+                    .collect(),
+                dashed: false,
+            }
         }));
     }
-    lines.push(Line {
-        label: format!("line rate {} Gb/s", fmt_num(d.line_gbps)),
-        color: PALETTE[8],
-        points: vec![(x0, d.line_gbps), (x1, d.line_gbps)],
-        dashed: true,
-    });
-    let y_max = t
-        .aggregate
-        .iter()
-        .map(|b| b.gbps)
-        .fold(d.line_gbps, f64::max)
-        * 1.12;
+    if show_line {
+        lines.push(Line {
+            label: d.line.to_string(),
+            color: PALETTE[8],
+            points: vec![(x0, line * k), (x1, line * k)],
+            dashed: true,
+        });
+    }
+    let y_max = if show_line { top.max(line) } else { top } * k * 1.12;
     let title = match (t.flows, t.busiest.len()) {
         (1, _) => "Throughput of the only flow".to_string(),
         (n, b) if b == n => format!("Throughput: {n} flows, together and each"),
@@ -278,10 +294,18 @@ pub fn aggregate_chart(d: &DcqcnReport, axis: &TimeAxis) -> Option<Chart> {
     Some(Chart::Line(LineChart {
         title,
         x_label: axis.label(),
-        y_label: format!(
-            "throughput (Gb/s, {} µs bins)",
-            fmt_num(d.bin_ns as f64 / 1e3)
-        ),
+        y_label: if show_line {
+            format!(
+                "throughput ({unit}, {} µs bins)",
+                fmt_num(d.bin_ns as f64 / 1e3)
+            )
+        } else {
+            format!(
+                "throughput ({unit}, {} µs bins; {})",
+                fmt_num(d.bin_ns as f64 / 1e3),
+                d.line
+            )
+        },
         x_range: (x0, x1),
         y_max,
         lines,

@@ -1,8 +1,9 @@
 //! The top of the page: what was captured, how the model was set up, and what limited the analysis.
 
-use super::axis::{fmt_duration, fmt_num};
+use super::axis::fmt_duration;
 use super::headline::headline;
 use super::{Report, html};
+use roce_core::line::describe_lines;
 
 pub(super) fn write(r: &mut Report<'_>) {
     let input = r.input;
@@ -29,7 +30,7 @@ pub(super) fn write(r: &mut Report<'_>) {
     page.para(
         "meta",
         &format!(
-            "Capture {} ({}): {} frames, {} bytes over {}. DCQCN model: {} profile, knobs from {}, line rate {} Gb/s.",
+            "Capture {} ({}): {} frames, {} bytes over {}. DCQCN model: {} profile, knobs from {}, {}.",
             cap.file,
             cap.format,
             cap.frames,
@@ -37,7 +38,7 @@ pub(super) fn write(r: &mut Report<'_>) {
             fmt_duration(cap.duration_ns),
             input.dcqcn.profile,
             input.dcqcn.knob_source,
-            fmt_num(input.dcqcn.line_gbps)
+            describe_lines(input.dcqcn.lines.iter().copied())
         ),
     );
     page.raw(

@@ -1,22 +1,54 @@
-//! The headline: the capture in six numbers and one sentence, at the top of the page and of the text the
-//! `report` command prints. It says what the analysis knows and, where it cannot tell, says so.
+//! The headline: the capture in a few numbers and one sentence, at the top of the page, of the text the
+//! `report` command prints, and in `summary.json`. It says what the analysis knows and, where it cannot tell,
+//! says so.
+//!
+//! Every packet counts once: a flow seen at two taps (its sender's and its receiver's) is counted at the tap
+//! that saw most of it, as every other table of the report does ([`tap_preference`]); so are CNP streams and
+//! pauses. Data packets are those that carry payload, never ACKs or CNPs. The peak rate is the busiest bin of
+//! the busiest link direction with each frame spread over its serialization time, so it never exceeds the
+//! line it was measured on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
 
+use serde::Serialize;
+
 use super::ReportInput;
-use super::axis::{fmt_duration, fmt_num};
+use super::axis::fmt_duration;
 use crate::analysis::dcqcn::FlowDcqcn;
 use crate::analysis::findings::Severity;
+use crate::analysis::tap_preference;
+use roce_core::line::LineRate;
+use roce_core::units::fmt_rate;
 
-/// The numbers and the verdict.
-#[derive(Debug, Clone, PartialEq)]
+/// The numbers and the verdict; `summary.json` carries them as its `headline`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Headline {
     /// (what, value), in the order shown.
+    #[serde(skip)]
     pub facts: Vec<(&'static str, String)>,
     /// One sentence.
     pub verdict: String,
+    /// The capture's span, first frame to last.
+    pub span_ns: u64,
+    /// Data packets (those that carry payload), each counted once.
+    pub data_packets: u64,
+    /// The data's throughput over the bins from its first busy one to its last (idle bins inside count as
+    /// zero), every flow counted once; null without data.
+    pub mean_gbps: Option<f64>,
+    /// The busiest bin of the busiest link direction; never above `line_gbps`; null without data.
+    pub peak_gbps: Option<f64>,
+    /// The line rate of the tap the peak was measured at (without data, the capture's): `line_gbps`, and
+    /// `line_rate_source` (`if_speed`, `flag` or `assumed`).
+    #[serde(flatten)]
+    pub line: LineRate,
+    /// CE-marked data packets over data packets, 0 without data.
+    pub ce_fraction: f64,
+    /// CNPs, each counted once.
+    pub cnps: u64,
+    /// PFC and PAUSE time summed over sources and priorities, each pause counted once.
+    pub paused_ns: u64,
 }
 
 impl fmt::Display for Headline {
@@ -27,45 +59,108 @@ impl fmt::Display for Headline {
     }
 }
 
-/// The traffic's throughput over the bins it was busy in: mean and peak, Gb/s.
-fn throughput(input: &ReportInput<'_>) -> Option<(f64, f64)> {
-    let agg = &input.dcqcn.traffic.aggregate;
-    let (first, last) = (agg.first()?, agg.last()?);
+/// The data's throughput, Gb/s: the mean over the bins it was busy from first to last, every flow counted
+/// once, and the busiest link direction's peak with that link's line rate.
+struct Throughput {
+    mean: f64,
+    peak: f64,
+    line: LineRate,
+}
+
+fn throughput(input: &ReportInput<'_>) -> Option<Throughput> {
+    let t = &input.dcqcn.traffic;
+    let (first, last) = (t.aggregate.first()?, t.aggregate.last()?);
+    let peak = t.peak.as_ref()?;
     let bin = input.dcqcn.bin_ns.max(1);
     // Over the data's span, idle bins inside it counting as zero.
     let bins = (last.t_ns - first.t_ns) / bin + 1;
-    let mean = agg.iter().map(|b| b.gbps).sum::<f64>() / bins as f64;
-    let peak = agg.iter().map(|b| b.gbps).fold(0.0, f64::max);
-    Some((mean, peak))
+    let mean = t.aggregate.iter().map(|b| b.gbps).sum::<f64>() / bins as f64;
+    Some(Throughput {
+        mean,
+        peak: peak.gbps,
+        line: peak.line,
+    })
+}
+
+/// `value` summed over `rows`, each thing (`key`) counted once, at the tap that saw most of it (`seen`: the
+/// tap and how much it saw there).
+fn sum_once<'a, T, K: Ord>(
+    rows: &'a [T],
+    key: impl Fn(&'a T) -> K,
+    seen: impl Fn(&T) -> (u32, u64),
+    value: impl Fn(&T) -> u64,
+) -> u64 {
+    let mut once: BTreeMap<K, &T> = BTreeMap::new();
+    for r in rows {
+        let e = once.entry(key(r)).or_insert(r);
+        let ((a, n), (b, m)) = (seen(r), seen(e));
+        if tap_preference(a, n) > tap_preference(b, m) {
+            *e = r;
+        }
+    }
+    once.values().map(|r| value(r)).sum()
+}
+
+/// PFC and PAUSE time, each pause counted once: a pause seen at both ends of a link counts at the tap that saw
+/// most of its frames.
+fn paused_once(input: &ReportInput<'_>) -> u64 {
+    sum_once(
+        &input.stats.pfc,
+        |p| (p.src_mac.as_str(), p.kind, p.priority),
+        |p| (p.iface, p.frames),
+        |p| p.paused_ns,
+    )
+}
+
+/// Retransmitted packets, each flow counted at the tap that saw most of it.
+fn retransmitted_once(input: &ReportInput<'_>) -> u64 {
+    sum_once(
+        &input.stats.flows,
+        |f| (f.src, f.dst, f.dest_qp),
+        |f| (f.iface, f.packets),
+        |f| f.retransmissions,
+    )
+}
+
+/// A share of the line in percent, to a tenth: a link at 99.6 % is not full, and a trickle is not nothing.
+fn pct(v: f64, line: LineRate) -> String {
+    match 100.0 * v / line.gbps() {
+        p if p > 0.0 && p < 0.05 => "under 0.1 %".into(),
+        p => format!("{p:.1} %"),
+    }
 }
 
 /// Computes the headline of a report.
 pub fn headline(input: &ReportInput<'_>) -> Headline {
     let s = input.stats;
     let d = input.dcqcn;
-    let packets: u64 = s.flows.iter().map(|f| f.packets).sum();
-    let ce: u64 = s.flows.iter().map(|f| f.ce_packets).sum();
-    let cnps: u64 = s.cnps.iter().map(|c| c.count).sum();
-    let paused_ns: u64 = s.pfc.iter().map(|p| p.paused_ns).sum();
-    let ce_pct = 100.0 * ce as f64 / packets.max(1) as f64;
-    let line = d.line_gbps;
+    let t = &d.traffic;
+    let packets = t.data_packets;
+    let ce_fraction = t.ce_packets as f64 / packets.max(1) as f64;
+    let cnps: u64 = d.flows.iter().map(|f| f.summary.cnps).sum::<u64>()
+        + d.unpaired_cnps.iter().map(|u| u.cnps).sum::<u64>();
+    let paused_ns = paused_once(input);
     let tput = throughput(input);
+    let line = tput.as_ref().map_or(d.line, |t| t.line);
     let mut facts = vec![("span", fmt_duration(s.capture.duration_ns))];
     facts.push((
         "throughput",
-        match tput {
-            Some((mean, peak)) => format!(
-                "{:.1} Gb/s mean, {:.1} Gb/s peak ({:.0} % and {:.0} % of one {} Gb/s line)",
-                mean,
-                peak,
-                100.0 * mean / line,
-                100.0 * peak / line,
-                fmt_num(line)
+        match &tput {
+            Some(t) => format!(
+                "{} mean over all flows, {} peak on one link ({} of its {} line)",
+                fmt_rate(t.mean * 1e9),
+                fmt_rate(t.peak * 1e9),
+                pct(t.peak, line),
+                fmt_rate(line.bps as f64)
             ),
             None => "no RoCE data".into(),
         },
     ));
-    facts.push(("CE", format!("{ce_pct:.2} % of {packets} data packets")));
+    facts.push(("line rate", line.value()));
+    facts.push((
+        "CE",
+        format!("{:.2} % of {packets} data packets", 100.0 * ce_fraction),
+    ));
     facts.push(("CNPs", cnps.to_string()));
     facts.push((
         "PFC pause",
@@ -80,21 +175,30 @@ pub fn headline(input: &ReportInput<'_>) -> Headline {
     ));
     Headline {
         facts,
-        verdict: verdict(input, tput, ce, cnps, paused_ns),
+        verdict: verdict(input, tput.as_ref(), t.ce_packets, cnps, paused_ns),
+        span_ns: s.capture.duration_ns,
+        data_packets: packets,
+        mean_gbps: tput.as_ref().map(|t| t.mean),
+        peak_gbps: tput.as_ref().map(|t| t.peak),
+        line,
+        ce_fraction,
+        cnps,
+        paused_ns,
     }
 }
 
 fn verdict(
     input: &ReportInput<'_>,
-    tput: Option<(f64, f64)>,
+    tput: Option<&Throughput>,
     ce: u64,
     cnps: u64,
     paused_ns: u64,
 ) -> String {
     let d = input.dcqcn;
-    let Some((mean, _)) = tput else {
+    let Some(tput) = tput else {
         return "No RoCE data traffic in this capture: nothing to judge.".into();
     };
+    let mean = fmt_rate(tput.mean * 1e9);
     let mut parts = Vec::new();
     let congested: Vec<&FlowDcqcn> = d
         .flows
@@ -103,11 +207,8 @@ fn verdict(
         .collect();
     if congested.is_empty() {
         if paused_ns == 0 {
-            let retx: u64 = input.stats.flows.iter().map(|f| f.retransmissions).sum();
-            let mut v = format!(
-                "clean at {mean:.1} Gb/s ({:.0} % of one line)",
-                100.0 * mean / d.line_gbps
-            );
+            let retx = retransmitted_once(input);
+            let mut v = format!("clean at {mean}");
             if retx > 0 {
                 v.push_str(&format!(", but {retx} packets were retransmitted"));
             }
@@ -140,7 +241,7 @@ fn verdict(
             format!("{n}:1 incast at {receiver}")
         } else {
             format!(
-                "congestion on {} flow{} at {mean:.1} Gb/s",
+                "congestion on {} flow{} at {mean}",
                 congested.len(),
                 if congested.len() == 1 { "" } else { "s" }
             )
@@ -173,6 +274,10 @@ fn verdict(
             "{problems} problem{} found (see Findings)",
             if problems == 1 { "" } else { "s" }
         ));
+    }
+    // The shares of the line, the pause times and the model all rest on it: a guess is said with the verdict.
+    if tput.line.assumed() {
+        parts.push(tput.line.to_string());
     }
     let mut v = parts.join("; ");
     if let Some(c) = v.get(..1) {

@@ -5,11 +5,13 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::headline::{Headline, headline};
 use super::{Report, ReportError, ReportInput, html};
 use crate::analysis::dcqcn::{FlowDcqcn, FlowSummary, UnpairedCnps};
 use crate::analysis::findings::Finding;
 use crate::analysis::pauses::PauseReport;
 use crate::output::tables::{TableRow, examples};
+use roce_core::line::LineRate;
 use roce_core::passes::StatsReport;
 use roce_core::recorded::KernelSummary;
 
@@ -46,7 +48,8 @@ impl DcqcnFlowRow {
 struct DcqcnSummary<'a> {
     profile: &'static str,
     knob_source: &'a str,
-    line_gbps: f64,
+    #[serde(flatten)]
+    line: LineRate,
     bin_ns: u64,
     cnp_delay_ns: i64,
     flows: Vec<DcqcnFlowRow>,
@@ -55,6 +58,8 @@ struct DcqcnSummary<'a> {
 
 #[derive(Debug, Serialize)]
 struct Summary<'a> {
+    /// The page's headline in numbers, each packet counted once: what a script checks first.
+    headline: Headline,
     stats: &'a StatsReport,
     dcqcn: DcqcnSummary<'a>,
     pauses: &'a PauseReport,
@@ -78,11 +83,12 @@ fn file_names(paths: &[PathBuf]) -> Vec<String> {
 fn summary<'a>(input: &ReportInput<'a>, charts: &[PathBuf], tables: &[PathBuf]) -> Summary<'a> {
     let d = input.dcqcn;
     Summary {
+        headline: headline(input),
         stats: input.stats,
         dcqcn: DcqcnSummary {
             profile: d.profile,
             knob_source: &d.knob_source,
-            line_gbps: d.line_gbps,
+            line: d.line,
             bin_ns: d.bin_ns,
             cnp_delay_ns: d.cnp_delay_ns,
             flows: d.flows.iter().map(DcqcnFlowRow::of).collect(),

@@ -16,6 +16,7 @@ use crate::analysis::model_log::ModelEventRow;
 use crate::analysis::np::{Pacing, PortCheck, StreamCheck};
 use crate::analysis::pauses::Storm;
 use roce_core::dcqcn::{Cause, EventKind};
+use roce_core::line::{LineRate, LineSource};
 use roce_core::passes::cnp::CnpRow;
 use roce_core::passes::flows::{FlowRow, Naks};
 use roce_core::passes::pairing::Method;
@@ -302,6 +303,10 @@ pub fn flow_summary() -> FlowSummary {
         receiver_qp: 0,
         iface: 0,
         tap: String::new(),
+        line: LineRate {
+            bps: 0,
+            source: LineSource::IfSpeed,
+        },
         cnp_iface: Some(0),
         cnp_tap: Some(String::new()),
         pairing: Some(Method::CmMad),

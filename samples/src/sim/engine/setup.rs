@@ -182,7 +182,15 @@ impl<'s, W: Write> World<'s, W> {
                     sc.node_name(l.a),
                     sc.node_name(l.b)
                 );
-                w.add_interface(LinkType::ETHERNET, snaplen, Some(&t.name), Some(&desc))?;
+                // The tapped link's speed, as dumpcap records a NIC's: the analyzer's line rate for this tap.
+                let speed_bps = u64::from(l.gbps) * 1_000_000_000;
+                w.add_interface_with_speed(
+                    LinkType::ETHERNET,
+                    snaplen,
+                    Some(&t.name),
+                    Some(&desc),
+                    Some(speed_bps),
+                )?;
             }
             // Where the tracer puts it: after the interfaces, before the first packet.
             if let Some(record) = sc.knob_record(file) {
