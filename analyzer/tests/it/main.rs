@@ -8,6 +8,7 @@ mod control_chars;
 mod dataset;
 mod dcqcn_analysis;
 mod decode_framings;
+mod doc_examples;
 mod docs_tables;
 mod empty_tables;
 mod findings;
