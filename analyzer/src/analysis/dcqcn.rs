@@ -15,6 +15,7 @@
 //! limiter: the sender may not send whatever its rate. They are left out of every comparison of model and
 //! observation, of the fit, and of the observed cuts.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -34,7 +35,7 @@ use roce_core::passes::flows::FlowKey;
 use roce_core::passes::occupancy::Peak;
 use roce_core::passes::pairing::{Candidate, Method, Pair, Pairing, PairingPass};
 use roce_core::passes::pfc::PauseInterval;
-use roce_core::passes::rates::{Bin, FlowSeries, RatesPass, gbps};
+use roce_core::passes::rates::{Bin, FlowSeries, RatesPass, gbps, within_line};
 use roce_core::priority::{PriorityMap, PrioritySource};
 
 /// How the analysis runs.
@@ -745,11 +746,16 @@ pub struct RateBin {
 }
 
 impl Traffic {
-    fn of(chosen: &[&FlowSeries], grid: Grid, peak: Option<Peak>) -> Traffic {
+    fn of(
+        chosen: &[&FlowSeries],
+        grid: Grid,
+        peak: Option<Peak>,
+        line_of: impl Fn(u32) -> LineRate,
+    ) -> Traffic {
         let mut all = Aggregate::default();
         let (mut data_packets, mut ce_packets) = (0u64, 0u64);
         for s in chosen {
-            all.add(&s.bins);
+            all.add(s);
             data_packets += s.packets();
             ce_packets += s.bins.iter().map(|b| u64::from(b.ce)).sum::<u64>();
         }
@@ -766,8 +772,7 @@ impl Traffic {
                 receiver_qp: s.key.dest_qp,
                 iface: s.iface,
                 bytes,
-                observed: s
-                    .bins
+                observed: within_line(&s.bins, grid.capacity(line_of(s.iface)))
                     .iter()
                     .map(|b| RateBin {
                         t_ns: grid.bin_start(b.index as usize),
@@ -787,7 +792,7 @@ impl Traffic {
                 gbps: p.gbps,
                 line: p.line,
             }),
-            aggregate: all.finish(grid),
+            aggregate: all.finish(grid, &line_of),
             busiest,
         }
     }
@@ -962,7 +967,7 @@ impl DcqcnPass {
         let paused = Paused::new(pauses);
         let mut np = NpChecks::new(opts);
         let mut aggregate = Aggregate::default();
-        let traffic = Traffic::of(&chosen, grid, peak);
+        let traffic = Traffic::of(&chosen, grid, peak, |i| opts.line_of(i));
         // The flows DCQCN acted on, with their CNP streams, in the order their models run.
         let mut work = Vec::new();
         for s in chosen {
@@ -977,7 +982,7 @@ impl DcqcnPass {
             let cnp = cnp_key.and_then(|k| cnp_streams.take(&k, s.iface).map(|(i, n)| (k, i, n)));
             let ce: u64 = s.bins.iter().map(|b| u64::from(b.ce)).sum();
             if cnp.is_some() || ce > 0 {
-                aggregate.add(&s.bins);
+                aggregate.add(s);
                 work.push(Work {
                     series: s,
                     pair,
@@ -1081,7 +1086,7 @@ impl DcqcnPass {
             cnp_delay_ns: opts.cnp_delay_ns,
             flows,
             unpaired_cnps,
-            aggregate: aggregate.finish(grid),
+            aggregate: aggregate.finish(grid, |i| opts.line_of(i)),
             np_streams,
             np_ports,
             traffic,
@@ -1257,25 +1262,50 @@ impl<'a> CnpStreams<'a> {
     }
 }
 
-/// Bytes, CE marks and packets of many flows per bin index (a map: the busy bins are sparse).
+/// Bytes, CE marks and packets of many flows per bin index (a map: the busy bins are sparse). Flows to one receiver seen at one tap cross one link direction, whose line bounds
+/// their sum: each such group is kept within its line ([`within_line`]) before the groups are added up, so that
+/// no bin reads more than the links could carry.
 #[derive(Debug, Default)]
 struct Aggregate {
-    bins: std::collections::BTreeMap<u32, (u64, u64, u64)>,
+    /// (tap, receiver) → the group's bins.
+    groups: BTreeMap<(u32, IpAddr), Sums>,
 }
 
+/// Per bin index: bytes, CE packets, packets.
+type Sums = BTreeMap<u32, (u64, u64, u64)>;
+
 impl Aggregate {
-    fn add(&mut self, bins: &[Bin]) {
-        for b in bins {
-            let e = self.bins.entry(b.index).or_default();
+    fn add(&mut self, s: &FlowSeries) {
+        let group = self.groups.entry((s.iface, s.key.dst)).or_default();
+        for b in &s.bins {
+            let e = group.entry(b.index).or_default();
             e.0 = e.0.saturating_add(b.bytes);
             e.1 += u64::from(b.ce);
             e.2 += u64::from(b.packets);
         }
     }
 
-    fn finish(self, grid: Grid) -> Vec<AggregateBin> {
-        self.bins
-            .into_iter()
+    fn finish(self, grid: Grid, line_of: impl Fn(u32) -> LineRate) -> Vec<AggregateBin> {
+        let mut all = Sums::new();
+        for ((iface, _), group) in self.groups {
+            let bins: Vec<Bin> = group
+                .iter()
+                .map(|(&index, &(bytes, ce, packets))| Bin {
+                    index,
+                    bytes,
+                    ce: u32::try_from(ce).unwrap_or(u32::MAX),
+                    packets: u32::try_from(packets).unwrap_or(u32::MAX),
+                    ..Bin::default()
+                })
+                .collect();
+            for b in within_line(&bins, grid.capacity(line_of(iface))) {
+                let e = all.entry(b.index).or_default();
+                e.0 = e.0.saturating_add(b.bytes);
+                e.1 += group.get(&b.index).map_or(0, |g| g.1);
+                e.2 += group.get(&b.index).map_or(0, |g| g.2);
+            }
+        }
+        all.into_iter()
             .map(|(i, (bytes, ce, packets))| AggregateBin {
                 t_ns: grid.bin_start(i as usize),
                 gbps: gbps(bytes, grid.width),
@@ -1293,6 +1323,12 @@ struct Grid {
 }
 
 impl Grid {
+    /// Bytes a link at `line` carries in one bin.
+    fn capacity(&self, line: LineRate) -> u64 {
+        u64::try_from(u128::from(line.bps) * u128::from(self.width) / 8_000_000_000)
+            .unwrap_or(u64::MAX)
+    }
+
     fn bin_start(&self, i: usize) -> u64 {
         self.start
             .saturating_add((i as u64).saturating_mul(self.width))
@@ -1631,7 +1667,9 @@ fn analyse_flow(
     } else {
         model_times(&cnp_ts, opts)
     };
-    let observed = observed_series(&s.bins, grid, |a, b| paused.during(s.priority, a, b));
+    // What the flow sent, bin by bin, as its link could carry it.
+    let bins = within_line(&s.bins, grid.capacity(line));
+    let observed = observed_series(&bins, grid, |a, b| paused.during(s.priority, a, b));
     let mut cuts = Vec::new();
     let (mut model_events, mut min_rc, mut max_alpha) = (0u64, f64::INFINITY, f64::NEG_INFINITY);
     let mut model = Decimator::new(columns);
