@@ -55,20 +55,33 @@ pub fn run(args: &[String]) -> Result<()> {
         .env("ROCETRACE_NOT_RUN_FILE", &not_run)
         .env(PRIVILEGED, "later"))?;
     privileged_tests(&not_run)?;
-    match std::fs::read_to_string(&not_run) {
-        Ok(text) if !text.trim().is_empty() => {
-            eprintln!("xtask: checks this machine cannot run (the tests ran everything else):");
-            for line in text.lines() {
-                eprintln!("  - {line}");
-            }
-        }
-        _ => eprintln!("xtask: every check ran on this machine"),
-    }
+    // A missing file means every check ran.
+    let not_run = std::fs::read_to_string(&not_run).unwrap_or_default();
     if fuzz_seconds > 0 {
         fuzz_task::fuzz(fuzz_seconds, &[])?;
     }
-    eprintln!("xtask: every step passed");
+    eprint!("{}", ending(&not_run));
     Ok(())
+}
+
+/// The last lines of a run that passed, from the checks the tests said they could not run: a run that
+/// left checks out must not end like a full pass, so its last line counts them and points at their list.
+fn ending(not_run: &str) -> String {
+    let lines: Vec<&str> = not_run.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return "xtask: every check ran on this machine\nxtask: every step passed\n".to_owned();
+    }
+    let mut s =
+        "xtask: checks this machine cannot run (the tests ran everything else):\n".to_owned();
+    for line in &lines {
+        s.push_str(&format!("  - {line}\n"));
+    }
+    let n = lines.len();
+    let checks = if n == 1 { "check" } else { "checks" };
+    s.push_str(&format!(
+        "xtask: every step passed, but {n} {checks} did not run here (listed above): not a full pass\n"
+    ));
+    s
 }
 
 /// How the tracer's privileged tests behave (see `tracer/tests/common`): `later` or `required`.
@@ -99,4 +112,35 @@ fn privileged_tests(not_run: &Path) -> Result<()> {
     sh(cmd
         .env("ROCETRACE_NOT_RUN_FILE", not_run)
         .env(PRIVILEGED, "required"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ending;
+
+    #[test]
+    fn a_full_run_ends_as_a_full_pass() {
+        assert_eq!(
+            ending(""),
+            "xtask: every check ran on this machine\nxtask: every step passed\n"
+        );
+    }
+
+    #[test]
+    fn a_run_that_left_checks_out_says_how_many_last() {
+        let text = ending(
+            "the tracer's privileged tests (...): xtask is not root and sudo is missing\nspark: no java\n",
+        );
+        let last = text.lines().last().unwrap();
+        assert_eq!(
+            last,
+            "xtask: every step passed, but 2 checks did not run here (listed above): not a full pass"
+        );
+        assert!(text.contains("  - spark: no java\n"), "{text}");
+        assert!(text.contains("  - the tracer's privileged tests"), "{text}");
+        assert!(
+            ending("one\n")
+                .ends_with("but 1 check did not run here (listed above): not a full pass\n")
+        );
+    }
 }
