@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Result, bail};
 
-use crate::sh;
+use crate::shell::{is_root, sh};
 
 /// Debian packages the tests use: tshark is the differential peer of the decoder; editcap (in
 /// wireshark-common, pulled in by tshark) converts captures; libpcap-dev is linked by the live tracer;
@@ -77,13 +77,6 @@ fn apt_installed(pkg: &str) -> bool {
         .args(["-W", "-f=${Status}", pkg])
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 pub fn ensure_apt(packages: &[&str]) -> Result<()> {

@@ -5,7 +5,7 @@ use std::io::BufWriter;
 
 use anyhow::{Context, Result};
 
-use crate::root;
+use crate::workspace::root;
 
 pub fn run() -> Result<()> {
     let dir = root().join("samples").join("corpus");

@@ -1,12 +1,16 @@
-//! The DCQCN analysis on captures whose sender really was paced by the model: the analysis must find the
-//! pairing, follow the rate, fit back the knobs the sender used, take the knobs the tracer recorded (both ends,
-//! per priority), and leave PFC-paused time out of its comparisons.
+//! The DCQCN analysis on captures of a sender paced by a reaction point: the analysis must find the pairing,
+//! follow the rate, fit back the knobs the sender used, take the knobs the tracer recorded (both ends, per
+//! priority), and leave PFC-paused time out of its comparisons.
+//!
+//! The sender is paced by the simulator's reaction point (`samples::sim::rp`), written apart from the
+//! analyzer's model from the DCQCN description alone, and counting the bytes the sender really sent: were
+//! the sender paced by the model it is then replayed against, the model could never be found wrong here.
 
 use analyzer::analysis::dcqcn::{DcqcnPass, DcqcnReport, FlowDcqcn, FlowId, Options};
 use roce_capture::blocks;
 use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
 use roce_capture::{CaptureReader, LinkType};
-use roce_core::dcqcn::{Event, EventKind, Knobs, Profile, Rp};
+use roce_core::dcqcn::{Event, EventKind, Knobs};
 use roce_core::decode::Decoder;
 use roce_core::line::LineRates;
 use roce_core::passes::pairing::Method;
@@ -14,6 +18,7 @@ use roce_core::passes::pfc::PfcPass;
 use roce_wire::build::Vlan;
 use roce_wire::ext::AethRepr;
 use roce_wire::{BthRepr, ExtHeaders, Opcode};
+use samples::sim::rp::{ByteSource, ReactionPoint, RpKnobs};
 
 const LINE_MBPS: f64 = 100_000.0;
 const PAYLOAD: usize = 4096;
@@ -27,11 +32,25 @@ fn bth(opcode: Opcode, dest_qp: u32, psn: u32) -> BthRepr {
     BthRepr::new(opcode, dest_qp, psn)
 }
 
-/// A sender backlogged for `duration_us`, paced at the model's Rc under `knobs`, with CNPs arriving at
-/// `cnps_us`, an ACK every 16 packets; it sends nothing inside `silent_us` windows (a PFC pause holding it).
+/// Knob values by their sysfs names, as both sides take them: the simulator's reaction point that paces a
+/// [`Sender`], and the analyzer's model when a test tells it the same.
+type Settings = [(&'static str, i64)];
+
+/// The analyzer's knobs for `settings`, the rest at their defaults.
+fn model_knobs(settings: &Settings) -> Knobs {
+    let mut knobs = Knobs::default();
+    for &(name, value) in settings {
+        knobs.set(name, &value.to_string()).unwrap();
+    }
+    knobs
+}
+
+/// A sender backlogged for `duration_us`, paced at the Rc of the simulator's reaction point under `knobs`,
+/// with CNPs arriving at `cnps_us`, an ACK every 16 packets; it sends nothing inside `silent_us` windows (a
+/// PFC pause holding it).
 #[derive(Debug, Clone)]
 struct Sender {
-    knobs: Knobs,
+    knobs: RpKnobs,
     cnps_us: Vec<u64>,
     hosts: (u8, u8),
     duration_us: u64,
@@ -45,9 +64,13 @@ struct Sender {
 }
 
 impl Sender {
-    fn new(knobs: &Knobs, cnps_us: &[u64]) -> Sender {
+    fn new(settings: &Settings, cnps_us: &[u64]) -> Sender {
+        let mut knobs = RpKnobs::default();
+        for &(name, value) in settings {
+            knobs.set(name, value).unwrap();
+        }
         Sender {
-            knobs: knobs.clone(),
+            knobs,
             cnps_us: cnps_us.to_vec(),
             hosts: (1, 2),
             duration_us: 3_000,
@@ -70,7 +93,9 @@ impl Sender {
     /// The frames with their timestamps, in order.
     fn frames(&self) -> Vec<(u64, Vec<u8>)> {
         let (tx, rx) = self.hosts;
-        let mut rp = Rp::new(Profile::ConnectX, &self.knobs, LINE_MBPS).unwrap();
+        // The simulator keeps time in picoseconds.
+        let ps = |ns: u64| ns * 1_000;
+        let mut rp = ReactionPoint::new(&self.knobs, LINE_MBPS, ByteSource::Sent);
         let mut out = Vec::new();
         let payload = vec![0u8; PAYLOAD];
         let mut t = 0u64;
@@ -81,7 +106,7 @@ impl Sender {
             while next_cnp < self.cnps_us.len() && self.cnps_us[next_cnp] * US <= t {
                 let tc = self.cnps_us[next_cnp] * US;
                 if self.rp_on {
-                    rp.on_cnp(tc, &mut sink);
+                    rp.on_cnp(ps(tc), &mut sink);
                 }
                 let cnp = self.frame(
                     rx,
@@ -93,7 +118,7 @@ impl Sender {
                 out.push((T0 + tc, cnp));
                 next_cnp += 1;
             }
-            rp.advance(t, &mut sink);
+            rp.advance(ps(t), &mut sink);
             if let Some(&(_, end)) = self
                 .silent_us
                 .iter()
@@ -110,6 +135,8 @@ impl Sender {
                 &payload,
             );
             let bits = data.len() as f64 * 8.0;
+            // The byte counter counts what the pacer spends of Rc on the frame.
+            rp.on_sent(ps(t), data.len() as u64, &mut sink);
             out.push((T0 + t, data));
             if psn.is_multiple_of(16) {
                 let ack = ExtHeaders {
@@ -130,7 +157,7 @@ impl Sender {
             }
             psn += 1;
             // Pacing gap: the frame's bits at Rc (Mb/s = bits per µs).
-            t += (bits / rp.rc_mbps().min(self.offered_mbps) * 1000.0).ceil() as u64;
+            t += (bits / rp.rate_mbps().min(self.offered_mbps) * 1000.0).ceil() as u64;
         }
         // PFC on priority 3 from the switch: XOFF (the longest pause, refreshed by the XON's end) and XON.
         for &(a, b) in &self.silent_us {
@@ -184,12 +211,11 @@ fn pcapng_with_record(frames: &[(u64, Vec<u8>)], record: serde_json::Value) -> V
 
 /// Two paced flows: hosts 1 → 2 with all of [`CNPS_US`], 3 → 4 with its first three.
 fn two_flows() -> Vec<u8> {
-    let knobs = Knobs::default();
-    let mut frames = Sender::new(&knobs, &CNPS_US).frames();
+    let mut frames = Sender::new(&[], &CNPS_US).frames();
     frames.extend(
         Sender {
             hosts: (3, 4),
-            ..Sender::new(&knobs, &CNPS_US[..3])
+            ..Sender::new(&[], &CNPS_US[..3])
         }
         .frames(),
     );
@@ -258,9 +284,8 @@ fn model_rc_at(f: &FlowDcqcn, t: u64) -> f64 {
 }
 
 #[test]
-fn model_follows_a_sender_paced_by_it() {
-    let knobs = Knobs::default();
-    let report = analyse(Sender::new(&knobs, &CNPS_US).pcap(), &bins20());
+fn model_follows_a_sender_paced_by_the_simulators_reaction_point() {
+    let report = analyse(Sender::new(&[], &CNPS_US).pcap(), &bins20());
     assert_eq!(report.flows.len(), 1, "{:?}", report.unpaired_cnps);
     let f = &report.flows[0];
     assert_eq!(
@@ -324,21 +349,62 @@ fn model_follows_a_sender_paced_by_it() {
 #[test]
 fn fit_recovers_a_different_cut_factor() {
     // The sender used rpg_gd = 10 (cuts by alpha, not alpha/2); the analysis is told the default 11.
-    let mut knobs = Knobs::default();
-    knobs.set("rpg_gd", "10").unwrap();
-    let report = analyse(Sender::new(&knobs, &CNPS_US).pcap(), &bins20());
+    let report = analyse(Sender::new(&[("rpg_gd", 10)], &CNPS_US).pcap(), &bins20());
     let fit = report.flows[0].summary.fit.expect("fitted");
     assert_eq!(fit.rpg_gd, 10, "{fit:?}");
     assert!(fit.error_gbps < fit.given_error_gbps / 2.0, "{fit:?}");
+}
+
+/// The fit's grid (docs/dcqcn.md): alpha gains and cut factors.
+const FIT_GAINS: [u32; 8] = [895, 959, 991, 1007, 1015, 1019, 1021, 1023];
+const FIT_CUTS: std::ops::RangeInclusive<u32> = 9..=13;
+
+/// Senders whose alpha gain lies between two of the grid's. The fit searches the grid by coordinate descent
+/// from the given knobs (docs/dcqcn.md), so what it must report is a grid pair that explains the rate better
+/// than the given knobs, whose error is that pair's own, and that no change of one coordinate improves.
+/// (It need not be the grid's best, nor a neighbour of the sender's gain: gain and cut factor trade off
+/// along a valley, and for 999/11 the descent stops at 1021/12, 1.68 Gb/s, where 991/11 gives 1.19.)
+#[test]
+fn a_gain_between_grid_points_is_fitted_to_a_coordinate_wise_best_of_the_grid() {
+    for (gain, cut) in [(1011, 10), (999, 11)] {
+        let bytes = Sender::new(&[("dce_tcp_g", gain), ("rpg_gd", cut)], &CNPS_US).pcap();
+        let fit = analyse(bytes.clone(), &bins20()).flows[0]
+            .summary
+            .fit
+            .expect("fitted");
+        let sender = format!("sender {gain}/{cut}: {fit:?}");
+        assert!(FIT_GAINS.contains(&fit.dce_tcp_g), "{sender}");
+        assert!(FIT_CUTS.contains(&fit.rpg_gd), "{sender}");
+        assert!(fit.error_gbps < fit.given_error_gbps, "{sender}");
+        // A grid pair's error: the model's when told that pair.
+        let error = |g: u32, gd: u32| {
+            let knobs = model_knobs(&[("dce_tcp_g", g.into()), ("rpg_gd", gd.into())]);
+            let opts = Options { knobs, ..bins20() };
+            let report = analyse(bytes.clone(), &opts);
+            report.flows[0]
+                .summary
+                .fit
+                .expect("fitted")
+                .given_error_gbps
+        };
+        let own = error(fit.dce_tcp_g, fit.rpg_gd);
+        assert!((own - fit.error_gbps).abs() < 1e-9, "{own}, {sender}");
+        for gd in FIT_CUTS {
+            let e = error(fit.dce_tcp_g, gd);
+            assert!(e >= own - 1e-9, "rpg_gd {gd} does better ({e}), {sender}");
+        }
+        for g in FIT_GAINS {
+            let e = error(g, fit.rpg_gd);
+            assert!(e >= own - 1e-9, "dce_tcp_g {g} does better ({e}), {sender}");
+        }
+    }
 }
 
 #[test]
 fn knobs_recorded_in_the_capture_are_the_default() {
     // The tracer records the sender's knobs in a pcapng custom block; the analysis must use them when the user
     // gives none. The sender used rpg_gd = 10.
-    let mut knobs = Knobs::default();
-    knobs.set("rpg_gd", "10").unwrap();
-    let frames = Sender::new(&knobs, &CNPS_US).frames();
+    let frames = Sender::new(&[("rpg_gd", 10)], &CNPS_US).frames();
     let bytes = pcapng_with_knobs(
         &frames,
         serde_json::json!({"eth0/roce_rp/rpg_gd": "10", "eth0/roce_np/cnp_dscp": "48"}),
@@ -360,7 +426,7 @@ fn knobs_recorded_in_the_capture_are_the_default() {
 /// dropped), and reach the report for the checks of the receiver's CNPs.
 #[test]
 fn the_notification_point_knobs_are_read_not_dropped() {
-    let frames = Sender::new(&Knobs::default(), &CNPS_US).frames();
+    let frames = Sender::new(&[], &CNPS_US).frames();
     let bytes = pcapng_with_knobs(
         &frames,
         serde_json::json!({
@@ -390,9 +456,7 @@ fn the_notification_point_knobs_are_read_not_dropped() {
 /// the line rate stood in, so the model climbed past the rate the sender was held to.
 #[test]
 fn a_recorded_rpg_max_rate_caps_the_model() {
-    let mut knobs = Knobs::default();
-    knobs.set("rpg_max_rate", "60000").unwrap();
-    let frames = Sender::new(&knobs, &[100]).frames();
+    let frames = Sender::new(&[("rpg_max_rate", 60_000)], &[100]).frames();
     let bytes = pcapng_with_knobs(
         &frames,
         serde_json::json!({"eth0/roce_rp/rpg_max_rate": "60000"}),
@@ -419,7 +483,7 @@ fn a_flow_whose_rp_is_off_on_its_priority_is_not_cut() {
     let sender = Sender {
         pcp: Some(3),
         rp_on: false,
-        ..Sender::new(&Knobs::default(), &CNPS_US)
+        ..Sender::new(&[], &CNPS_US)
     };
     let bytes = pcapng_with_knobs(
         &sender.frames(),
@@ -437,7 +501,7 @@ fn a_flow_whose_rp_is_off_on_its_priority_is_not_cut() {
     // The same capture on priority 4, where the RP is on: cut as usual.
     let sender = Sender {
         pcp: Some(4),
-        ..Sender::new(&Knobs::default(), &CNPS_US)
+        ..Sender::new(&[], &CNPS_US)
     };
     let bytes = pcapng_with_knobs(
         &sender.frames(),
@@ -454,7 +518,7 @@ fn a_flow_whose_rp_is_off_on_its_priority_is_not_cut() {
 fn a_recovered_flow_congested_again_is_cut_by_half() {
     let sender = Sender {
         duration_us: 8_000,
-        ..Sender::new(&Knobs::default(), &[100, 6_000])
+        ..Sender::new(&[], &[100, 6_000])
     };
     let report = analyse(sender.pcap(), &bins20());
     let f = &report.flows[0];
@@ -490,7 +554,7 @@ fn a_recovered_flow_congested_again_is_cut_by_half() {
 fn pfc_paused_bins_are_left_out_of_the_comparisons() {
     let sender = Sender {
         silent_us: vec![(110, 150)],
-        ..Sender::new(&Knobs::default(), &[100])
+        ..Sender::new(&[], &[100])
     };
     let report = analyse(sender.pcap(), &bins20());
     let f = &report.flows[0];
@@ -555,7 +619,7 @@ fn capture_with_a_far_frame(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
 /// Years between two frames cost the model nothing: a released limiter has no timers to walk.
 #[test]
 fn a_timestamp_years_ahead_costs_the_model_nothing() {
-    let frames = Sender::new(&Knobs::default(), &CNPS_US).frames();
+    let frames = Sender::new(&[], &CNPS_US).frames();
     let opts = Options {
         fit_flows: 1,
         ..Options::default()
@@ -585,7 +649,7 @@ fn a_timestamp_years_ahead_costs_the_model_nothing() {
 fn a_timestamp_at_the_end_of_time_is_survived() {
     // A pcapng timestamp too large for nanoseconds saturates to u64::MAX; every bin edge and window the
     // analysis derives from it must saturate too (the fuzzer found an overflow in the observed cuts).
-    let frames = Sender::new(&Knobs::default(), &CNPS_US).frames();
+    let frames = Sender::new(&[], &CNPS_US).frames();
     let mut ng = PcapngWriter::new(Vec::new(), &SectionInfo::default()).unwrap();
     ng.add_interface(LinkType::ETHERNET, 0, None, None).unwrap();
     for (ts, f) in &frames {
@@ -612,7 +676,7 @@ fn a_timestamp_at_the_end_of_time_is_survived() {
 /// model is the whole one.
 #[test]
 fn the_guard_stops_a_model_out_loud() {
-    let bytes = Sender::new(&Knobs::default(), &CNPS_US).pcap();
+    let bytes = Sender::new(&[], &CNPS_US).pcap();
     let (whole, w_events) = analyse_with_events(bytes.clone(), &Options::default());
     let w = events_of(&w_events, &whole.flows[0]);
     assert!(w.len() > 20);
@@ -636,7 +700,7 @@ fn the_guard_stops_a_model_out_loud() {
 
 #[test]
 fn a_fixed_bin_too_fine_for_the_span_widens_instead_of_failing() {
-    let frames = Sender::new(&Knobs::default(), &CNPS_US).frames();
+    let frames = Sender::new(&[], &CNPS_US).frames();
     let opts = Options {
         bin_ns: Some(10_000),
         ..Options::default()
@@ -664,7 +728,7 @@ fn the_model_series_is_decimated_per_column_without_losing_what_a_chart_shows() 
     cnps.extend([9_000, 9_003, 20_000, 20_050]);
     let sender = Sender {
         duration_us: 40_000,
-        ..Sender::new(&Knobs::default(), &cnps)
+        ..Sender::new(&[], &cnps)
     };
     let (report, events) = analyse_with_events(sender.pcap(), &bins20());
     let f = &report.flows[0];
@@ -839,7 +903,7 @@ fn the_report_writes_every_model_event_on_request() {
 /// model once, from one tap, which the report names; the model is the one-tap model.
 #[test]
 fn cnps_seen_at_two_taps_are_counted_once() {
-    let frames = Sender::new(&Knobs::default(), &CNPS_US).frames();
+    let frames = Sender::new(&[], &CNPS_US).frames();
     let mut w = PcapngWriter::new(Vec::new(), &SectionInfo::default()).unwrap();
     w.add_interface(LinkType::ETHERNET, 65535, Some("in"), None)
         .unwrap();
@@ -864,12 +928,12 @@ fn cnps_seen_at_two_taps_are_counted_once() {
 
 /// Knobs and CNPs that squeeze the model under 1 Gb/s and keep it there (clamp_tgt_rate: every cut also lowers
 /// the target, so only the additive steps raise it): fewer than one 4 KiB frame per 10 µs bin.
-fn squeezed() -> (Knobs, Vec<u64>) {
-    let mut knobs = Knobs::default();
-    knobs.set("clamp_tgt_rate", "1").unwrap();
-    // Eight CNPs within one alpha update: alpha stays near 1 and each cut about halves Rc, to 0.7 Gb/s;
-    // the additive steps bring it back to 1.3 Gb/s in 6 ms.
-    (knobs, (0..8).map(|i| 100 + 5 * i).collect())
+const SQUEEZE: &Settings = &[("clamp_tgt_rate", 1)];
+
+/// [`SQUEEZE`]'s CNPs: eight within one alpha update, so alpha stays near 1 and each cut about halves Rc, to
+/// 0.7 Gb/s; the additive steps bring it back to 1.3 Gb/s in 6 ms.
+fn squeezing_cnps() -> Vec<u64> {
+    (0..8).map(|i| 100 + 5 * i).collect()
 }
 
 fn bins10() -> Options {
@@ -885,13 +949,12 @@ fn bins10() -> Options {
 /// says.
 #[test]
 fn a_sender_paced_below_a_frame_per_bin_is_not_above_its_model() {
-    let (knobs, cnps) = squeezed();
     let sender = Sender {
         duration_us: 6_000,
-        ..Sender::new(&knobs, &cnps)
+        ..Sender::new(SQUEEZE, &squeezing_cnps())
     };
     let opts = Options {
-        knobs: knobs.clone(),
+        knobs: model_knobs(SQUEEZE),
         ..bins10()
     };
     let report = analyse(sender.pcap(), &opts);
@@ -929,12 +992,11 @@ fn a_sender_paced_below_a_frame_per_bin_is_not_above_its_model() {
 #[test]
 fn a_slow_sender_that_ignores_its_cnps_is_still_found() {
     use analyzer::analysis::{self as pipeline, PipelineOptions};
-    let (knobs, cnps) = squeezed();
     let sender = Sender {
         duration_us: 6_000,
         rp_on: false,
         offered_mbps: 2_000.0,
-        ..Sender::new(&knobs, &cnps)
+        ..Sender::new(SQUEEZE, &squeezing_cnps())
     };
     let bytes = pcapng_with_knobs(
         &sender.frames(),
@@ -972,7 +1034,7 @@ fn a_hosts_enable_knobs_speak_for_that_host_only() {
     let sender = Sender {
         pcp: Some(3),
         rp_on: false,
-        ..Sender::new(&Knobs::default(), &CNPS_US)
+        ..Sender::new(&[], &CNPS_US)
     };
     let record = |addr: &str| {
         serde_json::json!({"ts_ns": 0, "captured": ["eth0"],
@@ -1009,7 +1071,7 @@ fn a_hosts_enable_knobs_speak_for_that_host_only() {
 /// it, and says so.
 #[test]
 fn a_flows_model_runs_with_its_senders_own_knobs() {
-    let sender = Sender::new(&Knobs::default(), &[100]);
+    let sender = Sender::new(&[], &[100]);
     let record = serde_json::json!({"ts_ns": 0, "captured": ["eth1"],
         "knobs": {"eth0/roce_rp/rpg_gd": "11", "eth1/roce_rp/rpg_gd": "9"},
         "addrs": {"eth0": ["10.0.0.1"], "eth1": ["10.0.0.2"]}});

@@ -27,6 +27,7 @@ mod report;
 mod report_font;
 mod samples_truth;
 mod spark;
+mod svg;
 mod trace;
 mod tracer_blocks;
 mod tshark_diff;

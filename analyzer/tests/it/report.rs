@@ -1,10 +1,12 @@
-//! `report`: the directory it writes, the page's self-containment and escaping, one chart against a
-//! snapshot, and the page as a real browser shows it (headless Chromium).
+//! `report`: the directory it writes, the page's self-containment and escaping, what the charts show (read
+//! back from their SVG and held against the analysis, and two of them against snapshots), and the page as a
+//! real browser shows it (headless Chromium).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::workspace;
+use crate::svg::{self, Svg};
 use analyzer::analysis::dcqcn::Options;
 use analyzer::analysis::findings::{Finding, Severity};
 use analyzer::analysis::{self as pipeline, Analysis, PipelineOptions};
@@ -230,32 +232,187 @@ fn many_flows_chart_the_worst_and_table_the_rest() {
     assert!(html.contains("more flows"), "the table summarizes the rest");
 }
 
+/// Two pixels: plotters rounds every coordinate to a whole pixel, and the tick labels it is read back
+/// through are rounded too.
+fn near(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 2.0
+}
+
+/// The page's time axis for an analysed capture.
+fn axis_of(a: &Analysis) -> TimeAxis {
+    let cap = &a.stats.capture;
+    TimeAxis::new(cap.first_ns.unwrap(), cap.duration_ns)
+}
+
 /// The CNP-rate chart of incast_dcqcn, as SVG. Nothing in it depends on time or paths, so nothing needs
-/// redacting; a change here is a change in what the chart shows.
+/// redacting; a change here is a change in what the chart shows. Before the snapshot, what it must show is
+/// read back from the drawing: each charted flow's line, summed over its bins, holds that flow's CNPs.
 #[test]
 fn cnp_rate_chart_snapshot() {
     let inputs = inputs("incast_dcqcn", 25);
-    let cap = &inputs.stats.capture;
-    let axis = TimeAxis::new(cap.first_ns.unwrap(), cap.duration_ns);
+    let axis = axis_of(&inputs);
     let shown: Vec<_> = inputs.dcqcn.flows.iter().take(8).collect();
     let chart = analyzer::output::report::cnp_rate_chart(&inputs.dcqcn, &shown, &axis).unwrap();
     let svg = charts::to_svg(&chart).unwrap();
     assert!(svg.starts_with("<svg"));
+    let drawn = Svg::parse(&svg);
+    let (x, y) = (drawn.x_scale(), drawn.y_scale());
+    // The x axis counts in the axis's unit, the y axis in CNPs per millisecond.
+    let origin = inputs.stats.capture.first_ns.unwrap();
+    let units_per_ms = axis.x(origin + 1_000_000) - axis.x(origin);
+    assert!(shown.len() > 1, "a chart of several flows");
+    for (i, f) in shown.iter().enumerate() {
+        let line = drawn.line(&format!("flow {}", i + 1));
+        let (first, last) = (line[0].0, line[line.len() - 1].0);
+        let bin_ms = (x.value(last) - x.value(first)) / (line.len() - 1) as f64 / units_per_ms;
+        let cnps: f64 = line.iter().map(|p| (y.value(p.1) * bin_ms).round()).sum();
+        assert_eq!(
+            cnps as usize,
+            f.cnp_ts_ns.len(),
+            "flow {}: the CNPs its line holds",
+            i + 1
+        );
+    }
+    let all = format!("all {} flows", inputs.dcqcn.flows.len());
+    assert!(drawn.texts().contains(&all.as_str()), "{:?}", drawn.texts());
     insta::assert_snapshot!("cnp_rate_incast_dcqcn", svg);
 }
 
+/// The page's per-flow charts of incast_dcqcn, read back from the SVG inlined in index.html: one tick at
+/// the time of every CNP the flow received, the count in the legend, the model's Rc line through every
+/// point of the model (starting at the line rate), and the observed line through every busy bin.
+#[test]
+fn flow_charts_show_every_cnp_and_the_model_where_it_is() {
+    let (dir, analysis) = report("incast_dcqcn", 25, &[]);
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    let axis = axis_of(&analysis);
+    let d = &analysis.dcqcn;
+    let flow_charts: Vec<(String, String)> = svg::figures(&html)
+        .into_iter()
+        .filter(|(caption, _)| caption.starts_with("Flow "))
+        .collect();
+    assert_eq!(
+        flow_charts.len(),
+        d.flows.len().min(analyzer::output::report::MAX_FLOW_CHARTS)
+    );
+    for (caption, chart) in &flow_charts {
+        let f = d
+            .flows
+            .iter()
+            .find(|f| {
+                let s = &f.summary;
+                caption.contains(&format!(
+                    "{} → {} QP {:#x}",
+                    s.sender, s.receiver, s.receiver_qp
+                ))
+            })
+            .unwrap_or_else(|| panic!("no flow for the chart {caption:?}"));
+        let drawn = Svg::parse(chart);
+        let (x, y) = (drawn.x_scale(), drawn.y_scale());
+
+        let cnps = f.cnp_ts_ns.to_vec();
+        assert!(!cnps.is_empty(), "{caption}: a charted flow has CNPs");
+        let legend = format!("CNP ({})", f.summary.cnps);
+        let mut ticks: Vec<f64> = drawn
+            .shapes(&legend, "polyline")
+            .iter()
+            .map(|t| t.points()[0].0)
+            .collect();
+        assert_eq!(ticks.len(), cnps.len(), "{caption}: one tick per CNP");
+        assert_eq!(f.summary.cnps, cnps.len() as u64, "{caption}");
+        ticks.sort_by(f64::total_cmp);
+        for (tick, t) in ticks.iter().zip(&cnps) {
+            let want = x.pixel(axis.x(*t));
+            assert!(
+                near(*tick, want),
+                "{caption}: a CNP at {want} drawn at {tick}"
+            );
+        }
+
+        let rc = drawn.line("model Rc");
+        assert!(
+            near(rc[0].1, y.pixel(d.line_gbps)),
+            "{caption}: Rc starts at the line rate"
+        );
+        assert!(!f.model.is_empty(), "{caption}: the model acted");
+        for m in &f.model {
+            let want = (x.pixel(axis.x(m.t_ns)), y.pixel(m.rc_gbps));
+            assert!(
+                rc.iter().any(|p| near(p.0, want.0) && near(p.1, want.1)),
+                "{caption}: the model's Rc {} Gb/s at {} ns is not on the line",
+                m.rc_gbps,
+                m.t_ns
+            );
+        }
+
+        let observed_label = drawn
+            .texts()
+            .into_iter()
+            .find(|t| t.starts_with("observed ("))
+            .unwrap_or_else(|| panic!("{caption}: no observed line in the legend"))
+            .to_string();
+        let observed = drawn.line(&observed_label);
+        assert_eq!(
+            observed.len(),
+            f.observed.len(),
+            "{caption}: one point per busy bin"
+        );
+        for (p, o) in observed.iter().zip(&f.observed) {
+            let want = (x.pixel(axis.x(o.t_ns + d.bin_ns / 2)), y.pixel(o.gbps));
+            assert!(
+                near(p.0, want.0) && near(p.1, want.1),
+                "{caption}: the bin at {} ns ({} Gb/s) drawn at {p:?}, not {want:?}",
+                o.t_ns,
+                o.gbps
+            );
+        }
+    }
+}
+
+/// The pause timeline of pfc_storm_hol, against a snapshot, after what it must show is read back from
+/// the drawing: a lane per pausing source and priority, a box per pause interval from its start to its
+/// end in its source's lane, and an outline per storm.
 #[test]
 fn pause_timeline_snapshot() {
     let inputs = inputs("pfc_storm_hol", 25);
-    let cap = &inputs.stats.capture;
-    let axis = TimeAxis::new(cap.first_ns.unwrap(), cap.duration_ns);
+    let axis = axis_of(&inputs);
     let (chart, _) = analyzer::output::report::pause_timeline(&inputs.pauses, &axis);
     let chart = chart.expect("the sample pauses");
     assert!(matches!(chart, Chart::Timeline(_)));
-    insta::assert_snapshot!(
-        "pfc_timeline_pfc_storm_hol",
-        charts::to_svg(&chart).unwrap()
-    );
+    let svg = charts::to_svg(&chart).unwrap();
+    let drawn = Svg::parse(&svg);
+    let x = drawn.x_scale();
+    let p = &inputs.pauses;
+    // (start, end, source MAC, priority) of each interval and each storm.
+    let intervals: Vec<_> = (p.intervals.iter())
+        .map(|i| (i.start_ns, i.end_ns, i.src_mac.as_str(), i.priority))
+        .collect();
+    let storms: Vec<_> = (p.storms.iter())
+        .map(|s| (s.start_ns, s.end_ns, s.src_mac.as_str(), s.priority))
+        .collect();
+    for (legend, wanted) in [("paused", intervals), ("storm", storms)] {
+        let shapes = drawn.shapes(legend, "rect");
+        assert!(!wanted.is_empty(), "the sample has {legend} spans");
+        assert_eq!(shapes.len(), wanted.len(), "one {legend} shape each");
+        for &(start, end, mac, prio) in &wanted {
+            // Its lane: the label naming its source and priority, whose row the shape must cross.
+            let prio = prio.map_or("PAUSE".to_string(), |p| format!("prio {p}"));
+            let row = drawn
+                .named("text")
+                .find(|t| t.text.contains(mac) && t.text.contains(&prio))
+                .unwrap_or_else(|| panic!("no lane for {mac} {prio}: {:?}", drawn.texts()))
+                .num("y");
+            let (from, to) = (x.pixel(axis.x(start)), x.pixel(axis.x(end)));
+            assert!(
+                shapes.iter().any(|b| {
+                    let (a, z) = b.x_extent();
+                    near(a, from) && near(z, to) && b.spans_row(row)
+                }),
+                "no {legend} shape from {from} to {to} in the lane of {mac} {prio}"
+            );
+        }
+    }
+    insta::assert_snapshot!("pfc_timeline_pfc_storm_hol", svg);
 }
 
 fn require_chromium() -> PathBuf {

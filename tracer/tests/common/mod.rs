@@ -166,6 +166,18 @@ impl Netns {
         v[0]["ifindex"].as_u64().expect("ifindex") as u32
     }
 
+    /// Frames `dev` has received so far, as the kernel counts them.
+    pub fn rx_packets(&self, dev: &str) -> u64 {
+        let out = Command::new("ip")
+            .args(["-n", &self.name, "-s", "-j", "link", "show", dev])
+            .output()
+            .expect("run ip");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ip -j output");
+        v[0]["stats64"]["rx"]["packets"]
+            .as_u64()
+            .expect("rx packets")
+    }
+
     /// A command run inside the namespace.
     pub fn cmd(&self, prog: &str) -> Command {
         let mut c = Command::new("ip");
@@ -285,13 +297,27 @@ impl Drop for Netns {
     }
 }
 
+/// Waits until `done` holds, polling; `secs` is a cap that only catches a hang, and `what` says what never
+/// happened when it fires.
+pub fn wait_until(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {secs} s, the cap on a hang"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Sends `sig` to the tracer. `ip netns exec` runs it as its own child in the same process, so the pid is
 /// the tracer's.
 pub fn signal(child: &Child, sig: &str) {
     run_ok(Command::new("kill").args([&format!("-{sig}"), &child.id().to_string()]));
 }
 
-/// Waits for the tracer's exit, at most `secs` seconds.
+/// Waits for the tracer's exit. `secs` is a cap that only catches a hang: a test that proves the tracer
+/// does not wait for something makes that something take longer than the cap.
 pub fn wait(child: Child, secs: u64) -> Output {
     let deadline = Instant::now() + Duration::from_secs(secs);
     let mut child = child;
@@ -303,7 +329,7 @@ pub fn wait(child: Child, secs: u64) -> Output {
             let _ = child.kill();
             let out = child.wait_with_output().expect("output");
             panic!(
-                "roce-tracer did not exit within {secs} s: {}",
+                "roce-tracer did not exit within {secs} s, the cap on a hang: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
         }

@@ -5,18 +5,21 @@
 //! port to the receiver queues and marks; one capturing host taps the four senders' links, another (its
 //! clock 3 ms ahead and 10 ppm fast) the receiver's. Each data packet is seen twice, its ACK twice. The
 //! command runs on the bench's cores (all by default, core 0 with `--one-core`; `hops` reads and matches on
-//! two threads when it has two cores), timed like `cargo xtask bench` (median of three, peak RSS), and its
-//! CPU time (user + sys) is kept too: on a machine shared with other builds the wall time measures the load as
+//! two threads when it has two cores), timed like `cargo xtask bench` (median of three, peak RSS), and the
+//! same runs' CPU time (user + sys) is kept too: on a machine shared with other builds the wall time measures the load as
 //! much as the pass, the CPU time much less so.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use samples::sim::{self, scenario::Scenario};
 
-use crate::bench::{build_release_analyzer, path, splice, time_once, wrapper_overhead};
-use crate::{root, target_dir};
+use super::benchmarks_md;
+use super::inputs::{build_release_analyzer, release_analyzer};
+use super::machine::load_average;
+use super::measure::{Run, cores, cores_note, path, run_on, time_once, wrapper_overhead};
+use crate::workspace::target_dir;
 
 fn scenario(duration_us: u64) -> String {
     let mut s = format!(
@@ -38,22 +41,9 @@ fn scenario(duration_us: u64) -> String {
     s
 }
 
-pub fn run(args: &[String]) -> Result<()> {
-    let mut duration_us = 800_000;
-    let mut it = args.iter().filter(|a| *a != "--hops");
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--us" => {
-                duration_us = it
-                    .next()
-                    .and_then(|s| s.parse().ok())
-                    .context("--us needs a number of µs")?
-            }
-            other => anyhow::bail!("unknown option {other:?} for bench --hops"),
-        }
-    }
+pub fn run(duration_us: u64) -> Result<()> {
     build_release_analyzer(&[])?;
-    let analyzer = target_dir().join("release").join("roce-analyzer");
+    let analyzer = release_analyzer();
     let dir = target_dir()
         .join("bench")
         .join(format!("hops-{duration_us}"));
@@ -80,19 +70,19 @@ pub fn run(args: &[String]) -> Result<()> {
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     time_once(&argv, 0.0)?; // warm the page cache
     let overhead = wrapper_overhead()?;
-    let mut runs = Vec::new();
-    let mut cpu = Vec::new();
+    let mut runs: Vec<Run> = Vec::new();
     for _ in 0..3 {
-        runs.push(time_once(&argv, overhead)?);
-        cpu.push(cpu_once(&argv)?);
+        runs.push(run_on(cores(), &argv, overhead, Stdio::inherit())?);
     }
-    runs.sort_by(|x, y| x.0.total_cmp(&y.0));
-    cpu.sort_by(f64::total_cmp);
-    let (secs, _) = runs[1];
-    let cpu = cpu[1];
-    let rss = runs.iter().map(|r| r.1).fold(0.0, f64::max);
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .ok()
+    let median = |of: fn(&Run) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(of).collect();
+        v.sort_by(f64::total_cmp);
+        v[1]
+    };
+    let secs = median(|r| r.wall);
+    let cpu = median(|r| r.cpu);
+    let rss = runs.iter().map(|r| r.rss_mb).fold(0.0, f64::max);
+    let load = load_average()
         .and_then(|l| l.split_whitespace().next().map(String::from))
         .unwrap_or_else(|| "?".into());
     let body = format!(
@@ -103,34 +93,10 @@ pub fn run(args: &[String]) -> Result<()> {
          | what | frames (all taps) | seconds | frames/s | CPU s (user+sys) | frames per CPU s | peak RSS MB | command |\n\
          |---|---:|---:|---:|---:|---:|---:|---|\n\
          | roce-analyzer hops --json | {frames} | {secs:.3} | {:.2e} | {cpu:.3} | {:.2e} | {rss:.1} | `roce-analyzer hops --json hops_bench.pcapng hops_bench.rx.pcapng` |\n",
-        crate::bench::cores_note(),
+        cores_note(),
         frames as f64 / secs,
         frames as f64 / cpu
     );
     println!("{body}");
-    let md = root().join("BENCHMARKS.md");
-    let old = std::fs::read_to_string(&md).unwrap_or_default();
-    std::fs::write(&md, splice(&old, "hops", &body))?;
-    eprintln!("xtask: updated {}", md.display());
-    Ok(())
-}
-
-/// The CPU time (user + sys) of one run on the bench's cores, as `/usr/bin/time` reports it.
-fn cpu_once(argv: &[&str]) -> Result<f64> {
-    let out = Command::new("/usr/bin/time")
-        .args(["-f", "%U %S", "taskset", "-c", crate::bench::cores()])
-        .args(argv)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .with_context(|| format!("running {}", argv.join(" ")))?;
-    anyhow::ensure!(out.status.success(), "{} failed", argv.join(" "));
-    let text = String::from_utf8_lossy(&out.stderr);
-    let last = text.lines().last().unwrap_or_default();
-    let secs: Vec<f64> = last
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    anyhow::ensure!(secs.len() == 2, "unexpected /usr/bin/time output {last:?}");
-    Ok(secs[0] + secs[1])
+    benchmarks_md::update("hops", &body, "")
 }

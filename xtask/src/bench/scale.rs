@@ -12,15 +12,18 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use roce_capture::LinkType;
 use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
 use samples::bulk::{self, BulkSpec, FrameSink};
 
-use crate::bench::{
-    build_release_analyzer, path, splice, time_once, time_once_keeping_stderr, wrapper_overhead,
+use super::benchmarks_md;
+use super::inputs::{build_release_analyzer, release_analyzer};
+use super::measure::{
+    cores_note, dir_mb, path, time_once, time_once_keeping_stderr, wrapper_overhead,
 };
-use crate::{install, root, target_dir};
+use crate::install;
+use crate::workspace::target_dir;
 
 /// How one file of the rotation is stored.
 #[derive(Debug, Clone, Copy)]
@@ -173,20 +176,6 @@ fn counts_of(dir: &Path) -> String {
         .to_string()
 }
 
-fn dir_mb(dir: &Path) -> Result<f64> {
-    let mut total = 0u64;
-    for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let e = e?;
-        let m = e.metadata()?;
-        total += if m.is_dir() {
-            (dir_mb(&e.path())? * 1e6) as u64
-        } else {
-            m.len()
-        };
-    }
-    Ok(total as f64 / 1e6)
-}
-
 /// One measured command.
 struct Row {
     what: String,
@@ -270,23 +259,7 @@ const STATS3: &str = "stats, 3 files";
 const REPORT3: &str = "report, 3 files";
 const REPORT1: &str = "report, first file";
 
-pub fn run(args: &[String]) -> Result<()> {
-    let mut per_file = 5_000_000u64;
-    let mut long = false;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--scale" => {}
-            "--long" => long = true,
-            "--per-file" => {
-                per_file = it
-                    .next()
-                    .and_then(|s| s.parse().ok())
-                    .context("--per-file needs a number")?
-            }
-            other => bail!("unknown option {other:?} for bench --scale"),
-        }
-    }
+pub fn run(per_file: u64, long: bool) -> Result<()> {
     install::ensure_apt(&["time"])?;
     build_release_analyzer(&[])?;
     let base = target_dir().join("bench");
@@ -296,7 +269,7 @@ pub fn run(args: &[String]) -> Result<()> {
         per_file,
     )?;
     let mut b = Bench {
-        analyzer: path(&target_dir().join("release").join("roce-analyzer")),
+        analyzer: path(&release_analyzer()),
         overhead: wrapper_overhead()?,
         rows: Vec::new(),
         warnings: Vec::new(),
@@ -333,11 +306,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let _ = std::fs::remove_dir_all(&out);
     let text = render(&b, per_file, &base, &long_rows)?;
     println!("{text}");
-    let md = root().join("BENCHMARKS.md");
-    let old = std::fs::read_to_string(&md).unwrap_or_default();
-    std::fs::write(&md, splice(&old, "scale", &text))?;
-    eprintln!("xtask: updated {}", md.display());
-    Ok(())
+    benchmarks_md::update("scale", &text, "")
 }
 
 fn render(b: &Bench, per_file: u64, base: &Path, long_rows: &[String]) -> Result<String> {
@@ -358,7 +327,7 @@ fn render(b: &Bench, per_file: u64, base: &Path, long_rows: &[String]) -> Result
         per_file,
         sizes.join(", "),
         counts_of(&dir),
-        crate::bench::cores_note()
+        cores_note()
     ));
     s.push_str("| what | frames | seconds | M frames/s | peak RSS MB | report dir MB |\n");
     s.push_str("|---|---:|---:|---:|---:|---:|\n");

@@ -8,12 +8,18 @@
 //! rate is given with and without it.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use anyhow::{Result, bail};
+use samples::bulk::BulkSpec;
 
-use crate::bench::{bulk_capture, bulk_spec, cpu_model, path, splice};
-use crate::{install, root, sh, target_dir};
+use super::benchmarks_md;
+use super::inputs::{build_release_analyzer, bulk_capture, release_analyzer};
+use super::machine::{cores_of_cpu, load_average};
+use super::measure::{Run, dir_mb, path, run_on};
+use crate::install;
+use crate::shell::sh;
+use crate::workspace::{root, target_dir};
 
 /// The `spark-submit` inside the PySpark package that the machine's Python or the install's venv imports.
 fn spark_submit() -> Result<String> {
@@ -37,18 +43,14 @@ fn spark_submit() -> Result<String> {
     )
 }
 
-pub fn run(args: &[String]) -> Result<()> {
-    let spec = bulk_spec(args, "bench --spark")?;
+pub fn run(frames: u64) -> Result<()> {
+    let spec = BulkSpec {
+        frames,
+        ..BulkSpec::default()
+    };
     let submit = spark_submit()?;
-    sh(Command::new("cargo").args([
-        "build",
-        "--release",
-        "-p",
-        "analyzer",
-        "--bin",
-        "roce-analyzer",
-    ]))?;
-    let a = path(&target_dir().join("release/roce-analyzer"));
+    build_release_analyzer(&[])?;
+    let a = path(&release_analyzer());
     let file = bulk_capture(&spec)?;
     let f = path(&file);
     let work = target_dir().join("bench/spark");
@@ -60,7 +62,7 @@ pub fn run(args: &[String]) -> Result<()> {
     std::fs::create_dir_all(&work)?;
     // Warm the page cache, as the analyzer bench does.
     cpu_once(&[&a, "stats", &f])?;
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load_average().unwrap_or_default();
     eprintln!("xtask: measuring stats");
     let stats = median_of_3(&[&a, "stats", &f])?;
     eprintln!("xtask: measuring decode --parquet");
@@ -82,7 +84,7 @@ pub fn run(args: &[String]) -> Result<()> {
         &small,
         &f,
     ]))?;
-    let spark = |dataset: &str| -> Result<Cpu> {
+    let spark = |dataset: &str| -> Result<Run> {
         eprintln!("xtask: spark-submit --master local[1] on {dataset}");
         cpu_once(&[
             &submit,
@@ -103,7 +105,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let job_run = spark(&ds)?;
     let n = spec.frames as f64;
     let job_cpu = (job_run.cpu - startup.cpu).max(0.001);
-    let row = |what: &str, c: &Cpu| {
+    let row = |what: &str, c: &Run| {
         format!(
             "| {what} | {:.2} | {:.2e} | {:.2} | {:.2e} | {:.0} |\n",
             c.wall,
@@ -114,7 +116,7 @@ pub fn run(args: &[String]) -> Result<()> {
         )
     };
     let report = format!(
-        "Machine: {} cores of {}, load average {} at the start (other work shares the cores: wall time \
+        "Machine: {}, load average {} at the start (other work shares the cores: wall time \
          stretches with it, CPU time much less, so frames/s is given for both); every command pinned to core \
          0 (`taskset -c 0`) unless its row says otherwise, warm page cache. `stats` and `decode --parquet`: the run of median wall time of \
          3; the Spark job: one run (`spark-submit --master local[1]`, PySpark {}, {}).\n\n\
@@ -126,12 +128,8 @@ pub fn run(args: &[String]) -> Result<()> {
          excluded), and `decode --parquet` {:.1}× fewer; a cluster makes the job's share up with cores (its work \
          divides over the row groups, one task each; its shuffles carry one row per flow, pause source or \
          distinct packet, and one per request packet for the PSN analysis).\n",
-        std::thread::available_parallelism().map_or(0, |c| c.get()),
-        cpu_model(),
-        load.split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" "),
+        cores_of_cpu(),
+        load,
         install::PYSPARK.trim_start_matches("pyspark=="),
         java_version(),
         spec.frames,
@@ -158,21 +156,11 @@ pub fn run(args: &[String]) -> Result<()> {
         (n / stats.cpu) / (n / written.cpu),
     );
     println!("{report}");
-    let md = root().join("BENCHMARKS.md");
-    let old = std::fs::read_to_string(&md).unwrap_or_default();
-    let old = if old.contains("<!-- bench:spark -->") {
-        old
-    } else {
-        format!(
-            "{}\n\n## Many collectors: `cargo xtask bench --spark`\n\nHow: docs/spark.md's dataset writer and Spark \
-             job against `stats`, on the analyzer bench's capture (see the module comment of \
-             xtask/src/bench_spark.rs for what one local-mode core stands for).\n",
-            old.trim_end()
-        )
-    };
-    std::fs::write(&md, splice(&old, "spark", &report))?;
+    let intro = "## Many collectors: `cargo xtask bench --spark`\n\nHow: docs/spark.md's dataset writer and \
+                 Spark job against `stats`, on the analyzer bench's capture (see the module comment of \
+                 xtask/src/bench/spark.rs for what one local-mode core stands for).\n";
+    benchmarks_md::update("spark", &report, intro)?;
     let _ = std::fs::remove_dir_all(&work);
-    eprintln!("xtask: updated {}", md.display());
     Ok(())
 }
 
@@ -190,73 +178,29 @@ fn java_version() -> String {
         .unwrap_or_else(|| "java".into())
 }
 
-/// Megabytes of the files under `dir`.
-fn dir_mb(dir: &std::path::Path) -> Result<f64> {
-    let mut total = 0u64;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d)? {
-            let e = e?;
-            if e.file_type()?.is_dir() {
-                stack.push(e.path());
-            } else {
-                total += e.metadata()?.len();
-            }
-        }
-    }
-    Ok(total as f64 / 1e6)
-}
-
-/// One run's wall seconds, CPU seconds (user + system, all threads) and peak RSS.
-struct Cpu {
-    wall: f64,
-    cpu: f64,
-    rss_mb: f64,
-}
-
-/// Runs `argv` on core 0 under GNU time, stdout to /dev/null.
-fn cpu_once(argv: &[&str]) -> Result<Cpu> {
-    cpu_once_on("0", argv)
-}
-
-/// Runs `argv` on the listed cores (`taskset -c` syntax) under GNU time, stdout to /dev/null.
-fn cpu_once_on(cores: &str, argv: &[&str]) -> Result<Cpu> {
-    let timing = std::env::temp_dir().join("rocetrace-bench-spark-time.txt");
-    let status = Command::new("/usr/bin/time")
-        .args(["-f", "%e %U %S %M", "-o"])
-        .arg(&timing)
-        .args(["taskset", "-c", cores])
-        .args(argv)
-        .stdout(std::process::Stdio::null())
-        .status()?;
-    if !status.success() {
-        bail!("{} failed ({status})", argv.join(" "));
-    }
-    let text = std::fs::read_to_string(&timing)?;
-    let v: Vec<f64> = text
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let [wall, user, sys, kb] = v[..] else {
-        bail!("unexpected GNU time output {text:?}");
-    };
-    Ok(Cpu {
-        wall: wall.max(0.01),
-        cpu: (user + sys).max(0.01),
-        rss_mb: kb / 1024.0,
+/// Runs `argv` on the listed cores (`taskset -c` syntax), stdout to /dev/null. Nothing is subtracted for
+/// the wrappers' start: these runs take seconds.
+fn cpu_once_on(cores: &str, argv: &[&str]) -> Result<Run> {
+    let run = run_on(cores, argv, 0.0, Stdio::inherit())?;
+    Ok(Run {
+        wall: run.wall.max(0.01),
+        cpu: run.cpu.max(0.01),
+        rss_mb: run.rss_mb,
     })
 }
 
+/// Runs `argv` on core 0.
+fn cpu_once(argv: &[&str]) -> Result<Run> {
+    cpu_once_on("0", argv)
+}
+
 /// The run of median wall time of three, on core 0.
-fn median_of_3(argv: &[&str]) -> Result<Cpu> {
+fn median_of_3(argv: &[&str]) -> Result<Run> {
     median_of_3_on("0", argv)
 }
 
 /// The run of median wall time of three, on the listed cores.
-fn median_of_3_on(cores: &str, argv: &[&str]) -> Result<Cpu> {
+fn median_of_3_on(cores: &str, argv: &[&str]) -> Result<Run> {
     let mut runs = vec![
         cpu_once_on(cores, argv)?,
         cpu_once_on(cores, argv)?,
