@@ -35,6 +35,7 @@ use roce_core::passes::pairing::{Pairing, PairingPass};
 use roce_core::passes::pfc::PfcPass;
 use roce_core::passes::{Stats, StatsReport};
 use roce_core::priority::PriorityMap;
+use roce_core::processes;
 use roce_core::recorded as blocks;
 use roce_core::text::escape_control as escape;
 use roce_core::units;
@@ -509,7 +510,7 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
         } else {
             Some(pair_flows(&a.input)?)
         };
-        Some(blocks::KernelSummary::of(&kernel, &report.flows, &|f| {
+        Some(processes::KernelSummary::of(&kernel, &report.flows, &|f| {
             let key = FlowKey {
                 src: f.src,
                 dst: f.dst,
@@ -520,7 +521,7 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
                 .and_then(|p| p.sender_qp(&key))
                 .map(|(q, method)| (q, method.key().to_string()))
                 .or_else(|| {
-                    blocks::reverse_flow_qp(&report.flows, f)
+                    processes::reverse_flow_qp(&report.flows, f)
                         .map(|q| (q, "reverse_flow".to_string()))
                 })
         }))
@@ -583,7 +584,7 @@ struct StatsJson<'a> {
 #[derive(serde::Serialize)]
 struct KernelJson<'a> {
     #[serde(flatten)]
-    summary: &'a blocks::KernelSummary,
+    summary: &'a processes::KernelSummary,
     events: &'a [blocks::KernelEvent],
 }
 

@@ -9,6 +9,7 @@ use crate::output::empty;
 use roce_capture::blocks::records::IpDrops;
 use roce_core::line::describe_lines;
 use roce_core::passes::StatsReport;
+use roce_core::processes;
 use roce_core::recorded as blocks;
 use roce_core::text::escape_control as esc;
 use roce_core::units::fmt_rate;
@@ -235,7 +236,7 @@ pub(crate) fn table(out: &mut impl Write, header: &[&str], rows: &[Vec<String>])
 /// fabric's MADs would bury them.
 const MAX_PRINTED_EVENTS: usize = 50;
 
-fn owner(o: &Option<blocks::QpOwner>) -> String {
+fn owner(o: &Option<processes::QpOwner>) -> String {
     o.as_ref().map_or("-".into(), |o| {
         format!("{}[{}] QP 0x{:06x}", o.comm, o.pid, o.qp_num)
     })
@@ -245,7 +246,7 @@ fn owner(o: &Option<blocks::QpOwner>) -> String {
 /// its QPs and flows.
 pub fn print_kernel_events(
     out: &mut impl Write,
-    k: &blocks::KernelSummary,
+    k: &processes::KernelSummary,
     events: &[blocks::KernelEvent],
 ) -> io::Result<()> {
     writeln!(

@@ -10,7 +10,8 @@ use super::{ReportError, ReportInput, manifest};
 use crate::analysis::dcqcn::{DcqcnReport, FlowDcqcn};
 use crate::output::tables::{self, TableError, TableFormat, TableRow, Typed};
 use roce_core::dcqcn::EventKind;
-use roce_core::recorded::{KernelEvent, KernelSummary, flow_process_rows, kernel_event_rows};
+use roce_core::processes::{KernelSummary, flow_process_rows};
+use roce_core::recorded::{KernelEvent, kernel_event_rows};
 use std::net::Ipv4Addr;
 
 /// The report's tables are written in both, but for the two below.

@@ -9,10 +9,8 @@ use super::charts::{Chart, Line, LineChart, MarkShape, Marks, PALETTE};
 use super::{Report, ReportError, html};
 use crate::analysis::dcqcn::DcqcnReport;
 use roce_core::passes::flows::FlowRow;
-use roce_core::recorded::{
-    FlowProcess, KernelEvent, KernelEvents, KernelSummary, QP_TRACEPOINTS, RDMA_RES_QP,
-    reverse_flow_qp,
-};
+use roce_core::processes::{FlowProcess, KernelSummary, reverse_flow_qp};
+use roce_core::recorded::{KernelEvent, KernelEvents, QP_TRACEPOINTS, RDMA_RES_QP};
 
 pub(super) fn write(r: &mut Report<'_>) -> Result<(), ReportError> {
     let Some(k) = r.kernel_summary else {
@@ -63,7 +61,7 @@ pub(super) struct ProcessLabel {
 }
 
 pub(super) fn flow_processes_text(l: &FlowProcess) -> String {
-    let end = |o: &Option<roce_core::recorded::QpOwner>| {
+    let end = |o: &Option<roce_core::processes::QpOwner>| {
         o.as_ref()
             .map_or("?".to_string(), |o| format!("{}[{}]", o.comm, o.pid))
     };

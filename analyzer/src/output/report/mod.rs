@@ -47,7 +47,8 @@ use crate::analysis::pauses::PauseReport;
 use crate::output::tables::TableError;
 use charts::Chart;
 use roce_core::passes::StatsReport;
-use roce_core::recorded::{FlowProcess, KernelEvents, KernelSummary};
+use roce_core::processes::{FlowProcess, KernelSummary};
+use roce_core::recorded::KernelEvents;
 
 pub use alpha::alpha_chart;
 pub use axis::TimeAxis;

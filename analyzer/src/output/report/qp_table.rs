@@ -6,7 +6,7 @@ use super::kernel::flow_processes_text;
 use super::{Report, ReportInput, html};
 use crate::analysis::dcqcn::{DcqcnReport, FlowDcqcn};
 use roce_core::passes::pairing::Method;
-use roce_core::recorded::FlowProcess;
+use roce_core::processes::FlowProcess;
 
 /// Rows of the per-QP table before the remainder is summarized in one row.
 pub const MAX_TABLE_ROWS: usize = 50;

@@ -13,7 +13,7 @@ use crate::analysis::pauses::PauseReport;
 use crate::output::tables::{TableRow, examples};
 use roce_core::line::LineRate;
 use roce_core::passes::StatsReport;
-use roce_core::recorded::KernelSummary;
+use roce_core::processes::KernelSummary;
 
 /// A DCQCN flow as `summary.json` and `dcqcn_flows.*` carry it: its numbers, and its series in a few more
 /// (their counts, the first and last CNP, the mean observed cut).

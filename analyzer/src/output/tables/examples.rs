@@ -22,9 +22,8 @@ use roce_core::passes::flows::{FlowRow, Naks};
 use roce_core::passes::pairing::Method;
 use roce_core::passes::pfc::{PauseInterval, PfcRow};
 use roce_core::priority::PrioritySource;
-use roce_core::recorded::{
-    CounterDelta, DropInterval, FlowProcessRow, KernelDrop, KernelEventRow, QpProcess,
-};
+use roce_core::processes::FlowProcessRow;
+use roce_core::recorded::{CounterDelta, DropInterval, KernelDrop, KernelEventRow, QpProcess};
 
 const IP: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
 
