@@ -36,7 +36,7 @@ use roce_core::passes::pfc::PfcPass;
 use roce_core::passes::{Stats, StatsReport};
 use roce_core::priority::PriorityMap;
 use roce_core::processes;
-use roce_core::recorded as blocks;
+use roce_core::recorded::{KernelEvent, Recorded};
 use roce_core::text::escape_control as escape;
 use roce_core::units;
 
@@ -496,12 +496,13 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
     let mut frames = Frames::new(&mut capture, decoder(&a.input));
     frames.for_each(|f| stats.frame(f));
     capture.check_window()?;
-    let report = stats.finish(&capture);
+    let recorded = Recorded::of(&capture);
+    let report = stats.finish(&capture, &recorded);
     // Kernel events (`roce-tracer --kernel-events`) name the processes behind QPs. A flow's sending QP is
     // not in its packets: it comes from pairing the flow with its other direction, which `stats` does in a
     // second read only when there are events to label with (the pass would slow every plain run). Standard
     // input cannot be read twice: there the only flow coming back, if it is the only one, stands in.
-    let kernel = blocks::kernel_events(capture.custom_blocks());
+    let kernel = &recorded.kernel_events;
     let kernel_summary = if kernel.is_empty() {
         None
     } else {
@@ -510,7 +511,7 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
         } else {
             Some(pair_flows(&a.input)?)
         };
-        Some(processes::KernelSummary::of(&kernel, &report.flows, &|f| {
+        Some(processes::KernelSummary::of(kernel, &report.flows, &|f| {
             let key = FlowKey {
                 src: f.src,
                 dst: f.dst,
@@ -585,7 +586,7 @@ struct StatsJson<'a> {
 struct KernelJson<'a> {
     #[serde(flatten)]
     summary: &'a processes::KernelSummary,
-    events: &'a [blocks::KernelEvent],
+    events: &'a [KernelEvent],
 }
 
 fn model_options(m: &ModelArgs) -> Result<Options> {
@@ -657,7 +658,6 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
     )?;
     progress.finish();
     capture.check_window()?;
-    let kernel = blocks::kernel_events(capture.custom_blocks());
     let input = ReportInput {
         stats: &analysis.stats,
         dcqcn: &analysis.dcqcn,
@@ -665,7 +665,7 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
         findings: &analysis.findings,
         hops: analysis.hops.as_ref(),
     };
-    let files = write_report_with(&a.out, &input, &kernel)
+    let files = write_report_with(&a.out, &input, &analysis.recorded.kernel_events)
         .with_context(|| format!("writing the report into {}", a.out.display()))?;
     kept_read_back(&analysis.dcqcn)?;
     if let Some(log) = log {
@@ -756,7 +756,7 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
     progress.finish();
     capture.check_window()?;
     let mut opts = opts;
-    opts.apply_recorded_knobs(capture.custom_blocks());
+    opts.apply_recorded_knobs(&Recorded::of(&capture));
     opts.learn_taps(capture.taps());
     let (_, pauses) = pfc.finish_with_intervals(last_ns);
     let mut report = pass.finish(&opts, &pauses)?;

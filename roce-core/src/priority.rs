@@ -9,12 +9,12 @@
 //! the analysis may know better than a recording, say of another host).
 //!
 //! Passes keep each flow's PCP and DSCP and resolve the priority once the map is known, after the capture
-//! (a recorded map arrives in the capture's custom blocks, possibly after the first frames).
+//! (a recorded map arrives in the capture's custom blocks, possibly after the first frames). Which NIC's
+//! recorded files to take is the business of the module that reads the blocks (`recorded`); what they mean
+//! is this module's.
 
 use serde::Serialize;
 use thiserror::Error;
-
-use roce_capture::CustomBlock;
 
 /// Where a priority came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -124,18 +124,21 @@ impl PriorityMap {
         }
     }
 
-    /// The map recorded by the tracer in the capture's `KNOB` block, when it recorded one: keys
-    /// `IFACE/trust` (`pcp` or `dscp`) and `IFACE/dscp2prio/DSCP` (a priority), taken from the first captured
-    /// interface that has them, else the first by name. Unlisted DSCP values keep DSCP/8.
-    pub fn recorded(blocks: &[CustomBlock]) -> Option<Result<PriorityMap, PriorityMapError>> {
-        let rec = crate::recorded::recorded_ecn(blocks)
-            .into_iter()
-            .find(|r| r.files.iter().any(|(f, _)| is_priority_file(f)))?;
+    /// The map that interface `iface`'s recorded files give (`trust`: `pcp` or `dscp`; `dscp2prio/DSCP`: a
+    /// priority; the tracer's `KNOB` block keys them `IFACE/trust` and `IFACE/dscp2prio/DSCP`), or `None` when
+    /// none of `files` belongs to the map. Unlisted DSCP values keep DSCP/8.
+    pub fn from_files(
+        iface: &str,
+        files: &[(String, String)],
+    ) -> Option<Result<PriorityMap, PriorityMapError>> {
+        if !files.iter().any(|(f, _)| is_priority_file(f)) {
+            return None;
+        }
         let mut m = PriorityMap {
-            source: format!("recorded ({})", rec.iface),
+            source: format!("recorded ({iface})"),
             ..PriorityMap::default()
         };
-        for (file, value) in &rec.files {
+        for (file, value) in files {
             let v = value.trim();
             if file == "trust" {
                 m.trust = match v {
@@ -155,11 +158,14 @@ impl PriorityMap {
 }
 
 impl PriorityMap {
-    /// The map to use: the one recorded in `blocks` when there is one (its trust and entries), with the
-    /// entries given with `--dscp-map` laid over it; else this one. A recorded map that cannot be read leaves
-    /// this one, and says why in `source`.
-    pub fn effective(&self, blocks: &[CustomBlock]) -> PriorityMap {
-        match PriorityMap::recorded(blocks) {
+    /// The map to use: the `recorded` one when the capture holds one (its trust and entries, as
+    /// `Recorded::priorities` read them), with the entries given with `--dscp-map` laid over it; else this
+    /// one. A recorded map that cannot be read leaves this one, and says why in `source`.
+    pub fn effective(
+        &self,
+        recorded: Option<&Result<PriorityMap, PriorityMapError>>,
+    ) -> PriorityMap {
+        match recorded.cloned() {
             Some(Ok(m)) if self.given.is_empty() => m,
             Some(Ok(mut m)) => {
                 for &(d, p) in &self.given {

@@ -1,16 +1,62 @@
 //! What the tracer recorded beside the packets, read back from the capture's custom blocks: the DCQCN knobs,
 //! how each sampled NIC counter moved, the kernel's drops and events, and which process owns which QP. The
 //! block format itself lives in [`roce_capture::blocks`]; this module gives it meaning. It knows nothing of
-//! the flows: tying the QPs' processes to the flow table is [`crate::processes`]' job.
+//! the flows: tying the QPs' processes to the flow table is the job of the `processes` module, which stands on this one.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
-use roce_capture::CustomBlock;
 use roce_capture::blocks::read;
 use roce_capture::blocks::records::{self, IpDrops};
+use roce_capture::{Capture, CustomBlock};
 use serde::Serialize;
 use serde_json::Value;
+
+use crate::priority::{PriorityMap, PriorityMapError, is_priority_file};
+
+/// Everything the tracer recorded beside the packets, read from the blocks in one go.
+///
+/// Every command that looks at the blocks (`stats` and `report` at their end, `dcqcn` for its knobs) reads
+/// them into this one value and hands it to whatever needs a part of it, so that no consumer parses the
+/// capture's block list again, and each part means the same to all of them. It is read after the frames:
+/// a block may come after the first frames, or with a later file of the capture.
+#[derive(Debug, Clone, Default)]
+pub struct Recorded {
+    /// Every NIC's DCQCN configuration and QoS files (`KNOB`), the captured interfaces first
+    /// ([`RecordedEcn`] says how they are ordered and which one speaks for the model).
+    pub ecn: Vec<RecordedEcn>,
+    /// The DSCP → priority map of the first NIC in `ecn` whose QoS setup was recorded, or why it was
+    /// refused; `None` when none was. The analysis lays `--dscp-map` over it ([`PriorityMap::effective`]).
+    pub priorities: Option<Result<PriorityMap, PriorityMapError>>,
+    /// How each sampled NIC counter moved (`CTRS`), by name.
+    pub counters: Vec<CounterDelta>,
+    /// The kernel's drops summed over the `DROP` blocks.
+    pub kernel_drops: Vec<KernelDrop>,
+    /// The `EVNT` blocks merged over the capture (empty without `--kernel-events`).
+    pub kernel_events: KernelEvents,
+}
+
+impl Recorded {
+    /// Reads every record of `blocks` (blocks of another PEN, or not ours, are skipped).
+    pub fn read(blocks: &[CustomBlock]) -> Recorded {
+        let ecn = recorded_ecn(blocks);
+        let priorities = ecn
+            .iter()
+            .find_map(|r| PriorityMap::from_files(&r.iface, &r.files));
+        Recorded {
+            priorities,
+            ecn,
+            counters: counter_deltas(blocks),
+            kernel_drops: kernel_drops(blocks),
+            kernel_events: kernel_events(blocks),
+        }
+    }
+
+    /// What `capture` recorded, once it has been read to its end (the blocks come with the files).
+    pub fn of(capture: &Capture) -> Recorded {
+        Recorded::read(capture.custom_blocks())
+    }
+}
 
 /// One NIC's DCQCN configuration as the tracer recorded it in the capture's first `KNOB` block.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,11 +81,7 @@ impl RecordedEcn {
         base: &crate::dcqcn::EcnConfig,
     ) -> Result<crate::dcqcn::EcnConfig, crate::dcqcn::DcqcnError> {
         let mut c = base.clone();
-        for (file, value) in self
-            .files
-            .iter()
-            .filter(|(f, _)| !crate::priority::is_priority_file(f))
-        {
+        for (file, value) in self.files.iter().filter(|(f, _)| !is_priority_file(f)) {
             c.set(file, value).map_err(|e| {
                 crate::dcqcn::DcqcnError::Invalid(format!("{}/{file}: {e}", self.iface))
             })?;
@@ -54,7 +96,7 @@ impl RecordedEcn {
 /// recorded again alike (a rotated file repeats its knobs) is listed once. Several NICs may have been
 /// configured differently; the RP model takes the first, and a check of the receiver's CNPs picks the
 /// receiver's by its addresses.
-pub fn recorded_ecn(blocks: &[CustomBlock]) -> Vec<RecordedEcn> {
+fn recorded_ecn(blocks: &[CustomBlock]) -> Vec<RecordedEcn> {
     let mut out: Vec<RecordedEcn> = Vec::new();
     for record in read::<records::Knobs>(blocks) {
         let mut by_iface: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
@@ -109,7 +151,7 @@ pub struct CounterDelta {
 }
 
 /// The deltas of every counter sampled in the capture's `CTRS` blocks, by name.
-pub fn counter_deltas(blocks: &[CustomBlock]) -> Vec<CounterDelta> {
+fn counter_deltas(blocks: &[CustomBlock]) -> Vec<CounterDelta> {
     let mut out: std::collections::BTreeMap<String, CounterDelta> =
         std::collections::BTreeMap::new();
     for sample in read::<records::Counters>(blocks) {
@@ -166,7 +208,7 @@ impl KernelDrop {
 }
 
 /// The drops of every `DROP` block, summed per protocol, reason and what IP rows count.
-pub fn kernel_drops(blocks: &[CustomBlock]) -> Vec<KernelDrop> {
+fn kernel_drops(blocks: &[CustomBlock]) -> Vec<KernelDrop> {
     let mut sums: BTreeMap<(String, String, Option<IpDrops>), u64> = BTreeMap::new();
     for record in read::<records::Drops>(blocks) {
         for row in record.drops {
@@ -380,7 +422,7 @@ impl From<records::Event> for KernelEvent {
 }
 
 /// Reads the capture's `EVNT` blocks. Malformed parts are skipped, never fatal.
-pub fn kernel_events(blocks: &[CustomBlock]) -> KernelEvents {
+fn kernel_events(blocks: &[CustomBlock]) -> KernelEvents {
     let mut out = KernelEvents::default();
     let mut drops: BTreeMap<(u64, u64), DropInterval> = BTreeMap::new();
     let mut counts: BTreeMap<(String, String, Option<String>), (u64, u64)> = BTreeMap::new();
@@ -797,5 +839,31 @@ mod tests {
                 ("10.0.0.2".to_string(), "50")
             ]
         );
+    }
+
+    /// The priority map comes from the first NIC that recorded its QoS setup, even when the NIC whose knobs
+    /// the model takes (a captured one) recorded none; a NIC without QoS files gives no map at all.
+    #[test]
+    fn the_priority_map_is_the_first_recorded_one() {
+        let knob = |knobs: serde_json::Value| CustomBlock {
+            pen: PEN,
+            data: encode(
+                KNOBS,
+                &serde_json::json!({"ts_ns": 1, "captured": ["eth0"], "knobs": knobs}),
+            )
+            .unwrap(),
+        };
+        let r = Recorded::read(&[knob(serde_json::json!({
+            "eth0/roce_rp/rpg_gd": "9",
+            "eth1/trust": "dscp",
+            "eth1/dscp2prio/26": "4",
+        }))]);
+        assert_eq!(r.ecn[0].iface, "eth0");
+        let map = r.priorities.unwrap().unwrap();
+        assert_eq!(map.source, "recorded (eth1)");
+        assert_eq!(map.changes, [(26, 4)]);
+        let without = Recorded::read(&[knob(serde_json::json!({"eth0/roce_rp/rpg_gd": "9"}))]);
+        assert!(without.priorities.is_none());
+        assert!(Recorded::read(&[]).kernel_events.is_empty());
     }
 }

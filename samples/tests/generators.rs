@@ -6,6 +6,7 @@ use roce_core::decode::Decoder;
 use roce_core::frames::Frames;
 use roce_core::line::LineRates;
 use roce_core::passes::Stats;
+use roce_core::recorded::Recorded;
 use samples::bulk::{self, BulkSpec, FrameSink};
 use samples::corpus;
 
@@ -40,7 +41,7 @@ fn stats_of(bytes: Vec<u8>) -> roce_core::passes::StatsReport {
         s.frame(&f);
     }
     assert_eq!(r.errors().count(), 0);
-    s.finish(&r)
+    s.finish(&r, &Recorded::of(&r))
 }
 
 #[test]
@@ -163,7 +164,7 @@ fn a_rotated_saturation_capture_reads_as_one_and_has_the_named_mix() {
         s.frame(&f);
     }
     assert_eq!(merged.errors().count(), 0);
-    let rotated = s.finish(&merged);
+    let rotated = s.finish(&merged, &Recorded::of(&merged));
     assert_eq!(rotated.capture.frames, single.capture.frames);
     assert_eq!(rotated.capture.bytes, single.capture.bytes);
     assert_eq!(

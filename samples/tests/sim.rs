@@ -877,7 +877,7 @@ fn samples_record_the_knobs_their_hosts_ran_with() {
             let mut r = CaptureReader::open(&capture_dir().join(sc.file_name(i))).unwrap();
             // The block sits before the first packet; reading one makes the reader take it.
             r.next_record().unwrap();
-            let recorded = roce_core::recorded::recorded_ecn(r.custom_blocks());
+            let recorded = roce_core::recorded::Recorded::read(r.custom_blocks()).ecn;
             let taps: Vec<_> = sc.taps.iter().filter(|t| t.file == i).collect();
             let with_host: Vec<_> = taps
                 .iter()

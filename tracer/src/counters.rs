@@ -555,15 +555,16 @@ PFC configuration:
             pen: blocks::PEN,
             data: block,
         }];
-        let map = roce_core::priority::PriorityMap::recorded(&held)
+        let recorded = roce_core::recorded::Recorded::read(&held);
+        let map = recorded
+            .priorities
             .expect("a map was recorded")
             .expect("it reads");
         assert_eq!(map.source, "recorded (eth0)");
         assert_eq!(map.trust, roce_core::priority::Trust::Dscp);
         assert_eq!(map.resolve(None, Some(26)).map(|p| p.0), Some(4));
         assert_eq!(map.resolve(Some(3), Some(30)).map(|p| p.0), Some(6));
-        let ecn = roce_core::recorded::recorded_ecn(&held);
-        let eth0 = ecn.iter().find(|r| r.iface == "eth0").unwrap();
+        let eth0 = recorded.ecn.iter().find(|r| r.iface == "eth0").unwrap();
         assert_eq!(
             eth0.addrs,
             [
@@ -572,7 +573,9 @@ PFC configuration:
             ]
         );
         assert!(
-            ecn.iter()
+            recorded
+                .ecn
+                .iter()
                 .find(|r| r.iface == "eth1")
                 .unwrap()
                 .addrs
@@ -712,7 +715,8 @@ PFC configuration:
             pen: blocks::PEN,
             data,
         };
-        let deltas = roce_core::recorded::counter_deltas(&[custom(first_block), custom(second)]);
+        let deltas =
+            roce_core::recorded::Recorded::read(&[custom(first_block), custom(second)]).counters;
         let delta = |n: &str| deltas.iter().find(|d| d.name == n).map(|d| d.delta);
         assert_eq!(delta("ethtool/eth0/rx_prio3_pause"), Some(12));
         assert_eq!(delta("ethtool/eth0/rx_prio3_pause_duration"), Some(560));

@@ -409,7 +409,7 @@ fn counters_and_knobs_travel_in_the_capture() {
     assert!(!names.iter().any(|n| n.contains("other")), "{names:?}");
     // The analyzer still reads the file to its end, and its counter table has the ethtool rows.
     let (_, reader) = frames(&out);
-    let deltas = roce_core::recorded::counter_deltas(reader.custom_blocks());
+    let deltas = roce_core::recorded::Recorded::read(reader.custom_blocks()).counters;
     let row = deltas
         .iter()
         .find(|d| d.name == "ethtool/vb/tx_prio3_pause")
@@ -488,7 +488,7 @@ fn ethtool_statistics_by_ioctl_on_a_veth_pair() {
     assert_eq!(ours, theirs);
     // The receive counter moved by at least the replayed frames between the first and last samples (IPv6 is
     // off in the namespace, so nothing else is sent).
-    let deltas = roce_core::recorded::counter_deltas(reader.custom_blocks());
+    let deltas = roce_core::recorded::Recorded::read(reader.custom_blocks()).counters;
     let moved = deltas
         .iter()
         .find(|d| d.name == "ethtool/vb/rx_queue_0_xdp_packets")

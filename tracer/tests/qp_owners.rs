@@ -143,7 +143,8 @@ fn snapshots_of_rdma_res_travel_in_the_capture() {
             data,
         })
         .collect();
-    let owners = roce_core::recorded::qp_processes(&roce_core::recorded::kernel_events(&blocks));
+    let recorded = roce_core::recorded::Recorded::read(&blocks);
+    let owners = roce_core::recorded::qp_processes(&recorded.kernel_events);
     let owners: Vec<(u32, u32, usize)> = owners
         .iter()
         .map(|q| (q.qp_num, q.pid, q.addrs.len()))

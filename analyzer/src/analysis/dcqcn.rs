@@ -191,20 +191,20 @@ impl Options {
         self.ignored_knobs = c.ignored;
     }
 
-    /// Takes the knobs recorded in the capture's custom blocks, when allowed and present: the first captured
-    /// interface's, else the first by name, on top of the current ones (so that model options survive). A
-    /// recorded value the model rejects leaves the knobs as they were and says so in `knob_source`.
-    pub fn apply_recorded_knobs(&mut self, blocks: &[roce_capture::CustomBlock]) {
+    /// Takes the knobs the capture recorded, when allowed and present: the first captured interface's, else
+    /// the first by name, on top of the current ones (so that model options survive). A recorded value the
+    /// model rejects leaves the knobs as they were and says so in `knob_source`.
+    pub fn apply_recorded_knobs(&mut self, recorded: &roce_core::recorded::Recorded) {
         // The host's DSCP → priority map is a fact of its setup, not a knob choice: it applies whatever knobs
         // the user gave.
-        self.priorities = self.priorities.effective(blocks);
+        self.priorities = self.priorities.effective(recorded.priorities.as_ref());
         if !self.recorded_knobs {
             return;
         }
-        let recorded = roce_core::recorded::recorded_ecn(blocks);
         let base = self.ecn();
         // Every host that says who it is, on the same base: a refused value leaves that host out.
         self.hosts = recorded
+            .ecn
             .iter()
             .filter(|r| !r.addrs.is_empty())
             .filter_map(|r| {
@@ -215,7 +215,7 @@ impl Options {
                 })
             })
             .collect();
-        let Some(rec) = recorded.into_iter().next() else {
+        let Some(rec) = recorded.ecn.first() else {
             return;
         };
         match rec.config(&base) {
@@ -225,7 +225,7 @@ impl Options {
                     "the capture ({}/roce_rp and roce_np, recorded by roce-tracer)",
                     rec.iface
                 );
-                self.knobs_recorded_from = Some((rec.iface, rec.addrs));
+                self.knobs_recorded_from = Some((rec.iface.clone(), rec.addrs.clone()));
             }
             Err(e) => {
                 self.knob_source = format!(

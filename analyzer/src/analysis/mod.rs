@@ -22,6 +22,7 @@ use roce_core::decode::Decoder;
 use roce_core::frames::Frames;
 use roce_core::passes::hosts::HostsPass;
 use roce_core::passes::{Stats, StatsReport};
+use roce_core::recorded::Recorded;
 
 /// How the whole analysis runs.
 #[derive(Debug, Clone)]
@@ -68,6 +69,10 @@ pub struct Analysis {
     pub findings: Vec<Finding>,
     /// Hops, queues and marking, when some packet was seen at two taps.
     pub hops: Option<hops::HopsReport>,
+    /// What the tracer recorded beside the packets, read once at the end of the read: the statistics and the
+    /// model took their part of it, and the outputs take the kernel events from here.
+    #[serde(skip)]
+    pub recorded: Recorded,
 }
 
 /// Runs every analysis over `capture`. A damaged file still yields the analysis of everything before the
@@ -119,9 +124,10 @@ pub fn run_with_model_events(
         beside.finish()
     });
     give_back_free_memory();
-    let (stats, intervals) = stats.finish_with_intervals(capture);
+    let recorded = Recorded::of(capture);
+    let (stats, intervals) = stats.finish_with_intervals(capture, &recorded);
     let mut dcqcn_opts = opts.dcqcn.clone();
-    dcqcn_opts.apply_recorded_knobs(capture.custom_blocks());
+    dcqcn_opts.apply_recorded_knobs(&recorded);
     dcqcn_opts.learn_taps(capture.taps());
     let (mut dcqcn, series) = dcqcn.finish_with_events(&dcqcn_opts, &intervals, on_event)?;
     dcqcn.name_taps(|i| tap_name(capture, i));
@@ -155,6 +161,7 @@ pub fn run_with_model_events(
         pauses,
         findings,
         hops,
+        recorded,
     })
 }
 

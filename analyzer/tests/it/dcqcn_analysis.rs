@@ -15,6 +15,7 @@ use roce_core::decode::Decoder;
 use roce_core::line::LineRates;
 use roce_core::passes::pairing::Method;
 use roce_core::passes::pfc::PfcPass;
+use roce_core::recorded::Recorded;
 use roce_wire::build::Vlan;
 use roce_wire::ext::AethRepr;
 use roce_wire::{BthRepr, ExtHeaders, Opcode};
@@ -244,7 +245,7 @@ fn analyse_with_events(bytes: Vec<u8>, opts: &Options) -> (DcqcnReport, Vec<(Flo
         last = last.max(f.ts_ns);
     }
     let mut opts = opts.clone();
-    opts.apply_recorded_knobs(r.custom_blocks());
+    opts.apply_recorded_knobs(&Recorded::read(r.custom_blocks()));
     let (_, pauses) = pfc.finish_with_intervals(last);
     let mut events = Vec::new();
     let (report, _) = pass

@@ -23,6 +23,7 @@ use roce_core::frames::Frames;
 use roce_core::line::{LineRates, LineSource};
 use roce_core::passes::Stats;
 use roce_core::passes::pairing::Method;
+use roce_core::recorded::Recorded;
 use serde_json::Value;
 
 /// The samples whose senders run DCQCN and whose tap sees their CNPs.
@@ -435,7 +436,7 @@ fn check_pauses(name: &str) {
     while let Some(f) = frames.next_frame() {
         stats.frame(&f);
     }
-    let report = stats.finish(&r);
+    let report = stats.finish(&r, &Recorded::of(&r));
     assert!(
         report
             .capture

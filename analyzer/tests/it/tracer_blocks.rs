@@ -11,7 +11,7 @@ use analyzer::output::report::charts::Chart;
 use roce_capture::blocks::{self, COUNTERS, DROPS, EVENTS, PEN};
 use roce_capture::write::{PcapngWriter, SectionInfo};
 use roce_capture::{Capture, LinkType};
-use roce_core::recorded;
+use roce_core::recorded::Recorded;
 use roce_wire::{BthRepr, ExtHeaders, IpSpec, RoceFrame};
 use serde_json::{Value, json};
 use testkit::frames::{emit, for_each_frame};
@@ -454,7 +454,7 @@ fn report_puts_kernel_events_on_the_timeline() {
     // The chart, as described before drawing: marks at the events' times on the report's axis.
     let mut last = first;
     let reader = for_each_frame(&path, |r| last = r.ts_ns);
-    let kernel = recorded::kernel_events(reader.custom_blocks());
+    let kernel = Recorded::read(reader.custom_blocks()).kernel_events;
     let axis = TimeAxis::new(first, last - first);
     let Some(Chart::Line(chart)) = analyzer::output::report::kernel_chart(&kernel, &axis) else {
         panic!("a kernel chart");

@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::decode::Frame;
 use crate::line::LineRates;
+use crate::recorded::Recorded;
 use roce_capture::Capture;
 
 /// Everything `stats` reports, with the top-level keys of its JSON output.
@@ -76,15 +77,17 @@ impl Stats {
         self.pfc.frame(f);
     }
 
-    /// The tables; a damaged file's part ends at its damage (named in `capture.error`).
-    pub fn finish(self, capture: &Capture) -> StatsReport {
-        self.finish_with_intervals(capture).0
+    /// The tables; a damaged file's part ends at its damage (named in `capture.error`). `recorded` is what
+    /// the capture's blocks hold: its priority map, counters and drops join the tables.
+    pub fn finish(self, capture: &Capture, recorded: &Recorded) -> StatsReport {
+        self.finish_with_intervals(capture, recorded).0
     }
 
     /// The report and every PFC/PAUSE interval behind its `paused_ns`.
     pub fn finish_with_intervals(
         self,
         capture: &Capture,
+        recorded: &Recorded,
     ) -> (StatsReport, Vec<pfc::PauseInterval>) {
         let end = self.capture.last_ns();
         let (mut pfc, intervals) = self.pfc.finish_with_intervals(end);
@@ -99,7 +102,7 @@ impl Stats {
         flows.iter_mut().for_each(|r| r.tap = name(r.iface));
         cnps.iter_mut().for_each(|r| r.tap = name(r.iface));
         pfc.iter_mut().for_each(|r| r.tap = name(r.iface));
-        let map = self.priorities.effective(capture.custom_blocks());
+        let map = self.priorities.effective(recorded.priorities.as_ref());
         for r in &mut flows {
             let p = map.resolve(r.pcp, Some(r.dscp));
             (r.priority, r.priority_source) = (p.map(|p| p.0), p.map(|p| p.1));
@@ -113,8 +116,8 @@ impl Stats {
             flows,
             cnps,
             pfc,
-            counters: crate::recorded::counter_deltas(capture.custom_blocks()),
-            kernel_drops: crate::recorded::kernel_drops(capture.custom_blocks()),
+            counters: recorded.counters.clone(),
+            kernel_drops: recorded.kernel_drops.clone(),
             priority_map: map,
         };
         (report, intervals)

@@ -116,7 +116,7 @@ mod tests {
                 data,
             })
             .collect();
-        let k = roce_core::recorded::kernel_events(&custom);
+        let k = roce_core::recorded::Recorded::read(&custom).kernel_events;
         assert_eq!(k.events.len() as u64, n);
         assert!(k.events.windows(2).all(|w| w[0].ts_ns < w[1].ts_ns));
         assert_eq!(k.drop_intervals.len(), 1);

@@ -21,6 +21,7 @@ use roce_core::decode::{Decoder, Kind};
 use roce_core::frames::Frames;
 use roce_core::line::LineRates;
 use roce_core::passes::{Stats, StatsReport};
+use roce_core::recorded::Recorded;
 
 pub const TRACER: &str = env!("CARGO_BIN_EXE_roce-tracer");
 
@@ -390,7 +391,7 @@ pub fn stats(path: &Path) -> StatsReport {
         stats.frame(&f);
     }
     assert_eq!(capture.errors().count(), 0, "{}", path.display());
-    stats.finish(&capture)
+    stats.finish(&capture, &Recorded::of(&capture))
 }
 
 /// `stats` on the `range` of a capture's non-`other` frames (counted from 0, as [`frames`] lists them): a
@@ -411,7 +412,7 @@ pub fn stats_of(path: &Path, range: std::ops::Range<usize>) -> StatsReport {
         kept += 1;
     }
     assert_eq!(capture.errors().count(), 0, "{}", path.display());
-    stats.finish(&capture)
+    stats.finish(&capture, &Recorded::of(&capture))
 }
 
 /// The parts of `stats` that a replay must reproduce: per-flow packet, ECN, opcode and PSN accounting, CNP

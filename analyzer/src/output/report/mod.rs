@@ -163,8 +163,8 @@ pub fn write_report(dir: &Path, input: &ReportInput<'_>) -> Result<ReportFiles, 
     write_report_with(dir, input, &KernelEvents::default())
 }
 
-/// [`write_report`] for a capture that carries kernel events (`roce-tracer --kernel-events`, read with
-/// [`roce_core::recorded::kernel_events`]): they get their own section and chart on the report's time axis, the
+/// [`write_report`] for a capture that carries kernel events (`roce-tracer --kernel-events`, as
+/// [`roce_core::recorded::Recorded`] read them): they get their own section and chart on the report's time axis, the
 /// flows are labelled with their processes, and `summary.json` carries them under `kernel_events`.
 pub fn write_report_with(
     dir: &Path,
