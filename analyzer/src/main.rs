@@ -30,6 +30,7 @@ use roce_core::decode::Decoder;
 use roce_core::filter::Filter;
 use roce_core::frames::Frames;
 use roce_core::line::LineRates;
+use roce_core::passes::brief::Brief;
 use roce_core::passes::flows::FlowKey;
 use roce_core::passes::pairing::{Pairing, PairingPass};
 use roce_core::passes::pfc::PfcPass;
@@ -568,7 +569,7 @@ fn pair_flows(input: &Input) -> Result<Pairing> {
     let mut capture = open(input)?;
     let mut pass = PairingPass::default();
     let mut frames = Frames::new(&mut capture, decoder(input));
-    frames.for_each(|f| pass.frame(f));
+    frames.for_each(|f| pass.frame(&Brief::of(f)));
     Ok(pass.finish())
 }
 
@@ -745,7 +746,7 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
     let mut number = 0u64;
     let mut last_ns = 0;
     while let Some(f) = frames.next_frame() {
-        pass.frame(&f);
+        pass.frame(&Brief::of(&f));
         pfc.frame(&f);
         last_ns = last_ns.max(f.ts_ns);
         number += 1;

@@ -26,11 +26,11 @@ use roce_core::dcqcn::{
     DcqcnError, EcnConfig, Event, EventKind, Knobs, NpKnobs, PriorityEnable, Profile, Rp,
     replay_with, step_guard,
 };
-use roce_core::decode::Frame;
 use roce_core::line::{LineRate, LineRates};
 
 use super::on_disk::{DiskVec, Fixed, Store};
 use super::tap_preference;
+use roce_core::passes::brief::Brief;
 use roce_core::passes::flows::FlowKey;
 use roce_core::passes::occupancy::Peak;
 use roce_core::passes::pairing::{Candidate, Method, Pair, Pairing, PairingPass};
@@ -907,8 +907,8 @@ impl DcqcnPass {
         }
     }
 
-    /// Feeds one decoded frame to the pairing (which also logs every CNP's time) and the rates.
-    pub fn frame(&mut self, f: &Frame<'_>) {
+    /// Feeds one frame, in brief, to the pairing (which also logs every CNP's time) and the rates.
+    pub fn frame(&mut self, f: &Brief) {
         self.last_ns = self.last_ns.max(f.ts_ns);
         self.pairing.frame(f);
         self.rates.frame(f);

@@ -1,6 +1,6 @@
 //! Everything the report needs from one read of a capture: each frame is decoded once and handed to the
-//! statistics pass, and a copy of it to the DCQCN and hosts passes on a thread beside ([`beside`]); the PFC
-//! and findings analyses then run on their tables.
+//! statistics pass, and its brief (what they read of it) to the DCQCN and hosts passes on a thread beside
+//! ([`beside`]); the PFC and findings analyses then run on their tables.
 
 mod beside;
 pub mod dcqcn;
@@ -96,26 +96,24 @@ pub fn run_with_model_events(
 ) -> Result<Analysis, DcqcnError> {
     let mut stats = Stats::new(opts.dcqcn.lines).with_priorities(opts.dcqcn.priorities.clone());
     let mut hops = LazyHops::new(capture, &opts.hops);
-    let passes = beside::Passes::new(
-        DcqcnPass::new(opts.dcqcn.bin_ns, opts.dcqcn.lines),
-        HostsPass::default(),
-        opts.decoder,
-    );
-    let beside::Passes { dcqcn, hosts, .. } = std::thread::scope(|scope| {
+    let passes = beside::Passes {
+        dcqcn: DcqcnPass::new(opts.dcqcn.bin_ns, opts.dcqcn.lines),
+        hosts: HostsPass::default(),
+    };
+    let beside::Passes { dcqcn, hosts } = std::thread::scope(|scope| {
         let mut beside = beside::Beside::start(scope, passes, opts.one_thread);
         let mut frames = Frames::new(capture, opts.decoder);
         let mut number = 0u64;
         let mut paused_at = 0u64;
-        // The loop pauses every 65,536 frames for the progress bar, and whenever the hops pass or the
-        // thread beside must look at the capture's taps; the frames stay where they were decoded (see
-        // `Frames::for_each`).
+        // The loop pauses every 65,536 frames for the progress bar, and whenever the hops pass must look at
+        // the capture's taps; the frames stay where they were decoded (see `Frames::for_each`).
         while frames.for_each_until(|f| {
             stats.frame(f);
+            beside.frame(f);
             number += 1;
             paused_at = f.number;
-            beside.frame(f) | hops.frame(f) | number.is_multiple_of(65_536)
+            hops.frame(f) | number.is_multiple_of(65_536)
         }) {
-            beside.between(frames.capture());
             hops.between(frames.capture(), paused_at, opts.decoder);
             if number.is_multiple_of(65_536) {
                 progress(frames.capture().progress().0);

@@ -1,4 +1,4 @@
-//! The DCQCN and hosts passes of `report` run on a thread beside the reading loop, fed copies of the records
+//! The DCQCN and hosts passes of `report` run on a thread beside the reading loop, fed each frame's brief
 //! in batches (`analysis::beside`). The analysis must be the one of a single thread: over every sample at
 //! once, a capture of many taps (a file each, so new taps show up mid-batch) and several batches.
 

@@ -13,6 +13,7 @@ use roce_capture::{CaptureReader, LinkType};
 use roce_core::dcqcn::{Event, EventKind, Knobs};
 use roce_core::decode::Decoder;
 use roce_core::line::LineRates;
+use roce_core::passes::brief::Brief;
 use roce_core::passes::pairing::Method;
 use roce_core::passes::pfc::PfcPass;
 use roce_core::recorded::Recorded;
@@ -240,7 +241,7 @@ fn analyse_with_events(bytes: Vec<u8>, opts: &Options) -> (DcqcnReport, Vec<(Flo
     while let Some(rec) = r.next_record().unwrap() {
         n += 1;
         let f = dec.decode(n, &rec);
-        pass.frame(&f);
+        pass.frame(&Brief::of(&f));
         pfc.frame(&f);
         last = last.max(f.ts_ns);
     }

@@ -6,6 +6,7 @@ use std::path::Path;
 use crate::common::shared_capture;
 use roce_capture::{CaptureReader, LinkType, Record};
 use roce_core::decode::Decoder;
+use roce_core::passes::brief::Brief;
 use roce_core::passes::flows::FlowKey;
 use roce_core::passes::pairing::{Method, Pairing, PairingPass};
 use roce_wire::{BthRepr, ExtHeaders, Opcode};
@@ -17,7 +18,7 @@ fn pair_file(path: &Path) -> Pairing {
     let mut n = 0;
     while let Some(rec) = r.next_record().unwrap() {
         n += 1;
-        pass.frame(&dec.decode(n, &rec));
+        pass.frame(&Brief::of(&dec.decode(n, &rec)));
     }
     pass.finish()
 }
@@ -83,7 +84,7 @@ fn feed_frame(pass: &mut PairingPass, dec: &Decoder, n: u64, at: (u32, u64), byt
         data: bytes,
         offset: 0,
     };
-    pass.frame(&dec.decode(n, &rec));
+    pass.frame(&Brief::of(&dec.decode(n, &rec)));
 }
 
 #[test]
@@ -145,7 +146,7 @@ fn pair_frames(mut frames: Vec<(u64, Vec<u8>)>) -> Pairing {
             data: bytes,
             offset: 0,
         };
-        pass.frame(&dec.decode(n as u64 + 1, &rec));
+        pass.frame(&Brief::of(&dec.decode(n as u64 + 1, &rec)));
     }
     pass.finish()
 }
@@ -469,7 +470,7 @@ fn the_np_marks_read_back_from_the_temporary_file_are_those_kept_in_memory() {
     let mut n = 0;
     while let Some(rec) = r.next_record().unwrap() {
         n += 1;
-        let f = dec.decode(n, &rec);
+        let f = Brief::of(&dec.decode(n, &rec));
         on_disk.frame(&f);
         in_memory.frame(&f);
     }

@@ -5,6 +5,7 @@
 
 use roce_capture::{LinkType, Record};
 use roce_core::decode::Decoder;
+use roce_core::passes::brief::Brief;
 use roce_core::passes::flows::FlowKey;
 use roce_core::passes::pairing::{Pairing, PairingPass};
 use rustc_hash::FxHashMap;
@@ -31,7 +32,8 @@ impl FrameSink for Feed {
             offset: 0,
             speed_bps: None,
         };
-        self.pass.frame(&self.decoder.decode(self.n, &rec));
+        self.pass
+            .frame(&Brief::of(&self.decoder.decode(self.n, &rec)));
         Ok(())
     }
 }

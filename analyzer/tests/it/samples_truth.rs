@@ -22,6 +22,7 @@ use roce_core::decode::Decoder;
 use roce_core::frames::Frames;
 use roce_core::line::{LineRates, LineSource};
 use roce_core::passes::Stats;
+use roce_core::passes::brief::Brief;
 use roce_core::passes::pairing::Method;
 use roce_core::recorded::Recorded;
 use serde_json::Value;
@@ -113,7 +114,7 @@ fn analyse(path: &Path, opts: &Options) -> (DcqcnReport, Vec<(FlowId, Event)>) {
     let mut n = 0;
     while let Some(rec) = r.next_record().unwrap() {
         n += 1;
-        pass.frame(&dec.decode(n, &rec));
+        pass.frame(&Brief::of(&dec.decode(n, &rec)));
     }
     let mut events = Vec::new();
     let (report, _) = pass

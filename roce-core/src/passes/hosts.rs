@@ -6,7 +6,8 @@ use std::net::IpAddr;
 
 use rustc_hash::FxHashMap;
 
-use crate::decode::{Frame, Kind, mac_to_string};
+use super::brief::Brief;
+use crate::decode::{Kind, mac_to_string};
 
 /// Which MAC belongs to which IP, from RoCE frames: PFC frames carry only a MAC, and the report names a
 /// pausing host by its address when it can.
@@ -29,7 +30,7 @@ impl Default for HostsPass {
 
 impl HostsPass {
     /// Learns the source MAC's address from a RoCE or CNP frame.
-    pub fn frame(&mut self, f: &Frame<'_>) {
+    pub fn frame(&mut self, f: &Brief) {
         if !matches!(f.kind, Kind::Roce | Kind::Cnp) {
             return;
         }

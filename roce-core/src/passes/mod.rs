@@ -1,6 +1,7 @@
 //! Streaming passes: each folds frames into a table whose size depends on flows, priorities and time,
 //! never on the number of packets, so a 100 GB capture needs no more memory than a 1 MB one.
 
+pub mod brief;
 pub mod capture;
 pub mod cnp;
 pub mod flow_index;

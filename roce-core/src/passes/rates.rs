@@ -13,10 +13,11 @@
 
 use std::ops::Range;
 
+use super::brief::Brief;
 use super::flow_index::FlowIndex;
 use super::flows::FlowKey;
 use super::occupancy::{Occupancy, Peak};
-use crate::decode::{ECN_CE, Frame, Kind};
+use crate::decode::{ECN_CE, Kind};
 use crate::line::LineRates;
 use crate::priority::{PriorityMap, PrioritySource};
 
@@ -221,7 +222,7 @@ impl RatesPass {
     }
 
     /// Adds a data frame to its flow's bin and its link's busy time (other frames only start the grid).
-    pub fn frame(&mut self, f: &Frame<'_>) {
+    pub fn frame(&mut self, f: &Brief) {
         let start = *self.start_ns.get_or_insert(f.ts_ns);
         if f.kind != Kind::Roce {
             return;
@@ -229,10 +230,8 @@ impl RatesPass {
         let (Some(ip), Some(roce)) = (f.ip, f.roce.as_ref()) else {
             return;
         };
-        let Some(bth) = roce.packet.bth.as_ref() else {
-            return;
-        };
-        if roce.packet.payload_len.is_none_or(|n| n == 0) {
+        let bth = &roce.bth;
+        if roce.payload_len.is_none_or(|n| n == 0) {
             return;
         }
         // A frame stamped before the first (timestamps out of order) counts in the first bin.
@@ -442,7 +441,7 @@ mod tests {
             data: &buf[..n],
             offset: 0,
         };
-        pass.frame(&Decoder::default().decode(1, &rec));
+        pass.frame(&Brief::of(&Decoder::default().decode(1, &rec)));
     }
 
     const DATA: Opcode = Opcode::RC_RDMA_WRITE_MIDDLE;

@@ -37,7 +37,7 @@
 use std::net::IpAddr;
 
 use roce_wire::Transport;
-use roce_wire::mad::{CmMessage, QP1, parse_cm};
+use roce_wire::mad::{CmMessage, QP1};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -49,9 +49,10 @@ mod psn_fit;
 pub use decide::{Ambiguous, Candidate, Evidence, FALSE_PAIR_RATE, RUNNER_UP_CHANCE};
 pub use logs::{NP_GAPS_US, NpMarks};
 
+use super::brief::Brief;
 use super::flow_index::FlowIndex;
 use super::flows::FlowKey;
-use crate::decode::{ECN_CE, Frame, Kind};
+use crate::decode::{ECN_CE, Kind};
 use crate::spill::Spill;
 use decide::{Decision, decide};
 use logs::{EventLog, np_marks};
@@ -382,12 +383,12 @@ impl PairingPass {
     }
 
     /// Collects evidence from one frame.
-    pub fn frame(&mut self, f: &Frame<'_>) {
+    pub fn frame(&mut self, f: &Brief) {
         self.seq += 1;
         let (Some(ip), Some(roce)) = (f.ip, f.roce.as_ref()) else {
             return;
         };
-        let Some(bth) = roce.packet.bth else { return };
+        let bth = roce.bth;
         let key = FlowKey {
             src: ip.src,
             dst: ip.dst,
@@ -399,15 +400,15 @@ impl PairingPass {
         }
         let op = bth.opcode;
         if op.transport() == Transport::Ud {
-            if let Some(deth) = roce.packet.ext.deth {
+            if let Some(src_qp) = roce.src_qp {
                 if bth.dest_qp == QP1 {
-                    self.cm(f, ip.src, ip.dst, roce.payload_offset);
+                    self.cm(roce.cm, ip.src, ip.dst);
                 } else {
                     // The stream back to the sender's QP answers this flow.
                     let stream = FlowKey {
                         src: ip.dst,
                         dst: ip.src,
-                        dest_qp: deth.src_qp,
+                        dest_qp: src_qp,
                     };
                     self.evidence(stream, bth.dest_qp).deth += 1;
                     self.sent(f, key, ip.ecn == ECN_CE);
@@ -417,7 +418,7 @@ impl PairingPass {
         }
         if op.consumes_request_psn() {
             let span = if op.is_read_request() {
-                read_span(roce.packet.ext.reth.map_or(0, |r| r.dma_len))
+                read_span(roce.dma_len.unwrap_or(0))
             } else {
                 1
             };
@@ -456,7 +457,7 @@ impl PairingPass {
     }
 
     /// A data packet of `key` at the frame's tap.
-    fn sent(&mut self, f: &Frame<'_>, key: FlowKey, ce: bool) {
+    fn sent(&mut self, f: &Brief, key: FlowKey, ce: bool) {
         let at = self.tap_flow(f.iface, key);
         self.sent_at(at, f.ts_ns, ce);
     }
@@ -556,23 +557,21 @@ impl PairingPass {
         }
     }
 
-    fn cm(&mut self, f: &Frame<'_>, src: IpAddr, dst: IpAddr, payload_offset: usize) {
-        let Some(mad) = f.data.get(payload_offset..) else {
-            return;
-        };
-        match parse_cm(mad) {
-            Ok(Some(CmMessage::Req {
+    /// A CM message from `src` to `dst` (parsed with the frame's brief: see [`Brief`]).
+    fn cm(&mut self, message: Option<CmMessage>, src: IpAddr, dst: IpAddr) {
+        match message {
+            Some(CmMessage::Req {
                 local_comm_id,
                 local_qpn,
                 ..
-            })) => {
+            }) => {
                 self.cm_req.insert((src, dst, local_comm_id), local_qpn);
             }
-            Ok(Some(CmMessage::Rep {
+            Some(CmMessage::Rep {
                 remote_comm_id,
                 local_qpn,
                 ..
-            })) => {
+            }) => {
                 // The REP goes passive → active; the REQ it answers went active → passive.
                 if let Some(&active_qp) = self.cm_req.get(&(dst, src, remote_comm_id)) {
                     self.connection(dst, active_qp, src, local_qpn, |e| e.cm += 1);
