@@ -331,7 +331,7 @@ fn flow_charts_show_every_cnp_and_the_model_where_it_is() {
 
         let rc = drawn.line("model Rc");
         assert!(
-            near(rc[0].1, y.pixel(d.line_gbps)),
+            near(rc[0].1, y.pixel(d.line.gbps())),
             "{caption}: Rc starts at the line rate"
         );
         assert!(!f.model.is_empty(), "{caption}: the model acted");
