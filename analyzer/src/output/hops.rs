@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use crate::analysis::hops::hist::Percentiles;
+use crate::analysis::hist::Percentiles;
 use crate::analysis::hops::{HopsReport, QueueReport};
 use crate::output::empty;
 use crate::output::text::table;

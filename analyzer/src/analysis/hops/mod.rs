@@ -14,7 +14,7 @@
 //! span, not on the packets.
 
 pub mod clock;
-pub mod hist;
+pub use super::hist;
 pub(crate) mod matching;
 pub mod np;
 pub mod red;
