@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod frames;
+pub mod live;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
