@@ -133,6 +133,17 @@ impl Netns {
         ns
     }
 
+    /// Sets the MTU of the pair `va` ↔ `vb`, for frames longer than Ethernet's 1500 bytes of payload.
+    pub fn set_mtu(&self, mtu: u32) {
+        for dev in ["va", "vb"] {
+            run_ok(
+                Command::new("ip")
+                    .args(["-n", &self.name, "link", "set", dev, "mtu"])
+                    .arg(mtu.to_string()),
+            );
+        }
+    }
+
     /// Adds a second veth pair, `a` ↔ `b`, both up.
     pub fn add_pair(&self, a: &str, b: &str) {
         for args in [
@@ -234,15 +245,23 @@ impl Netns {
         timeout_secs: u64,
     ) -> Output {
         self.replay(pcap, loops);
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        signal(&child, "INT");
-        let result = wait(child, timeout_secs);
+        stop(child, timeout_secs)
+    }
+
+    /// Replays a pcap into `va` once at the pace of its timestamps, as the traffic went by when it was
+    /// captured: what a capture's timing-dependent analysis (rates, the DCQCN model) needs to see again.
+    pub fn replay_paced(&self, pcap: &Path) {
+        let out = self
+            .cmd("tcpreplay")
+            .args(["-q", "-i", "va"])
+            .arg(pcap)
+            .output()
+            .expect("run tcpreplay");
         assert!(
-            result.status.success(),
-            "roce-tracer failed: {}",
-            String::from_utf8_lossy(&result.stderr)
+            out.status.success(),
+            "tcpreplay failed: {}",
+            String::from_utf8_lossy(&out.stderr)
         );
-        result
     }
 
     /// Replays a pcap into `va` as fast as possible, `loops` times.
@@ -302,6 +321,58 @@ pub fn wait_until(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
 /// the tracer's.
 pub fn signal(child: &Child, sig: &str) {
     run_ok(Command::new("kill").args([&format!("-{sig}"), &child.id().to_string()]));
+}
+
+/// Lets the last frames reach a capture, stops the tracer with SIGINT and returns its output once it has
+/// exited cleanly (`secs` caps a hang).
+pub fn stop(child: Child, secs: u64) -> Output {
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&child, "INT");
+    let result = wait(child, secs);
+    assert!(
+        result.status.success(),
+        "roce-tracer failed: {}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    result
+}
+
+/// Writes the Ethernet records of capture `src` that `keep` accepts to a classic pcap `dst` that tcpreplay
+/// sends, and returns how many. A record cut by a snap length goes back on the wire at its captured length,
+/// or with `whole`, padded with zeros to its length on the wire (its headers say that length, its ICRC is
+/// then wrong, which a capture cut at a snap length cannot check anyway).
+pub fn write_replay(
+    src: &Path,
+    dst: &Path,
+    whole: bool,
+    mut keep: impl FnMut(u64, &roce_capture::Record<'_>) -> bool,
+) -> usize {
+    use roce_capture::{CaptureReader, LinkType};
+    let mut reader = CaptureReader::open(src).expect("open source");
+    let file = std::fs::File::create(dst).expect("create replay file");
+    let mut w = roce_capture::write::PcapWriter::new(
+        std::io::BufWriter::new(file),
+        LinkType::ETHERNET,
+        65535,
+    )
+    .unwrap();
+    let (mut n, mut i) = (0, 0);
+    while let Some(rec) = reader.next_record().expect("read") {
+        i += 1;
+        if rec.link != LinkType::ETHERNET || !keep(i, &rec) {
+            continue;
+        }
+        if whole && rec.len > rec.caplen {
+            let mut frame = rec.data.to_vec();
+            frame.resize(rec.len as usize, 0);
+            w.write_packet(rec.ts_ns, &frame, rec.len).unwrap();
+        } else {
+            w.write_packet(rec.ts_ns, rec.data, rec.caplen).unwrap();
+        }
+        n += 1;
+    }
+    w.into_inner().unwrap();
+    n
 }
 
 /// Waits for the tracer's exit. `secs` is a cap that only catches a hang: a test that proves the tracer

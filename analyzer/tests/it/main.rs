@@ -25,8 +25,6 @@ mod priority;
 mod psn_spaces;
 mod report;
 mod report_font;
-mod samples_truth;
-mod spark;
 mod svg;
 mod trace;
 mod tracer_blocks;

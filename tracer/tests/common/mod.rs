@@ -149,23 +149,10 @@ pub fn stats_view(r: &StatsReport) -> serde_json::Value {
 /// Writes the Ethernet records of `src` whose kind is not `other` to a classic pcap for tcpreplay, and
 /// returns how many there are.
 pub fn replayable(src: &Path, dst: &Path) -> usize {
-    let mut reader = CaptureReader::open(src).expect("open source");
     let decoder = Decoder::default();
-    let file = std::fs::File::create(dst).expect("create replay file");
-    let mut w = PcapWriter::new(std::io::BufWriter::new(file), LinkType::ETHERNET, 65535).unwrap();
-    let mut n = 0;
-    let mut i = 0;
-    while let Some(rec) = reader.next_record().expect("read") {
-        i += 1;
-        if rec.link != LinkType::ETHERNET || decoder.decode(i, &rec).kind == Kind::Other {
-            continue;
-        }
-        // Replayed as captured: the wire length becomes the captured length.
-        w.write_packet(rec.ts_ns, rec.data, rec.caplen).unwrap();
-        n += 1;
-    }
-    w.into_inner().unwrap();
-    n
+    write_replay(src, dst, false, |i, rec| {
+        decoder.decode(i, rec).kind != Kind::Other
+    })
 }
 
 /// The data of every custom block (after its PEN) with the tracer's PEN, in file order. A minimal pcapng walk:
