@@ -5,11 +5,8 @@
 //! and fills in defaults. Every error names the key (and the table it sits in) so that a typo in a teaching file
 //! is found without reading the simulator.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use roce_capture::blocks::VERSION;
-use roce_capture::blocks::records::Knobs;
 use serde::Deserialize;
 use thiserror::Error;
 
@@ -945,55 +942,6 @@ impl Scenario {
             Some(f) if !f.name.is_empty() => format!("{}.{}.pcapng", self.name, f.name),
             _ => format!("{}.pcapng", self.name),
         }
-    }
-
-    /// The `KNOB` record a tracer capturing file `file` would write: for each of its taps that mirrors a
-    /// host's link, that host's `roce_rp/` and `roce_np/` knobs under the tap's interface name, as the tracer
-    /// keys a NIC's files by its interface. A tap between two switches is a mirror port with no knobs (of two
-    /// hosts linked directly, `a`'s NIC is the one captured). `None` when no tap of the file has a host, as
-    /// the tracer writes no block when no interface has knobs. The hosts' `rp`/`np` switches act on every
-    /// priority, so they are written as all eight `enable/N` files of each side; the host's address goes in
-    /// `addrs`, as a tracer records its GIDs' addresses, so that a reader can tell whose knobs they are.
-    pub fn knob_record(&self, file: usize) -> Option<Knobs> {
-        let mut knobs = BTreeMap::new();
-        let mut captured = Vec::new();
-        let mut addrs = BTreeMap::new();
-        for tap in self.taps.iter().filter(|t| t.file == file) {
-            captured.push(tap.name.clone());
-            let link = &self.links[tap.link];
-            let Some((h, host)) = [link.a, link.b]
-                .into_iter()
-                .find_map(|n| Some((n, self.hosts.get(n)?)))
-            else {
-                continue;
-            };
-            let ip = std::net::Ipv4Addr::from(super::engine::host_ip(h));
-            addrs.insert(tap.name.clone(), vec![ip.to_string()]);
-            let mut put = |side: &str, name: &str, value: u64| {
-                knobs.insert(format!("{}/{side}/{name}", tap.name), value.to_string());
-            };
-            for (name, value) in self.knobs.sysfs() {
-                put("roce_rp", name, u64::from(value));
-            }
-            put(
-                "roce_np",
-                "min_time_between_cnps",
-                host.min_time_between_cnps_ns / 1_000,
-            );
-            put("roce_np", "cnp_dscp", u64::from(host.cnp_dscp));
-            put("roce_np", "cnp_802p_prio", u64::from(host.cnp_prio));
-            for prio in 0..8 {
-                put("roce_rp", &format!("enable/{prio}"), u64::from(host.rp));
-                put("roce_np", &format!("enable/{prio}"), u64::from(host.np));
-            }
-        }
-        (!knobs.is_empty()).then(|| Knobs {
-            version: VERSION,
-            ts_ns: self.files.get(file).map_or(0, |f| f.local_ns(0)),
-            knobs,
-            captured,
-            addrs,
-        })
     }
 
     /// Node name by index (hosts first, then switches).

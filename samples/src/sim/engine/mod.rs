@@ -12,7 +12,7 @@
 //! scenario; [`port`] serializes frames onto links; [`pfc`] sends and obeys pause frames; [`switch`] forwards,
 //! buffers and marks (the CP); [`transport`] is the RC protocol of the NICs and their notification point;
 //! [`sender`] paces each flow's data by its reaction point; [`tap`] writes what the mirrors see; [`finish`]
-//! turns the end state into the truth.
+//! turns the end state into the truth. [`knobs`] makes the `KNOB` block each capture file starts with.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -28,6 +28,7 @@ use crate::corpus::Rng;
 mod finish;
 mod flow;
 mod hops;
+mod knobs;
 mod pfc;
 mod port;
 mod sender;
@@ -167,7 +168,7 @@ pub(super) struct World<'s, W: Write> {
 
 /// Host `h` is 10.0.0.1 + h: the samples' small worlds read as 10.0.0.1, 10.0.0.2, ..., and a world of
 /// hundreds of hosts carries on into 10.0.1.0 instead of overflowing the last byte.
-pub(crate) fn host_ip(h: usize) -> [u8; 4] {
+fn host_ip(h: usize) -> [u8; 4] {
     let [_, a, b, c] = host_number(h).to_be_bytes();
     [10, a, b, c]
 }
