@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use roce_capture::blocks::VERSION;
 use roce_capture::blocks::records::Knobs;
 
-use super::host_ip;
+use super::addr::host_ip;
 use crate::sim::scenario::Scenario;
 
 /// The record for capture file `file` of `sc`, or `None` when none of its taps sees a host.
