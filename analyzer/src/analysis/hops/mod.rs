@@ -553,8 +553,9 @@ impl Side {
         }
     }
 
+    /// Counts the frame, and gives its copy the gap since the frame before it towards the same next hop.
     #[inline]
-    fn seen(&mut self, s: &Seen) {
+    fn seen(&mut self, s: &mut Seen) {
         let tap = s.copy.tap as usize;
         let ts = s.copy.ts;
         if tap >= self.packets.len() {
@@ -562,7 +563,8 @@ impl Side {
             self.psn_gaps.resize(tap + 1, 0);
         }
         if s.has_mac && matches!(s.kind, Kind::Roce | Kind::Cnp | Kind::Other) {
-            self.rates
+            s.copy.gap = self
+                .rates
                 .get_mut(s.copy.tap, s.copy.dst_mac)
                 .departure(ts, s.copy.len);
         }
@@ -635,14 +637,14 @@ impl HopsPass {
     /// One frame. Its tap's file must be known ([`HopsPass::learn_taps`]) before its copies close.
     #[inline]
     pub fn frame(&mut self, f: &Frame<'_>) {
-        self.seen(&Seen::of(f));
+        self.seen(Seen::of(f));
     }
 
     /// One frame, as [`Seen::of`] cut it out.
     #[inline]
-    fn seen(&mut self, s: &Seen) {
-        self.side.seen(s);
-        self.matched(s);
+    fn seen(&mut self, mut s: Seen) {
+        self.side.seen(&mut s);
+        self.matched(&s);
     }
 
     /// The matching part of [`HopsPass::seen`].
@@ -790,14 +792,20 @@ impl HopsPass {
 }
 
 impl RateAcc {
+    /// A frame of `len` bytes leaving at `ts`; gives the time since the one before (0 for the first).
     #[inline]
-    fn departure(&mut self, ts: u64, len: u32) {
-        if let Some(last) = self.last
-            && ts > last
-            && ts - last < 100_000
-        {
-            let gbps =
-                (u64::from(len) + u64::from(WIRE_OVERHEAD)) as f64 * 8.0 / (ts - last) as f64;
+    fn departure(&mut self, ts: u64, len: u32) -> u32 {
+        let gap = self.last.map_or(0, |last| ts.saturating_sub(last));
+        self.gap(gap, len);
+        self.last = Some(ts);
+        u32::try_from(gap).unwrap_or(u32::MAX)
+    }
+
+    /// A frame of `len` bytes that left `gap` ns after the one before it towards the same next hop.
+    #[inline]
+    fn gap(&mut self, gap: u64, len: u32) {
+        if gap > 0 && gap < 100_000 {
+            let gbps = (u64::from(len) + u64::from(WIRE_OVERHEAD)) as f64 * 8.0 / gap as f64;
             if (RATE_MIN_GBPS..RATE_MAX_GBPS).contains(&gbps) {
                 // The step is a power of two: multiplying by its inverse is exact and spares a division.
                 let i = (gbps * (1.0 / RATE_STEP_GBPS)) as usize;
@@ -808,7 +816,6 @@ impl RateAcc {
                 self.hist[i].1 += gbps;
             }
         }
-        self.last = Some(ts);
     }
 
     /// The line rate: back-to-back frames leave at it, any other gap shows a slower one, so it is the most
@@ -1575,8 +1582,8 @@ fn fill(frames: &mut Frames<'_>, batch: &mut Vec<Seen>, side: &mut Side) -> bool
     // Each frame is cut down where it was decoded: moving it (360 bytes) out of `Frames::next_frame` cost a
     // tenth of the pass's time.
     frames.for_each_until(|f| {
-        let s = Seen::of(f);
-        side.seen(&s);
+        let mut s = Seen::of(f);
+        side.seen(&mut s);
         batch.push(s);
         batch.len() >= BATCH
     });
