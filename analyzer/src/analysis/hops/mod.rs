@@ -132,8 +132,22 @@ pub struct HopReport {
     pub loss: Option<String>,
     /// The least delay seen: the clocks' offset plus the base transit.
     pub clock_offset_ns: i64,
-    /// The drift followed between the two clocks (0 for taps of one file).
+    /// The drift followed between the two clocks (0 for taps of one file): the slope of the line the delays are
+    /// measured from, as of the end of the capture.
     pub drift_ppm: f64,
+    /// Whether the clock windows pinned the drift for every packet of the hop (always, for taps of one file).
+    /// When not, a standing queue and a drift could not be told apart: `drift_ppm` is the value nearest zero
+    /// that the least delays allow, and `clock_error_ns` bounds what that assumption may cost.
+    pub drift_known: bool,
+    /// The drifts the least delays allowed over the capture, lowest and highest, ppm: close around `drift_ppm`
+    /// when known. Null for taps of one file.
+    pub drift_range_ppm: Option<[f64; 2]>,
+    /// The largest error the drift's uncertainty may have put in a queueing delay, ns (0 when known).
+    pub clock_error_ns: f64,
+    /// The time the hop's largest frame holds its port (ns), and that port's rate (Gb/s): how close to the
+    /// clock line a window had to come to count as an empty queue, and what a delay error is worth in bytes.
+    #[serde(skip)]
+    pub frame_time: (f64, f64),
     /// Whether the two taps share a clock (taps of one file).
     pub shared_clock: bool,
     /// Whether the order of the two taps was only assumed (one-way traffic between taps with two clocks).
@@ -374,10 +388,25 @@ struct HopAcc {
     raw_max: i64,
     outside_capture: u64,
     clock: ClockTrack,
+    /// Gaps between departures at the downstream tap before the hop's packets: the port's rate, which turns
+    /// a frame into the time it holds the port.
+    rate: RateAcc,
+    /// The largest frame the hop carried, on the wire (with preamble, FCS and gap), bytes.
+    max_wire: u32,
     pending: std::collections::VecDeque<Sample>,
     delay: Hist,
     series: Series,
+    /// The slope of the last line (ns per ns).
     drift: f64,
+    /// The drifts the windows allowed, lowest and highest over the capture (this hop's sign).
+    drift_range: (f64, f64),
+    /// Whether every line the hop's packets were measured against had its drift pinned by the windows.
+    drift_known: bool,
+    /// The largest error the drift's uncertainty may have put in a queueing delay, ns.
+    clock_error_ns: f64,
+    /// How close to the line a window had to come to count as an empty queue, at the last fit, ns; and the
+    /// port rate that came from, Gb/s.
+    touch: (f64, f64),
     /// Per priority: the queue this hop's packets waited in (`u32::MAX` until one did).
     queues: [u32; 8],
 }
@@ -412,6 +441,10 @@ const RATE_STEP_GBPS: f64 = 0.25;
 const RATE_MAX_GBPS: f64 = 1600.0;
 /// Gaps slower than this are idle time, not a port's rate.
 const RATE_MIN_GBPS: f64 = 1.0;
+/// The rate a port is taken to have when none of a pair of clocks' hops showed one: such ports were never busy
+/// enough to hold a standing queue, and a frame's time at 10 Gb/s, the slowest RoCE links, errs towards
+/// taking their windows' least delays as an empty queue.
+const UNKNOWN_PORT_GBPS: f64 = 10.0;
 const MAX_MARKS: usize = 20_000;
 
 /// Per pair of taps (lower index first) and IP direction: the range of `t_hi − t_lo`.
@@ -485,6 +518,9 @@ impl RateMap {
 }
 
 type PairKey = (u32, u32, u128, u128);
+/// Per pair of capture files (lower first): the fit of their clocks, how close a window had to come to its line
+/// to count as an empty queue (ns), and the port rate that came from (Gb/s).
+type Fits = FxHashMap<(usize, usize), (clock::Fit, f64, f64)>;
 /// An IP direction (source, destination) and its delays between a pair of taps.
 type Direction = (u128, u128, ClassStat);
 
@@ -749,6 +785,11 @@ impl HopsPass {
                     loss: loss_verdict(&h, to_drops, from_gaps, &name),
                     clock_offset_ns: h.raw_min,
                     drift_ppm: h.drift * 1e6,
+                    drift_known: h.drift_known,
+                    drift_range_ppm: (h.drift_range.0 <= h.drift_range.1)
+                        .then_some([h.drift_range.0 * 1e6, h.drift_range.1 * 1e6]),
+                    clock_error_ns: h.clock_error_ns,
+                    frame_time: h.touch,
                     shared_clock: h.shared,
                     order_assumed: h.assumed,
                     queue_delay_ns: h.delay.percentiles(),
@@ -1057,6 +1098,8 @@ impl Core {
             let queue = self.queue(hi, prio, d.dst_mac);
             let h = &mut self.hops[hi];
             h.matched += 1;
+            h.rate.gap(u64::from(d.gap), d.len);
+            h.max_wire = h.max_wire.max(d.len.saturating_add(WIRE_OVERHEAD));
             if u.seen != d.seen {
                 h.retransmitted += 1;
                 continue;
@@ -1117,10 +1160,16 @@ impl Core {
             raw_max: i64::MIN,
             outside_capture: 0,
             clock: ClockTrack::new(window),
+            rate: RateAcc::default(),
+            max_wire: 0,
             pending: Default::default(),
             delay: Hist::default(),
             series: Series::new(start),
             drift: 0.0,
+            drift_range: (f64::INFINITY, f64::NEG_INFINITY),
+            drift_known: true,
+            clock_error_ns: 0.0,
+            touch: (0.0, 0.0),
             queues: [u32::MAX; 8],
         });
         self.hop_index.insert((from, to), i);
@@ -1157,25 +1206,87 @@ impl Core {
         i
     }
 
+    /// The pair of clocks hop `h` crosses (lower file first) and the sign its delays follow their drift with
+    /// (+1 from the lower file's taps to the higher's); `None` for taps of one file.
+    fn clocks(&self, h: &HopAcc) -> Option<((usize, usize), f64)> {
+        let (a, b) = (self.file_of(h.from), self.file_of(h.to));
+        (!h.shared && a != b).then(|| ((a.min(b), a.max(b)), if b > a { 1.0 } else { -1.0 }))
+    }
+
+    /// For each pair of capture files that a hop with samples before `t` crosses: the drift of their clocks,
+    /// fitted to the windows of every hop between the two files, both ways ([`clock::fit`]), with how close a
+    /// window had to come to its line to count as an empty queue (ns) and the port rate that came from (Gb/s).
+    fn fit_clocks(&self, t: u64) -> Fits {
+        #[derive(Default)]
+        struct Legs<'a> {
+            legs: Vec<(&'a ClockTrack, f64)>,
+            wire: u32,
+            gbps: Option<f64>,
+            needed: bool,
+        }
+        let mut pairs: FxHashMap<(usize, usize), Legs> = FxHashMap::default();
+        for h in &self.hops {
+            let Some((pair, sign)) = self.clocks(h) else {
+                continue;
+            };
+            let l = pairs.entry(pair).or_default();
+            l.legs.push((&h.clock, sign));
+            l.wire = l.wire.max(h.max_wire);
+            if let Some(g) = h.rate.rate() {
+                l.gbps = Some(l.gbps.map_or(g, |x: f64| x.max(g)));
+            }
+            l.needed |= h.pending.front().is_some_and(|s| s.t < t);
+        }
+        pairs
+            .into_iter()
+            .filter(|(_, l)| l.needed)
+            .filter_map(|(pair, l)| {
+                let gbps = self
+                    .opts
+                    .link_bps
+                    .map(|bps| bps as f64 / 1e9)
+                    .or(l.gbps)
+                    .unwrap_or(UNKNOWN_PORT_GBPS);
+                // The time the largest frame holds the fastest port: what a packet that found the queue empty
+                // may still wait behind a frame already leaving.
+                let touch = f64::from(l.wire) * 8.0 / gbps;
+                let fit = clock::fit(&l.legs, touch, self.opts.max_drift_ppm)?;
+                Some((pair, (fit, touch, gbps)))
+            })
+            .collect()
+    }
+
     /// Every hop's samples from before `t` get their queueing delay, from the clock line over the windows
     /// kept around them.
     fn flush(&mut self, t: u64) {
-        let max_drift = self.opts.max_drift_ppm;
         let keep = self.opts.segment_ns().saturating_mul(2);
+        let fits = self.fit_clocks(t);
+        let lines: Vec<Option<clock::Line>> = self
+            .hops
+            .iter()
+            .map(|h| match self.clocks(h) {
+                None => h.clock.flat(),
+                Some((pair, sign)) => fits.get(&pair).and_then(|(f, ..)| h.clock.line(sign, f)),
+            })
+            .collect();
         for &hi in &self.hop_order {
+            let clocks = self.clocks(&self.hops[hi as usize]);
             let h = &mut self.hops[hi as usize];
-            if h.pending.front().is_none_or(|s| s.t >= t) {
-                continue;
-            }
-            let Some(line) = h.clock.line(h.shared, max_drift) else {
+            let Some(first) = h.pending.front().map(|s| s.t).filter(|&f| f < t) else {
                 continue;
             };
+            let Some(line) = lines[hi as usize] else {
+                continue;
+            };
+            let fit = clocks.and_then(|(pair, sign)| Some((*fits.get(&pair)?, sign)));
             h.drift = line.b;
+            let mut last = first;
             while let Some(s) = h.pending.front().copied() {
                 if s.t >= t {
                     break;
                 }
                 h.pending.pop_front();
+                last = last.max(s.t);
                 let q = round_up_half((s.d as f64 - line.at(s.t)).max(0.0));
                 h.delay.add(q);
                 h.series.add(s.t, q, s.ect, s.marked);
@@ -1194,7 +1305,16 @@ impl Core {
                     }
                 }
             }
-            if t != u64::MAX {
+            if let Some(((f, touch, gbps), sign)) = fit {
+                let (low, high) = f.range(sign);
+                h.drift_range = (h.drift_range.0.min(low), h.drift_range.1.max(high));
+                h.drift_known &= f.known;
+                h.clock_error_ns = h.clock_error_ns.max(f.error_ns(h.clock.lever(first, last)));
+                h.touch = (touch, gbps);
+            }
+        }
+        if t != u64::MAX {
+            for h in &mut self.hops {
                 h.clock.prune_before(t.saturating_sub(keep));
             }
         }
@@ -1519,6 +1639,9 @@ fn findings(hops: &[HopReport], queues: &[QueueReport], opts: &HopsOptions) -> V
         }
     }
     for h in hops {
+        if let Some(f) = drift_unknown(h) {
+            out.push(f);
+        }
         if let Some(l) = &h.loss {
             out.push(Finding {
                 code: "unmatched_between_taps",
@@ -1540,6 +1663,43 @@ fn findings(hops: &[HopReport], queues: &[QueueReport], opts: &HopsOptions) -> V
         }
     }
     out
+}
+
+/// A hop whose clocks' drift the windows could not pin, when what that may cost reaches a frame's worth of
+/// queue: the user must know that its depths rest on an assumed drift.
+fn drift_unknown(h: &HopReport) -> Option<Finding> {
+    let (frame_ns, gbps) = h.frame_time;
+    let [low, high] = h.drift_range_ppm?;
+    if h.drift_known || h.clock_error_ns < frame_ns || frame_ns <= 0.0 {
+        return None;
+    }
+    let bytes = |ns: f64| ns * gbps / 8.0;
+    Some(Finding {
+        code: "clock_drift_unknown",
+        severity: Severity::Warning,
+        title: format!(
+            "hop {} → {}: the clocks' drift cannot be told from a standing queue",
+            h.from, h.to
+        ),
+        detail: format!(
+            "The least delay of this hop did not come back to one line in most clock windows, and no hop \
+             between the same two capture files (the other way, where ACKs and CNPs usually find the queue \
+             empty) did either: a queue that never empties and a drift between the two clocks look alike, \
+             and so does a drift beyond --max-drift-ppm. Any drift from {low:+.1} to {high:+.1} ppm fits; the \
+             delays and depths assume {:+.1} ppm and may be off by up to {:.0} ns, {:.0} B of queue at \
+             {gbps:.0} Gb/s. Capture both directions of the traffic at both taps, or give the capturing hosts \
+             one clock (PTP).",
+            h.drift_ppm,
+            h.clock_error_ns,
+            bytes(h.clock_error_ns)
+        ),
+        evidence: vec![format!(
+            "{} packets matched; a clock window counted as an empty queue when its least delay came within \
+             {frame_ns:.0} ns of the line (the largest frame, {:.0} B, at {gbps:.0} Gb/s)",
+            h.matched,
+            bytes(frame_ns)
+        )],
+    })
 }
 
 /// Frames per batch: small enough that the batches in flight between the threads stay in the cores' caches,
