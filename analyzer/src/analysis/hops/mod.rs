@@ -407,6 +407,8 @@ struct HopAcc {
     /// How close to the line a window had to come to count as an empty queue, at the last fit, ns; and the
     /// port rate that came from, Gb/s.
     touch: (f64, f64),
+    /// The least of its line less its clocks' carried offset ([`Core::carry_floors`]): the floor it showed.
+    floor: f64,
     /// Per priority: the queue this hop's packets waited in (`u32::MAX` until one did).
     queues: [u32; 8],
 }
@@ -549,6 +551,10 @@ struct Core {
     next_flush: Option<u64>,
     /// Per tap: its first and latest RoCE packet.
     spans: Vec<(u64, u64)>,
+    /// Per pair of capture files whose drift is known since the last break: the offset of their clocks at
+    /// the last fit's origin, carried from the first (which counts as 0), that origin and the drift fitted
+    /// there ([`Core::carry_floors`]).
+    offsets: FxHashMap<(usize, usize), (u64, f64, f64)>,
 }
 
 /// The streaming pass: hand it every frame of the capture, in order.
@@ -656,6 +662,7 @@ impl HopsPass {
                 queues: Vec::new(),
                 next_flush: None,
                 spans: Vec::new(),
+                offsets: FxHashMap::default(),
             },
         }
     }
@@ -1170,6 +1177,7 @@ impl Core {
             drift_known: true,
             clock_error_ns: 0.0,
             touch: (0.0, 0.0),
+            floor: f64::INFINITY,
             queues: [u32::MAX; 8],
         });
         self.hop_index.insert((from, to), i);
@@ -1256,12 +1264,49 @@ impl Core {
             .collect()
     }
 
+    /// Under a known drift the clocks' offset moves by the drift times the time elapsed, so it can be carried
+    /// from one segment to the next, and with it the floor each hop showed: its line less the offset. A queue
+    /// that emptied once and then stood through every window kept (the windows in which it emptied are
+    /// forgotten after two segments) is still measured from that floor, not from the least of its standing
+    /// windows. A segment whose drift is not known breaks the chain: the floors are forgotten and learnt anew.
+    fn carry_floors(&mut self, fits: &Fits, lines: &mut [Option<clock::Line>]) {
+        let mut offsets: FxHashMap<(usize, usize), Option<f64>> = FxHashMap::default();
+        for (&pair, (fit, ..)) in fits {
+            let offset = if fit.known {
+                // The drift between two segments' origins: the mean of the two fitted.
+                let c = self.offsets.get(&pair).map_or(0.0, |&(t0, c0, b0)| {
+                    c0 + (b0 + fit.b) / 2.0 * (fit.t_ref as f64 - t0 as f64)
+                });
+                self.offsets.insert(pair, (fit.t_ref, c, fit.b));
+                Some(c)
+            } else {
+                self.offsets.remove(&pair);
+                None
+            };
+            offsets.insert(pair, offset);
+        }
+        let clocks: Vec<_> = self.hops.iter().map(|h| self.clocks(h)).collect();
+        for ((h, line), clocks) in self.hops.iter_mut().zip(lines.iter_mut()).zip(clocks) {
+            let Some((pair, sign)) = clocks else {
+                continue;
+            };
+            match (offsets.get(&pair), line) {
+                (Some(Some(c)), Some(line)) => {
+                    h.floor = h.floor.min(line.a - sign * c);
+                    line.a = line.a.min(h.floor + sign * c);
+                }
+                (Some(None), _) => h.floor = f64::INFINITY,
+                _ => {}
+            }
+        }
+    }
+
     /// Every hop's samples from before `t` get their queueing delay, from the clock line over the windows
     /// kept around them.
     fn flush(&mut self, t: u64) {
         let keep = self.opts.segment_ns().saturating_mul(2);
         let fits = self.fit_clocks(t);
-        let lines: Vec<Option<clock::Line>> = self
+        let mut lines: Vec<Option<clock::Line>> = self
             .hops
             .iter()
             .map(|h| match self.clocks(h) {
@@ -1269,6 +1314,7 @@ impl Core {
                 Some((pair, sign)) => fits.get(&pair).and_then(|(f, ..)| h.clock.line(sign, f)),
             })
             .collect();
+        self.carry_floors(&fits, &mut lines);
         for &hi in &self.hop_order {
             let clocks = self.clocks(&self.hops[hi as usize]);
             let h = &mut self.hops[hi as usize];
