@@ -135,8 +135,22 @@ pub struct HopReport {
     pub loss: Option<String>,
     /// The least delay seen: the clocks' offset plus the base transit.
     pub clock_offset_ns: i64,
-    /// The drift followed between the two clocks (0 for taps of one file).
+    /// The drift followed between the two clocks (0 for taps of one file): the slope of the line the delays are
+    /// measured from, as of the end of the capture.
     pub drift_ppm: f64,
+    /// Whether the clock windows pinned the drift for every packet of the hop (always, for taps of one file).
+    /// When not, a standing queue and a drift could not be told apart: `drift_ppm` is the value nearest zero
+    /// that the least delays allow, and `clock_error_ns` bounds what that assumption may cost.
+    pub drift_known: bool,
+    /// The drifts the least delays allowed over the capture, lowest and highest, ppm: close around `drift_ppm`
+    /// when known. Null for taps of one file.
+    pub drift_range_ppm: Option<[f64; 2]>,
+    /// The largest error the drift's uncertainty may have put in a queueing delay, ns (0 when known).
+    pub clock_error_ns: f64,
+    /// The time the hop's largest frame holds its port (ns), and that port's rate (Gb/s): how close to the
+    /// clock line a window had to come to count as an empty queue, and what a delay error is worth in bytes.
+    #[serde(skip)]
+    pub frame_time: (f64, f64),
     /// Whether the two taps share a clock (taps of one file).
     pub shared_clock: bool,
     /// Whether the order of the two taps was only assumed (one-way traffic between taps with two clocks).
@@ -377,10 +391,27 @@ struct HopAcc {
     raw_max: i64,
     outside_capture: u64,
     clock: ClockTrack,
+    /// Gaps between departures at the downstream tap before the hop's packets: the port's rate, which turns
+    /// a frame into the time it holds the port.
+    rate: RateAcc,
+    /// The largest frame the hop carried, on the wire (with preamble, FCS and gap), bytes.
+    max_wire: u32,
     pending: std::collections::VecDeque<Sample>,
     delay: Hist,
     series: Series,
+    /// The slope of the last line (ns per ns).
     drift: f64,
+    /// The drifts the windows allowed, lowest and highest over the capture (this hop's sign).
+    drift_range: (f64, f64),
+    /// Whether every line the hop's packets were measured against had its drift pinned by the windows.
+    drift_known: bool,
+    /// The largest error the drift's uncertainty may have put in a queueing delay, ns.
+    clock_error_ns: f64,
+    /// How close to the line a window had to come to count as an empty queue, at the last fit, ns; and the
+    /// port rate that came from, Gb/s.
+    touch: (f64, f64),
+    /// The least of its line less its clocks' carried offset ([`Core::carry_floors`]): the floor it showed.
+    floor: f64,
     /// Per priority: the queue this hop's packets waited in (`u32::MAX` until one did).
     queues: [u32; 8],
 }
@@ -415,6 +446,10 @@ const RATE_STEP_GBPS: f64 = 0.25;
 const RATE_MAX_GBPS: f64 = 1600.0;
 /// Gaps slower than this are idle time, not a port's rate.
 const RATE_MIN_GBPS: f64 = 1.0;
+/// The rate a port is taken to have when none of a pair of clocks' hops showed one: such ports were never busy
+/// enough to hold a standing queue, and a frame's time at 10 Gb/s, the slowest RoCE links, errs towards
+/// taking their windows' least delays as an empty queue.
+const UNKNOWN_PORT_GBPS: f64 = 10.0;
 const MAX_MARKS: usize = 20_000;
 
 /// Per pair of taps (lower index first) and IP direction: the range of `t_hi − t_lo`.
@@ -488,6 +523,9 @@ impl RateMap {
 }
 
 type PairKey = (u32, u32, u128, u128);
+/// Per pair of capture files (lower first): the fit of their clocks, how close a window had to come to its line
+/// to count as an empty queue (ns), and the port rate that came from (Gb/s).
+type Fits = FxHashMap<(usize, usize), (clock::Fit, f64, f64)>;
 /// An IP direction (source, destination) and its delays between a pair of taps.
 type Direction = (u128, u128, ClassStat);
 
@@ -517,6 +555,10 @@ struct Core {
     next_flush: Option<u64>,
     /// Per tap: its first and latest RoCE packet.
     spans: Vec<(u64, u64)>,
+    /// Per pair of capture files whose drift is known since the last break: the offset of their clocks at
+    /// the last fit's origin, carried from the first (which counts as 0), that origin and the drift fitted
+    /// there ([`Core::carry_floors`]).
+    offsets: FxHashMap<(usize, usize), (u64, f64, f64)>,
 }
 
 /// The streaming pass: hand it every frame of the capture, in order.
@@ -557,8 +599,9 @@ impl Side {
         }
     }
 
+    /// Counts the frame, and gives its copy the gap since the frame before it towards the same next hop.
     #[inline]
-    fn seen(&mut self, s: &Seen) {
+    fn seen(&mut self, s: &mut Seen) {
         let tap = s.copy.tap as usize;
         let ts = s.copy.ts;
         if tap >= self.packets.len() {
@@ -566,7 +609,8 @@ impl Side {
             self.psn_gaps.resize(tap + 1, 0);
         }
         if s.has_mac && matches!(s.kind, Kind::Roce | Kind::Cnp | Kind::Other) {
-            self.rates
+            s.copy.gap = self
+                .rates
                 .get_mut(s.copy.tap, s.copy.dst_mac)
                 .departure(ts, s.copy.len);
         }
@@ -622,6 +666,7 @@ impl HopsPass {
                 queues: Vec::new(),
                 next_flush: None,
                 spans: Vec::new(),
+                offsets: FxHashMap::default(),
             },
         }
     }
@@ -639,14 +684,14 @@ impl HopsPass {
     /// One frame. Its tap's file must be known ([`HopsPass::learn_taps`]) before its copies close.
     #[inline]
     pub fn frame(&mut self, f: &Frame<'_>) {
-        self.seen(&Seen::of(f));
+        self.seen(Seen::of(f));
     }
 
     /// One frame, as [`Seen::of`] cut it out.
     #[inline]
-    fn seen(&mut self, s: &Seen) {
-        self.side.seen(s);
-        self.matched(s);
+    fn seen(&mut self, mut s: Seen) {
+        self.side.seen(&mut s);
+        self.matched(&s);
     }
 
     /// The matching part of [`HopsPass::seen`].
@@ -751,6 +796,11 @@ impl HopsPass {
                     loss: loss_verdict(&h, to_drops, from_gaps, &name),
                     clock_offset_ns: h.raw_min,
                     drift_ppm: h.drift * 1e6,
+                    drift_known: h.drift_known,
+                    drift_range_ppm: (h.drift_range.0 <= h.drift_range.1)
+                        .then_some([h.drift_range.0 * 1e6, h.drift_range.1 * 1e6]),
+                    clock_error_ns: h.clock_error_ns,
+                    frame_time: h.touch,
                     shared_clock: h.shared,
                     order_assumed: h.assumed,
                     queue_delay_ns: h.delay.percentiles(),
@@ -794,14 +844,20 @@ impl HopsPass {
 }
 
 impl RateAcc {
+    /// A frame of `len` bytes leaving at `ts`; gives the time since the one before (0 for the first).
     #[inline]
-    fn departure(&mut self, ts: u64, len: u32) {
-        if let Some(last) = self.last
-            && ts > last
-            && ts - last < 100_000
-        {
-            let gbps =
-                (u64::from(len) + u64::from(WIRE_OVERHEAD)) as f64 * 8.0 / (ts - last) as f64;
+    fn departure(&mut self, ts: u64, len: u32) -> u32 {
+        let gap = self.last.map_or(0, |last| ts.saturating_sub(last));
+        self.gap(gap, len);
+        self.last = Some(ts);
+        u32::try_from(gap).unwrap_or(u32::MAX)
+    }
+
+    /// A frame of `len` bytes that left `gap` ns after the one before it towards the same next hop.
+    #[inline]
+    fn gap(&mut self, gap: u64, len: u32) {
+        if gap > 0 && gap < 100_000 {
+            let gbps = (u64::from(len) + u64::from(WIRE_OVERHEAD)) as f64 * 8.0 / gap as f64;
             if (RATE_MIN_GBPS..RATE_MAX_GBPS).contains(&gbps) {
                 // The step is a power of two: multiplying by its inverse is exact and spares a division.
                 let i = (gbps * (1.0 / RATE_STEP_GBPS)) as usize;
@@ -812,7 +868,6 @@ impl RateAcc {
                 self.hist[i].1 += gbps;
             }
         }
-        self.last = Some(ts);
     }
 
     /// The line rate: back-to-back frames leave at it, any other gap shows a slower one, so it is the most
@@ -1059,6 +1114,8 @@ impl Core {
             let queue = self.queue(hi, prio, d.dst_mac);
             let h = &mut self.hops[hi];
             h.matched += 1;
+            h.rate.gap(u64::from(d.gap), d.len);
+            h.max_wire = h.max_wire.max(d.len.saturating_add(WIRE_OVERHEAD));
             if u.seen != d.seen {
                 h.retransmitted += 1;
                 continue;
@@ -1119,10 +1176,17 @@ impl Core {
             raw_max: i64::MIN,
             outside_capture: 0,
             clock: ClockTrack::new(window),
+            rate: RateAcc::default(),
+            max_wire: 0,
             pending: Default::default(),
             delay: Hist::default(),
             series: Series::new(start),
             drift: 0.0,
+            drift_range: (f64::INFINITY, f64::NEG_INFINITY),
+            drift_known: true,
+            clock_error_ns: 0.0,
+            touch: (0.0, 0.0),
+            floor: f64::INFINITY,
             queues: [u32::MAX; 8],
         });
         self.hop_index.insert((from, to), i);
@@ -1159,25 +1223,125 @@ impl Core {
         i
     }
 
+    /// The pair of clocks hop `h` crosses (lower file first) and the sign its delays follow their drift with
+    /// (+1 from the lower file's taps to the higher's); `None` for taps of one file.
+    fn clocks(&self, h: &HopAcc) -> Option<((usize, usize), f64)> {
+        let (a, b) = (self.file_of(h.from), self.file_of(h.to));
+        (!h.shared && a != b).then(|| ((a.min(b), a.max(b)), if b > a { 1.0 } else { -1.0 }))
+    }
+
+    /// For each pair of capture files that a hop with samples before `t` crosses: the drift of their clocks,
+    /// fitted to the windows of every hop between the two files, both ways ([`clock::fit`]), with how close a
+    /// window had to come to its line to count as an empty queue (ns) and the port rate that came from (Gb/s).
+    fn fit_clocks(&self, t: u64) -> Fits {
+        #[derive(Default)]
+        struct Legs<'a> {
+            legs: Vec<(&'a ClockTrack, f64)>,
+            wire: u32,
+            gbps: Option<f64>,
+            needed: bool,
+        }
+        let mut pairs: FxHashMap<(usize, usize), Legs> = FxHashMap::default();
+        for h in &self.hops {
+            let Some((pair, sign)) = self.clocks(h) else {
+                continue;
+            };
+            let l = pairs.entry(pair).or_default();
+            l.legs.push((&h.clock, sign));
+            l.wire = l.wire.max(h.max_wire);
+            if let Some(g) = h.rate.rate() {
+                l.gbps = Some(l.gbps.map_or(g, |x: f64| x.max(g)));
+            }
+            l.needed |= h.pending.front().is_some_and(|s| s.t < t);
+        }
+        pairs
+            .into_iter()
+            .filter(|(_, l)| l.needed)
+            .filter_map(|(pair, l)| {
+                let gbps = self
+                    .opts
+                    .link_bps
+                    .map(|bps| bps as f64 / 1e9)
+                    .or(l.gbps)
+                    .unwrap_or(UNKNOWN_PORT_GBPS);
+                // The time the largest frame holds the fastest port: what a packet that found the queue empty
+                // may still wait behind a frame already leaving.
+                let touch = f64::from(l.wire) * 8.0 / gbps;
+                let fit = clock::fit(&l.legs, touch, self.opts.max_drift_ppm)?;
+                Some((pair, (fit, touch, gbps)))
+            })
+            .collect()
+    }
+
+    /// Under a known drift the clocks' offset moves by the drift times the time elapsed, so it can be carried
+    /// from one segment to the next, and with it the floor each hop showed: its line less the offset. A queue
+    /// that emptied once and then stood through every window kept (the windows in which it emptied are
+    /// forgotten after two segments) is still measured from that floor, not from the least of its standing
+    /// windows. A segment whose drift is not known breaks the chain: the floors are forgotten and learnt anew.
+    fn carry_floors(&mut self, fits: &Fits, lines: &mut [Option<clock::Line>]) {
+        let mut offsets: FxHashMap<(usize, usize), Option<f64>> = FxHashMap::default();
+        for (&pair, (fit, ..)) in fits {
+            let offset = if fit.known {
+                // The drift between two segments' origins: the mean of the two fitted.
+                let c = self.offsets.get(&pair).map_or(0.0, |&(t0, c0, b0)| {
+                    c0 + (b0 + fit.b) / 2.0 * (fit.t_ref as f64 - t0 as f64)
+                });
+                self.offsets.insert(pair, (fit.t_ref, c, fit.b));
+                Some(c)
+            } else {
+                self.offsets.remove(&pair);
+                None
+            };
+            offsets.insert(pair, offset);
+        }
+        let clocks: Vec<_> = self.hops.iter().map(|h| self.clocks(h)).collect();
+        for ((h, line), clocks) in self.hops.iter_mut().zip(lines.iter_mut()).zip(clocks) {
+            let Some((pair, sign)) = clocks else {
+                continue;
+            };
+            match (offsets.get(&pair), line) {
+                (Some(Some(c)), Some(line)) => {
+                    h.floor = h.floor.min(line.a - sign * c);
+                    line.a = line.a.min(h.floor + sign * c);
+                }
+                (Some(None), _) => h.floor = f64::INFINITY,
+                _ => {}
+            }
+        }
+    }
+
     /// Every hop's samples from before `t` get their queueing delay, from the clock line over the windows
     /// kept around them.
     fn flush(&mut self, t: u64) {
-        let max_drift = self.opts.max_drift_ppm;
         let keep = self.opts.segment_ns().saturating_mul(2);
+        let fits = self.fit_clocks(t);
+        let mut lines: Vec<Option<clock::Line>> = self
+            .hops
+            .iter()
+            .map(|h| match self.clocks(h) {
+                None => h.clock.flat(),
+                Some((pair, sign)) => fits.get(&pair).and_then(|(f, ..)| h.clock.line(sign, f)),
+            })
+            .collect();
+        self.carry_floors(&fits, &mut lines);
         for &hi in &self.hop_order {
+            let clocks = self.clocks(&self.hops[hi as usize]);
             let h = &mut self.hops[hi as usize];
-            if h.pending.front().is_none_or(|s| s.t >= t) {
-                continue;
-            }
-            let Some(line) = h.clock.line(h.shared, max_drift) else {
+            let Some(first) = h.pending.front().map(|s| s.t).filter(|&f| f < t) else {
                 continue;
             };
+            let Some(line) = lines[hi as usize] else {
+                continue;
+            };
+            let fit = clocks.and_then(|(pair, sign)| Some((*fits.get(&pair)?, sign)));
             h.drift = line.b;
+            let mut last = first;
             while let Some(s) = h.pending.front().copied() {
                 if s.t >= t {
                     break;
                 }
                 h.pending.pop_front();
+                last = last.max(s.t);
                 let q = round_up_half((s.d as f64 - line.at(s.t)).max(0.0));
                 h.delay.add(q);
                 h.series.add(s.t, q, s.ect, s.marked);
@@ -1196,7 +1360,16 @@ impl Core {
                     }
                 }
             }
-            if t != u64::MAX {
+            if let Some(((f, touch, gbps), sign)) = fit {
+                let (low, high) = f.range(sign);
+                h.drift_range = (h.drift_range.0.min(low), h.drift_range.1.max(high));
+                h.drift_known &= f.known;
+                h.clock_error_ns = h.clock_error_ns.max(f.error_ns(h.clock.lever(first, last)));
+                h.touch = (touch, gbps);
+            }
+        }
+        if t != u64::MAX {
+            for h in &mut self.hops {
                 h.clock.prune_before(t.saturating_sub(keep));
             }
         }
@@ -1521,6 +1694,9 @@ fn findings(hops: &[HopReport], queues: &[QueueReport], opts: &HopsOptions) -> V
         }
     }
     for h in hops {
+        if let Some(f) = drift_unknown(h) {
+            out.push(f);
+        }
         if let Some(l) = &h.loss {
             out.push(Finding {
                 code: "unmatched_between_taps",
@@ -1542,6 +1718,43 @@ fn findings(hops: &[HopReport], queues: &[QueueReport], opts: &HopsOptions) -> V
         }
     }
     out
+}
+
+/// A hop whose clocks' drift the windows could not pin, when what that may cost reaches a frame's worth of
+/// queue: the user must know that its depths rest on an assumed drift.
+fn drift_unknown(h: &HopReport) -> Option<Finding> {
+    let (frame_ns, gbps) = h.frame_time;
+    let [low, high] = h.drift_range_ppm?;
+    if h.drift_known || h.clock_error_ns < frame_ns || frame_ns <= 0.0 {
+        return None;
+    }
+    let bytes = |ns: f64| ns * gbps / 8.0;
+    Some(Finding {
+        code: "clock_drift_unknown",
+        severity: Severity::Warning,
+        title: format!(
+            "hop {} → {}: the clocks' drift cannot be told from a standing queue",
+            h.from, h.to
+        ),
+        detail: format!(
+            "The least delay of this hop did not come back to one line in most clock windows, and no hop \
+             between the same two capture files (the other way, where ACKs and CNPs usually find the queue \
+             empty) did either: a queue that never empties and a drift between the two clocks look alike, \
+             and so does a drift beyond --max-drift-ppm. Any drift from {low:+.1} to {high:+.1} ppm fits; the \
+             delays and depths assume {:+.1} ppm and may be off by up to {:.0} ns, {:.0} B of queue at \
+             {gbps:.0} Gb/s. Capture both directions of the traffic at both taps, or give the capturing hosts \
+             one clock (PTP).",
+            h.drift_ppm,
+            h.clock_error_ns,
+            bytes(h.clock_error_ns)
+        ),
+        evidence: vec![format!(
+            "{} packets matched; a clock window counted as an empty queue when its least delay came within \
+             {frame_ns:.0} ns of the line (the largest frame, {:.0} B, at {gbps:.0} Gb/s)",
+            h.matched,
+            bytes(frame_ns)
+        )],
+    })
 }
 
 /// Frames per batch: small enough that the batches in flight between the threads stay in the cores' caches,
@@ -1584,8 +1797,8 @@ fn fill(frames: &mut Frames<'_>, batch: &mut Vec<Seen>, side: &mut Side) -> bool
     // Each frame is cut down where it was decoded: moving it (360 bytes) out of `Frames::next_frame` cost a
     // tenth of the pass's time.
     frames.for_each_until(|f| {
-        let s = Seen::of(f);
-        side.seen(&s);
+        let mut s = Seen::of(f);
+        side.seen(&mut s);
         batch.push(s);
         batch.len() >= BATCH
     });
