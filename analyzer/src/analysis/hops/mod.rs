@@ -432,6 +432,8 @@ struct QueueAcc {
     series: Series,
     /// Times of CE marks (upstream clock), for the report's chart; bounded.
     marks: Vec<(u64, u64)>,
+    /// The largest frame that left through it, on the wire, bytes.
+    max_wire: u32,
 }
 
 /// Back-to-back departures at one tap towards one next hop.
@@ -1216,6 +1218,7 @@ impl Core {
                 ecn: Vec::new(),
                 series: Series::new(self.start_ns.unwrap_or(0)),
                 marks: Vec::new(),
+                max_wire: 0,
             });
         }
         let i = *slot;
@@ -1346,6 +1349,7 @@ impl Core {
                 h.delay.add(q);
                 h.series.add(s.t, q, s.ect, s.marked);
                 let queue = &mut self.queues[s.queue as usize];
+                queue.max_wire = queue.max_wire.max(h.max_wire);
                 queue.delay.add(q);
                 queue.series.add(s.t, q, s.ect, s.marked);
                 if s.ect {
@@ -1567,7 +1571,10 @@ fn queue_report(
         bins[i].marked += s.marked;
     }
     let (ect_in, marked) = q.ecn.iter().fold((0, 0), |(n, m), &(a, b)| (n + a, m + b));
-    let fit: Option<RedFit> = red::fit(&slices, bin_bytes as f64);
+    let mut fit: Option<RedFit> = red::fit(&slices, bin_bytes as f64);
+    if let Some(f) = &mut fit {
+        f.allow_for_frame_on_wire(f64::from(q.max_wire));
+    }
     let between = fit.map_or(0, |f| {
         slices
             .iter()
