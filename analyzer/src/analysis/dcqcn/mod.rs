@@ -15,7 +15,6 @@
 //! limiter: the sender may not send whatever its rate. They are left out of every comparison of model and
 //! observation, of the fit, and of the observed cuts.
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -28,20 +27,28 @@ use roce_core::line::{LineRate, LineRates};
 use super::on_disk::{DiskVec, Store};
 use super::tap_preference;
 use roce_core::passes::flows::FlowKey;
-use roce_core::passes::occupancy::Peak;
 use roce_core::passes::pairing::{Pair, Pairing, PairingPass};
 use roce_core::passes::pfc::PauseInterval;
 use roce_core::passes::rates::{Bin, FlowSeries, RatesPass, gbps, within_line};
 
+mod cnp_streams;
+mod grid;
+mod np_checks;
 mod options;
 mod report;
+mod traffic;
 
+use cnp_streams::CnpStreams;
+use grid::Grid;
+use np_checks::NpChecks;
 pub use options::{DEFAULT_FIT_FLOWS, HostEcn, KnobsOf, Options};
 use options::{model_knobs, np_gap};
 pub use report::{
     AggregateBin, BusyFlow, Cut, DcqcnReport, Fit, FlowDcqcn, FlowId, FlowSummary, LinkPeak,
     ModelPoint, NpPort, NpStream, Observed, ObservedCut, RateBin, Traffic, UnpairedCnps,
 };
+use traffic::Aggregate;
+pub use traffic::BUSIEST_FLOWS;
 
 /// Columns over the capture's span in which the model series of a flow that may be charted is decimated: one
 /// per pixel of a report chart, so that the series draws as every event would, in a size that does not grow
@@ -65,62 +72,6 @@ pub const MIN_MODEL_COLUMNS: u64 = 16;
 /// last of them. Beyond some thousands of cuts more CNPs do not move the fit, and the candidates' replays stay
 /// bounded however long a flow was congested.
 pub const FIT_CNPS: usize = 50_000;
-
-/// Flows the [`Traffic`] view keeps a series of, the busiest by bytes.
-pub const BUSIEST_FLOWS: usize = 8;
-
-impl Traffic {
-    fn of(
-        chosen: &[&FlowSeries],
-        grid: Grid,
-        peak: Option<Peak>,
-        line_of: impl Fn(u32) -> LineRate,
-    ) -> Traffic {
-        let mut all = Aggregate::default();
-        let (mut data_packets, mut ce_packets) = (0u64, 0u64);
-        for s in chosen {
-            all.add(s);
-            data_packets += s.packets();
-            ce_packets += s.bins.iter().map(|b| u64::from(b.ce)).sum::<u64>();
-        }
-        let bytes = |s: &FlowSeries| s.bins.iter().map(|b| b.bytes).sum::<u64>();
-        let mut by_bytes: Vec<(u64, &FlowSeries)> = chosen.iter().map(|s| (bytes(s), *s)).collect();
-        // Most bytes first; the flow key breaks ties, so the choice is stable.
-        by_bytes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.key.cmp(&b.1.key)));
-        let busiest = by_bytes
-            .into_iter()
-            .take(BUSIEST_FLOWS)
-            .map(|(bytes, s)| BusyFlow {
-                sender: s.key.src,
-                receiver: s.key.dst,
-                receiver_qp: s.key.dest_qp,
-                iface: s.iface,
-                bytes,
-                observed: within_line(&s.bins, grid.capacity(line_of(s.iface)))
-                    .iter()
-                    .map(|b| RateBin {
-                        t_ns: grid.bin_start(b.index as usize),
-                        gbps: gbps(b.bytes, grid.width),
-                    })
-                    .collect(),
-            })
-            .collect();
-        Traffic {
-            flows: chosen.len(),
-            data_packets,
-            ce_packets,
-            peak: peak.map(|p| LinkPeak {
-                iface: p.iface,
-                tap: String::new(),
-                t_ns: grid.bin_start(p.index as usize),
-                gbps: p.gbps,
-                line: p.line,
-            }),
-            aggregate: all.finish(grid, &line_of),
-            busiest,
-        }
-    }
-}
 
 /// The streaming part: one decode per frame, state per flow and per CNP stream.
 #[derive(Debug)]
@@ -355,14 +306,6 @@ impl DcqcnPass {
     }
 }
 
-/// The NP checks as the streams are taken: each stream's, and its CNPs gathered per (tap, receiver) for the
-/// port checks.
-struct NpChecks<'a> {
-    opts: &'a Options,
-    streams: Vec<NpStream>,
-    ports: FxHashMap<(u32, IpAddr), Vec<(u64, u32)>>,
-}
-
 /// The distinct line rates the flows' models ran at; without flows, those of every tap of the capture.
 fn lines_used(flows: &[FlowDcqcn], opts: &Options) -> Vec<LineRate> {
     let mut lines: Vec<LineRate> = if flows.is_empty() {
@@ -381,178 +324,6 @@ fn lines_used(flows: &[FlowDcqcn], opts: &Options) -> Vec<LineRate> {
     lines.sort_by_key(|l| (l.bps, l.source));
     lines.dedup();
     lines
-}
-
-impl<'a> NpChecks<'a> {
-    fn new(opts: &'a Options) -> NpChecks<'a> {
-        NpChecks {
-            opts,
-            streams: Vec::new(),
-            ports: FxHashMap::default(),
-        }
-    }
-
-    fn stream(
-        &mut self,
-        k: FlowKey,
-        receiver_qp: Option<u32>,
-        iface: u32,
-        times: &[u64],
-        answers: &[(u64, u64)],
-    ) {
-        let mut sorted = times.to_vec();
-        sorted.sort_unstable();
-        self.ports
-            .entry((iface, k.src))
-            .or_default()
-            .extend(sorted.iter().map(|&t| (t, k.dest_qp)));
-        let (min_gap_ns, knobs_of) = np_gap(self.opts, k.src);
-        self.streams.push(NpStream {
-            receiver: k.src,
-            sender: k.dst,
-            sender_qp: k.dest_qp,
-            receiver_qp,
-            iface,
-            tap: String::new(),
-            knobs_of,
-            check: crate::analysis::np::check_stream(&sorted, answers, min_gap_ns),
-        });
-    }
-
-    fn finish(mut self) -> (Vec<NpStream>, Vec<NpPort>) {
-        self.streams
-            .sort_by_key(|n| (n.receiver, n.sender, n.sender_qp, n.iface));
-        let opts = self.opts;
-        let mut out: Vec<NpPort> = self
-            .ports
-            .into_iter()
-            .map(|((iface, receiver), mut cnps)| {
-                cnps.sort_unstable();
-                let (min_gap_ns, knobs_of) = np_gap(opts, receiver);
-                NpPort {
-                    receiver,
-                    iface,
-                    tap: String::new(),
-                    knobs_of,
-                    min_gap_ns,
-                    check: crate::analysis::np::check_port(&cnps, min_gap_ns),
-                }
-            })
-            .collect();
-        out.sort_by_key(|p| (p.receiver, p.iface));
-        (self.streams, out)
-    }
-}
-
-/// The CNP streams by tap: each stream is taken from one tap, so that a CNP seen at two taps (a switch's
-/// ingress and egress, say) is one CNP. The times come from the pairing's logs, which waited on disk while the
-/// capture was read, one stream at a time.
-#[derive(Debug)]
-struct CnpStreams<'a> {
-    pairing: &'a Pairing,
-    /// Stream → (tap, CNPs there).
-    by_key: FxHashMap<FlowKey, Vec<(u32, u64)>>,
-}
-
-impl<'a> CnpStreams<'a> {
-    fn new(pairing: &'a Pairing) -> CnpStreams<'a> {
-        let mut by_key: FxHashMap<FlowKey, Vec<(u32, u64)>> = FxHashMap::default();
-        for ((iface, key), n) in pairing.cnp_streams() {
-            by_key.entry(key).or_default().push((iface, n));
-        }
-        CnpStreams { pairing, by_key }
-    }
-
-    /// The stream `key` at the tap that saw most of its CNPs (`prefer` on a tie, else the lowest index), and
-    /// its CNPs there; the copies at other taps go with it.
-    fn take(&mut self, key: &FlowKey, prefer: u32) -> Option<(u32, u64)> {
-        let taps = self.by_key.remove(key)?;
-        taps.into_iter()
-            .max_by_key(|&(iface, n)| (n, iface == prefer, std::cmp::Reverse(iface)))
-    }
-
-    /// The streams no flow took, each at its tap with most CNPs.
-    fn rest(self) -> impl Iterator<Item = (FlowKey, u32, Vec<u64>)> + 'a {
-        let pairing = self.pairing;
-        self.by_key.into_iter().filter_map(move |(key, taps)| {
-            taps.into_iter()
-                .max_by_key(|&(iface, n)| tap_preference(iface, n))
-                .map(|(iface, _)| (key, iface, pairing.cnp_times(iface, &key)))
-        })
-    }
-}
-
-/// Bytes, CE marks and packets of many flows per bin index (a map: the busy bins are sparse). Flows to one receiver seen at one tap cross one link direction, whose line bounds
-/// their sum: each such group is kept within its line ([`within_line`]) before the groups are added up, so that
-/// no bin reads more than the links could carry.
-#[derive(Debug, Default)]
-struct Aggregate {
-    /// (tap, receiver) → the group's bins.
-    groups: BTreeMap<(u32, IpAddr), Sums>,
-}
-
-/// Per bin index: bytes, CE packets, packets.
-type Sums = BTreeMap<u32, (u64, u64, u64)>;
-
-impl Aggregate {
-    fn add(&mut self, s: &FlowSeries) {
-        let group = self.groups.entry((s.iface, s.key.dst)).or_default();
-        for b in &s.bins {
-            let e = group.entry(b.index).or_default();
-            e.0 = e.0.saturating_add(b.bytes);
-            e.1 += u64::from(b.ce);
-            e.2 += u64::from(b.packets);
-        }
-    }
-
-    fn finish(self, grid: Grid, line_of: impl Fn(u32) -> LineRate) -> Vec<AggregateBin> {
-        let mut all = Sums::new();
-        for ((iface, _), group) in self.groups {
-            let bins: Vec<Bin> = group
-                .iter()
-                .map(|(&index, &(bytes, ce, packets))| Bin {
-                    index,
-                    bytes,
-                    ce: u32::try_from(ce).unwrap_or(u32::MAX),
-                    packets: u32::try_from(packets).unwrap_or(u32::MAX),
-                    ..Bin::default()
-                })
-                .collect();
-            for b in within_line(&bins, grid.capacity(line_of(iface))) {
-                let e = all.entry(b.index).or_default();
-                e.0 = e.0.saturating_add(b.bytes);
-                e.1 += group.get(&b.index).map_or(0, |g| g.1);
-                e.2 += group.get(&b.index).map_or(0, |g| g.2);
-            }
-        }
-        all.into_iter()
-            .map(|(i, (bytes, ce, packets))| AggregateBin {
-                t_ns: grid.bin_start(i as usize),
-                gbps: gbps(bytes, grid.width),
-                ce_fraction: ce as f64 / packets.max(1) as f64,
-            })
-            .collect()
-    }
-}
-
-/// The shared bin grid: where it starts and how wide each bin is.
-#[derive(Debug, Clone, Copy)]
-struct Grid {
-    start: u64,
-    width: u64,
-}
-
-impl Grid {
-    /// Bytes a link at `line` carries in one bin.
-    fn capacity(&self, line: LineRate) -> u64 {
-        u64::try_from(u128::from(line.bps) * u128::from(self.width) / 8_000_000_000)
-            .unwrap_or(u64::MAX)
-    }
-
-    fn bin_start(&self, i: usize) -> u64 {
-        self.start
-            .saturating_add((i as u64).saturating_mul(self.width))
-    }
 }
 
 /// The time PFC paused each priority (index 0–7) and 802.3x PAUSE the whole link (index 8), as disjoint
