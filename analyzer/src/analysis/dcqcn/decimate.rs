@@ -4,9 +4,9 @@
 
 use roce_core::dcqcn::Event;
 
-use super::flow::Work;
 use super::grid::Grid;
 use super::report::ModelPoint;
+use super::work::Work;
 
 /// Columns over the capture's span in which the model series of a flow that may be charted is decimated: one
 /// per pixel of a report chart, so that the series draws as every event would, in a size that does not grow

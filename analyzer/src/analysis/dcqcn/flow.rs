@@ -6,9 +6,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use roce_core::dcqcn::{DcqcnError, Event, EventKind, Knobs, Rp, replay_with, step_guard};
-use roce_core::passes::flows::FlowKey;
-use roce_core::passes::pairing::Pair;
-use roce_core::passes::rates::{FlowSeries, within_line};
+use roce_core::passes::rates::within_line;
 
 use crate::analysis::on_disk::{DiskVec, Store};
 
@@ -19,6 +17,7 @@ use super::options::{Options, model_knobs};
 use super::report::{Cut, FlowDcqcn, FlowId, FlowSummary};
 use super::stretches::{Stretches, Tally};
 use super::window::Window;
+use super::work::Work;
 
 /// What every flow's analysis shares.
 #[derive(Clone, Copy)]
@@ -34,18 +33,6 @@ pub(super) struct FlowContext<'a> {
     pub(super) opts: &'a Options,
     /// Where the flow's CNP times and cuts go once its model has run.
     pub(super) kept: &'a Arc<Store>,
-}
-
-/// A flow DCQCN acted on, with its CNP stream, waiting for its model to run.
-pub(super) struct Work<'a> {
-    /// The flow's bins at the tap that saw most of it.
-    pub(super) series: &'a FlowSeries,
-    /// How its CNP stream was tied to it, if one was.
-    pub(super) pair: Option<&'a Pair>,
-    /// Its CNP stream, the tap the CNPs are taken from, and how many there are.
-    pub(super) cnp: Option<(FlowKey, u32, u64)>,
-    /// CE-marked packets in the flow's bins.
-    pub(super) ce: u64,
 }
 
 /// The sorted CNP arrival times as the sender's reaction point sees them.

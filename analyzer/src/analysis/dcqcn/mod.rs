@@ -20,8 +20,8 @@
 //! a host), `pass.rs` (the streaming part, and after the read the steps below in order), `cnp_streams.rs`
 //! (which tap each CNP stream is taken from), `np_checks.rs` (the notification points' rows), `traffic.rs`
 //! (flows summed on the grid), `flow.rs` (one flow's model run beside what it sent, standing on `grid.rs`,
-//! `observed.rs`, `window.rs`, `stretches.rs` and `decimate.rs`), `fit.rs` (the knob fit); `report.rs` holds
-//! the result types every output reads.
+//! `observed.rs`, `window.rs`, `stretches.rs` and `decimate.rs`), `fit.rs` (the knob fit); `work.rs` is a flow
+//! waiting for its model, `report.rs` holds the result types every output reads.
 
 mod cnp_streams;
 mod decimate;
@@ -36,6 +36,7 @@ mod report;
 mod stretches;
 mod traffic;
 mod window;
+mod work;
 
 pub use decimate::{CHART_FLOWS, MIN_MODEL_COLUMNS, MODEL_COLUMNS, SHARED_MODEL_COLUMNS};
 pub use fit::FIT_CNPS;

@@ -18,13 +18,14 @@ use crate::analysis::tap_preference;
 use super::cnp_streams::CnpStreams;
 use super::decimate::{MODEL_COLUMNS, column_width, model_columns};
 use super::fit::fit_knobs;
-use super::flow::{FlowContext, Work, analyse_flow, model_times};
+use super::flow::{FlowContext, analyse_flow, model_times};
 use super::grid::Grid;
 use super::np_checks::NpChecks;
 use super::observed::Paused;
 use super::options::{Options, model_knobs, np_gap};
 use super::report::{DcqcnReport, FlowDcqcn, FlowId, Traffic, UnpairedCnps};
 use super::traffic::Aggregate;
+use super::work::Work;
 
 /// The streaming part: one decode per frame, state per flow and per CNP stream.
 #[derive(Debug)]
