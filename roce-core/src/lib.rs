@@ -8,12 +8,14 @@
 #![warn(missing_docs)]
 pub mod dcqcn;
 pub mod decode;
+pub mod fanout;
 pub mod filter;
 pub mod frames;
 pub mod line;
 pub mod passes;
 pub mod priority;
 pub mod recorded;
+pub mod shard;
 pub mod spill;
 pub mod text;
 pub mod units;

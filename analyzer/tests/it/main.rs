@@ -26,6 +26,7 @@ mod psn_spaces;
 mod report;
 mod report_font;
 mod svg;
+mod threads;
 mod trace;
 mod tracer_blocks;
 mod tshark_diff;
