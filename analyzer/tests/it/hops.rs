@@ -529,6 +529,11 @@ fn a_standing_queue_seen_one_way_is_said_to_be_unknown() {
             text.contains("cannot be told from a standing queue"),
             "{text}"
         );
+        // The hops' table gives that range in place of the drift assumed.
+        assert!(
+            text.contains(&format!("? ({low:+.1}…{high:+.1})")),
+            "{text}"
+        );
         let out = run(analyzer().arg("hops").arg("--json").args(&paths));
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["hops"][0]["drift_known"], false);
@@ -748,13 +753,17 @@ fn json_keys() {
             ],
         );
     }
-    // The text form names the hop and the fitted curve.
+    // The text form names the hop and the fitted curve. The capture is shorter than a clock window, so its
+    // drift is not known: the table gives the range that fits, not the +0.0 the delays assume.
     let out = run(analyzer().arg("hops").args(&paths));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("ingress → ") && text.contains("Kmin"),
         "{text}"
     );
+    assert_eq!(v["hops"][0]["drift_known"], false);
+    assert!(text.contains("? (-100.0…+100.0)"), "{text}");
+    assert!(!text.contains("+0.0"), "{text}");
 }
 
 /// marking_curve with the PFC threshold (12 KB) far below Kmin (50 KB) and 3 µs of cable to the sender: the
@@ -812,6 +821,10 @@ fn report_has_the_queue_section() {
     let files = write_report(dir.path(), &input).unwrap();
     let html = std::fs::read_to_string(&files.index).unwrap();
     assert!(html.contains("Queues and ECN marking"));
+    // The hops' table, as the text: a drift the capture could not pin is given as the range that fits.
+    assert!(a.hops.as_ref().unwrap().hops.iter().all(|h| !h.drift_known));
+    assert!(html.contains("? (-100.0…+100.0)"));
+    assert!(!html.contains("+0.0"));
     for chart in ["hop_delay.png", "queue_depth_1.png", "queue_marking_1.png"] {
         assert!(dir.path().join(chart).exists(), "{chart}");
     }
