@@ -34,6 +34,7 @@ use roce_core::passes::brief::Brief;
 use roce_core::passes::flows::FlowKey;
 use roce_core::passes::pairing::{Pairing, PairingPass};
 use roce_core::passes::pfc::PfcPass;
+use roce_core::passes::threads::stats_on_threads;
 use roce_core::passes::{Stats, StatsReport};
 use roce_core::priority::PriorityMap;
 use roce_core::processes;
@@ -251,6 +252,11 @@ fn collector_name(s: &str) -> Result<String, String> {
 struct StatsArgs {
     #[command(flatten)]
     input: Input,
+    /// Threads that decode and count, besides the one that reads: the flows are split among them, and the
+    /// output is the same whatever their number. By default as many as the cores this process may use; 1
+    /// decodes on the reading thread.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: Option<u32>,
     /// Line rate of every tap, which converts PFC/PAUSE quanta into time (512 bit times each). By default
     /// each tap's own, as the capture recorded it (pcapng if_speed), else 100 Gb/s assumed. A number alone is
     /// Gb/s (25); or 25G, 400Gbps, 100000M.
@@ -323,6 +329,14 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
             });
         kind == Some(io::ErrorKind::BrokenPipe)
     })
+}
+
+/// `--threads`, or the cores this process may use.
+fn threads(given: Option<u32>) -> usize {
+    given.map_or_else(
+        || std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        |n| n as usize,
+    )
 }
 
 /// Opens the inputs as one capture, windowed; a directory's files that are not captures are named, and so
@@ -492,10 +506,11 @@ fn parse_dscp_map(s: &str) -> Result<PriorityMap, String> {
 
 fn stats(a: StatsArgs) -> Result<ExitCode> {
     let mut capture = open(&a.input)?;
-    let mut stats = Stats::new(LineRates::flag(a.link_speed))
-        .with_priorities(a.dscp_map.clone().unwrap_or_default());
-    let mut frames = Frames::new(&mut capture, decoder(&a.input));
-    frames.for_each(|f| stats.frame(f));
+    let make = || {
+        Stats::new(LineRates::flag(a.link_speed))
+            .with_priorities(a.dscp_map.clone().unwrap_or_default())
+    };
+    let stats = stats_on_threads(&mut capture, decoder(&a.input), threads(a.threads), make);
     capture.check_window()?;
     let recorded = Recorded::of(&capture);
     let report = stats.finish(&capture, &recorded);

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 pub mod dcqcn;
 pub mod decode;
+pub mod fanout;
 pub mod filter;
 pub mod frames;
 pub mod line;
@@ -15,6 +16,7 @@ pub mod passes;
 pub mod priority;
 pub mod processes;
 pub mod recorded;
+pub mod shard;
 pub mod spill;
 pub mod text;
 pub mod units;

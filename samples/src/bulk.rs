@@ -14,6 +14,7 @@ use roce_wire::pfc::{MacControlRepr, PfcRepr};
 use roce_wire::{BthRepr, ExtHeaders, Opcode};
 
 use crate::corpus::{Rng, T0_NS};
+pub use crate::emit::FrameSink;
 use crate::emit::HeaderEmitter;
 
 /// What to generate.
@@ -69,18 +70,6 @@ impl BulkSpec {
             saturation: Some(Saturation::benchmark()),
             ..BulkSpec::default()
         }
-    }
-}
-
-/// Where generated frames go: one pcap file, or a caller's rotation over several files of any format.
-pub trait FrameSink {
-    /// Writes one record: `data` is what was kept of a frame that was `orig_len` bytes on the wire.
-    fn packet(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> io::Result<()>;
-}
-
-impl<W: Write> FrameSink for PcapWriter<W> {
-    fn packet(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> io::Result<()> {
-        self.write_packet(ts_ns, data, orig_len)
     }
 }
 

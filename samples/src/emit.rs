@@ -5,11 +5,22 @@
 //! it feeds. A capture that keeps only the headers never shows the payload or the ICRC, so the frame is built
 //! with an empty payload and its IP and UDP lengths are then set to what the wire carried.
 
-use std::io;
+use std::io::{self, Write};
 
+use roce_capture::write::PcapWriter;
 use roce_wire::build::RoceFrame;
 
-use crate::bulk::FrameSink;
+/// Where generated frames go: one pcap file, or a caller's rotation over several files of any format.
+pub trait FrameSink {
+    /// Writes one record: `data` is what was kept of a frame that was `orig_len` bytes on the wire.
+    fn packet(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> io::Result<()>;
+}
+
+impl<W: Write> FrameSink for PcapWriter<W> {
+    fn packet(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> io::Result<()> {
+        self.write_packet(ts_ns, data, orig_len)
+    }
+}
 
 /// Offset of the BTH in an untagged IPv4 frame (the only kind the generators write headers-only).
 const BTH_AT: usize = 14 + 20 + 8;

@@ -18,9 +18,8 @@ use roce_wire::build::{IpSpec, RoceFrame};
 use roce_wire::ext::{AethRepr, RethRepr};
 use roce_wire::{BthRepr, ExtHeaders, Opcode};
 
-use crate::bulk::FrameSink;
 use crate::corpus::{Rng, T0_NS};
-use crate::emit::HeaderEmitter;
+use crate::emit::{FrameSink, HeaderEmitter};
 
 /// Where the capture is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

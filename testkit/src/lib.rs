@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod frames;
+pub mod live;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -97,4 +98,33 @@ pub fn shared_capture(name: &str) -> Option<PathBuf> {
         p.display()
     );
     Some(p)
+}
+
+/// Runs `analyzer` (a `roce-analyzer` command, its binary found by the calling suite) as `report ARGS -o DIR`
+/// into a fresh directory, and returns what it printed, its summary.json and the directory (removed when
+/// dropped). Panics, with what the binary said, when the report fails: a test of a report has nothing to check
+/// then.
+pub fn report(
+    mut analyzer: std::process::Command,
+    args: &[&std::ffi::OsStr],
+) -> (String, serde_json::Value, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let out = analyzer
+        .arg("report")
+        .args(args)
+        .arg("-o")
+        .arg(dir.path())
+        .output()
+        .expect("roce-analyzer starts");
+    assert!(
+        out.status.success(),
+        "report failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = std::fs::read(dir.path().join("summary.json")).expect("summary.json written");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        serde_json::from_slice(&summary).expect("summary.json is JSON"),
+        dir,
+    )
 }

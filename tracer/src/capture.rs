@@ -372,7 +372,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         .iter()
         .enumerate()
         .map(|(i, name)| OutInterface {
-            speed_bps: crate::list::netdev_speed_bps(&sysfs, name),
+            speed_bps: crate::ports::netdev_speed_bps(&sysfs, name),
             name: name.clone(),
             link: links
                 .get(i)

@@ -238,7 +238,7 @@ impl Sampler {
     /// The addresses of each interface's RoCE GIDs, for the interfaces that have knobs: `iface` → addresses.
     pub fn addrs(&self, knobs: &BTreeMap<String, String>) -> BTreeMap<String, Vec<String>> {
         let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for port in crate::list::rdma_ports(&self.root) {
+        for port in crate::ports::rdma_ports(&self.root) {
             let Some(netdev) = port.netdev else { continue };
             if !knobs.keys().any(|k| k.starts_with(&format!("{netdev}/"))) {
                 continue;

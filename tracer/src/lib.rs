@@ -15,6 +15,7 @@ pub mod list;
 pub mod live;
 pub mod metrics;
 pub mod output;
+pub mod ports;
 pub mod qp_owners;
 pub mod selftest;
 pub mod sys;

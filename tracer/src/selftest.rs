@@ -108,7 +108,7 @@ pub fn verdict(s: &Seen, spec: &str) -> Result<String, Vec<String>> {
 
 /// The traffic to suggest: perftest on this port, with the index of a RoCE v2 GID when there is one.
 pub fn traffic_hint(sysfs_root: &Path, device: &str, port: u8) -> String {
-    let gid = crate::list::rdma_ports(sysfs_root)
+    let gid = crate::ports::rdma_ports(sysfs_root)
         .into_iter()
         .find(|p| p.device == device && p.port == u32::from(port))
         .and_then(|p| {
@@ -188,7 +188,7 @@ mod tests {
     #[test]
     fn the_hint_names_the_roce_v2_gid() {
         let dir = tempfile::tempdir().unwrap();
-        crate::list::tests::fake_host(dir.path());
+        crate::ports::tests::fake_host(dir.path());
         let h = traffic_hint(dir.path(), "mlx5_0", 1);
         assert!(h.contains("ib_write_bw -d mlx5_0 -i 1 -x 3 -D 5"), "{h}");
         let h = traffic_hint(dir.path(), "nothing", 1);

@@ -54,7 +54,7 @@ fn pcap_engine_captures_the_corpus_exactly() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("pc");
+    let ns = netns("pc");
     let (replay, out, stderr, sent) = capture_corpus(&ns, dir.path(), "pcap", &["-s", "2048"]);
     check_same_traffic(&replay, &out, sent);
     assert_eq!(
@@ -125,7 +125,7 @@ fn default_snaplen_keeps_every_header() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("ds");
+    let ns = netns("ds");
     let (replay, out, _, sent) = capture_corpus(&ns, dir.path(), "pcap", &[]);
     check_same_traffic(&replay, &out, sent);
     let (_, reader) = frames(&out);
@@ -152,7 +152,7 @@ fn second_signal(engine: &str, tag: &str) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new(tag);
+    let ns = netns(tag);
     let out = dir.path().join("cap.pcapng");
     let child = ns.capture_on_vb(dir.path(), &out, &["--engine", engine, "-s", "2048"]);
     let replay = dir.path().join("replay.pcap");
@@ -211,7 +211,7 @@ fn vanishing_interface(engine: &str, tag: &str) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new(tag);
+    let ns = netns(tag);
     let out = dir.path().join("cap.pcapng");
     let child = ns.capture_on_vb(dir.path(), &out, &["--engine", engine]);
     let replay = dir.path().join("replay.pcap");
@@ -264,7 +264,7 @@ fn full_disk(engine: &str, tag: &str) {
         }
     }
     let _guard = Unmount(mnt.clone());
-    let ns = Netns::new(tag);
+    let ns = netns(tag);
     let out = mnt.join("cap.pcapng");
     let child = ns.capture_on_vb(dir.path(), &out, &["--engine", engine, "-s", "2048"]);
     let replay = dir.path().join("replay.pcap");
@@ -348,7 +348,7 @@ fn counters_and_knobs_travel_in_the_capture() {
          tx_prio3_pause_duration: 310\n     rx_prio4_pause: 0",
     );
     put("ethtool-S/other", "NIC statistics:\n     rx_prio3_pause: 1");
-    let ns = Netns::new("ct");
+    let ns = netns("ct");
     let out = dir.path().join("cap.pcapng");
     let child = ns.capture_on_vb(
         dir.path(),
@@ -433,7 +433,7 @@ fn ethtool_statistics_by_ioctl_on_a_veth_pair() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("et");
+    let ns = netns("et");
     // veth hands a frame to the peer's NAPI (where the per-queue counters are kept) only when GRO is on at
     // the receiver and TSO off at the sender.
     for (dev, args) in [("vb", ["gro", "on"]), ("va", ["tso", "off"])] {
@@ -514,7 +514,7 @@ fn rotation_by_size_splits_into_complete_files() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("ro");
+    let ns = netns("ro");
     let replay = dir.path().join("replay.pcap");
     let sent = replayable(&corpus(), &replay);
     let base = dir.path().join("run.pcapng");
@@ -552,7 +552,7 @@ fn rotation_by_time_without_traffic() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("rt");
+    let ns = netns("rt");
     let base = dir.path().join("t.pcapng");
     let child = ns.capture_on_vb(
         dir.path(),
@@ -584,7 +584,7 @@ fn a_command_bounds_the_capture_and_its_last_frames_are_kept() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("cm");
+    let ns = netns("cm");
     let replay = dir.path().join("replay.pcap");
     let sent = replayable(&corpus(), &replay);
     let out = dir.path().join("cap.pcapng");
@@ -618,7 +618,7 @@ fn a_command_still_running_at_the_end_is_stopped() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("cs");
+    let ns = netns("cs");
     let out = dir.path().join("cap.pcapng");
     let marker = dir.path().join("still-running");
     // A workload of ten minutes: a capture that waited for it would meet the cap on the wait below.

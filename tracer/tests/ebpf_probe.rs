@@ -442,7 +442,7 @@ fn ebpf_engine_captures_the_corpus_and_leaves_nothing_behind() {
     }
     let _turn = one_capture_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("eb");
+    let ns = netns("eb");
     let replay = dir.path().join("replay.pcap");
     let sent = replayable(&corpus(), &replay);
     let out = dir.path().join("cap.pcapng");
@@ -484,7 +484,7 @@ fn netlink_filters_are_removed_at_exit_and_after_sigkill_at_the_next_start() {
     }
     let _turn = one_capture_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("nl");
+    let ns = netns("nl");
     let start = |out: &std::path::Path| {
         let mut c = ns.tracer();
         c.env(tracer::engine::ebpf::FORCE_NETLINK_ENV, "1")
@@ -544,7 +544,7 @@ fn an_ebpf_snap_length_above_the_record_is_capped_and_said_so() {
     }
     let _turn = one_capture_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("sl");
+    let ns = netns("sl");
     let out = dir.path().join("cap.pcapng");
     let child = ns
         .tracer()
@@ -579,7 +579,7 @@ fn ring_overflow_is_counted_frame_for_frame() {
     }
     let _turn = one_capture_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("lo");
+    let ns = netns("lo");
     let replay = dir.path().join("replay.pcap");
     let per_pass = replayable(&corpus(), &replay);
     let passes = 40;
@@ -715,7 +715,7 @@ fn ring_losses_are_reported_per_interface() {
     }
     let _turn = one_capture_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("l2");
+    let ns = netns("l2");
     ns.add_pair("vc", "vd");
     let replay = dir.path().join("replay.pcap");
     let per_pass = replayable(&corpus(), &replay) as u64;
@@ -784,7 +784,7 @@ fn filter_narrows_the_ebpf_capture_like_the_pcap_one() {
         want.len()
     );
     for engine in ["ebpf", "pcap"] {
-        let ns = Netns::new(&format!("f{}", &engine[..1]));
+        let ns = netns(&format!("f{}", &engine[..1]));
         let out = dir.path().join(format!("{engine}.pcapng"));
         let child = ns.capture_on_vb(
             dir.path(),
@@ -820,7 +820,7 @@ fn a_trickle_reaches_the_file_without_wakeups() {
     }
     let _turn = one_capture_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("tw");
+    let ns = netns("tw");
     let all = dir.path().join("all.pcap");
     replayable(&corpus(), &all);
     let three = dir.path().join("three.pcap");
@@ -984,7 +984,7 @@ fn the_default_snap_length_keeps_what_the_analyzer_reads() {
     }
     let _turn = one_capture_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("ds");
+    let ns = netns("ds");
     let replay = dir.path().join("replay.pcap");
     let sent = replayable(&corpus(), &replay);
     let out = dir.path().join("cap.pcapng");

@@ -151,7 +151,7 @@ fn drops_with(engine: &str) {
     let dir = tempfile::tempdir().unwrap();
     let frames_path = dir.path().join("roce.pcap");
     write_frames(&frames_path);
-    let ns = Netns::new(&format!("ke{}", &engine[..1]));
+    let ns = netns(&format!("ke{}", &engine[..1]));
     for args in [
         &["link", "set", "vb", "address", "02:00:00:00:00:02"][..],
         &["addr", "add", "10.77.0.2/24", "dev", "vb"],
@@ -355,7 +355,7 @@ fn recorder_delivers_exactly_the_events_caused() {
         .parse()
         .unwrap();
 
-    let ns = Netns::new("kr");
+    let ns = netns("kr");
     let out = dir.path().join("cap.pcapng");
     let child = ns.capture_on_vb(
         dir.path(),
@@ -972,7 +972,7 @@ fn every_rotated_file_carries_its_kernel_events() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let ns = Netns::new("kt");
+    let ns = netns("kt");
     let base = dir.path().join("rot.pcapng");
     let child = ns.capture_on_vb(
         dir.path(),

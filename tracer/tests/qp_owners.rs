@@ -72,7 +72,7 @@ fn snapshots_of_rdma_res_travel_in_the_capture() {
         }
     }
 
-    let ns = Netns::new("qo");
+    let ns = netns("qo");
     let out = dir.path().join("cap.pcapng");
     let args = [
         "-i",

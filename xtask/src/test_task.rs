@@ -91,8 +91,29 @@ const PRIVILEGED: &str = "ROCETRACE_PRIVILEGED";
 /// tests: in a step of their own, as root. A root xtask runs them directly; otherwise cargo runs each test
 /// binary through `sudo -E`, so that only the tests run as root, not the build. Without root they fail.
 fn privileged_tests(not_run: &Path) -> Result<()> {
+    // The tracer's own suite, and the end-to-end tests that capture live (the module `live` of end-to-end's
+    // test binary; the rest of that binary ran in the workspace step).
+    for args in [
+        &["test", "-p", "tracer", "--tests", "--no-fail-fast"][..],
+        &[
+            "test",
+            "-p",
+            "end-to-end",
+            "--test",
+            "e2e",
+            "--no-fail-fast",
+            "--",
+            "live::",
+        ],
+    ] {
+        privileged_step(args, not_run)?;
+    }
+    Ok(())
+}
+
+fn privileged_step(args: &[&str], not_run: &Path) -> Result<()> {
     let mut cmd = cargo();
-    cmd.args(["test", "-p", "tracer", "--tests", "--no-fail-fast"]);
+    cmd.args(args);
     if !is_root() {
         let sudo = Command::new("sudo").arg("-V").output();
         if !sudo.is_ok_and(|o| o.status.success()) {

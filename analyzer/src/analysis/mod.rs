@@ -5,6 +5,7 @@
 mod beside;
 pub mod dcqcn;
 pub mod findings;
+pub mod hist;
 pub mod hops;
 pub mod model_log;
 pub mod np;

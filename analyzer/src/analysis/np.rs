@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use super::hops::hist::{Hist, Percentiles};
+use super::hist::{Hist, Percentiles};
 
 /// A gap counts as shorter than the least gap below this share of it: a CNP that waited behind another
 /// frame at the NIC or the tap shortens the next gap a little, without the NIC breaking its pacing.

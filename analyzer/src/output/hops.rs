@@ -3,8 +3,8 @@
 
 use std::io::{self, Write};
 
-use crate::analysis::hops::hist::Percentiles;
-use crate::analysis::hops::{HopsReport, QueueReport};
+use crate::analysis::hist::Percentiles;
+use crate::analysis::hops::{HopReport, HopsReport, QueueReport};
 use crate::output::empty;
 use crate::output::text::table;
 use roce_core::text::escape_control as esc;
@@ -41,6 +41,19 @@ pub fn queue_cells(q: &QueueReport) -> Vec<String> {
     )
     .chain([opt(m.fit_rmse, 3)])
     .collect()
+}
+
+/// A hop's drift as the text table and the report's table both show it: `shared` for taps of one file, the
+/// drift in ppm where the clock windows pinned it, and otherwise the range of drifts that fit, `? (LOW…HIGH)`
+/// (`unknown` if the hop never had a packet measured across its two clocks). The drift the delays assume is
+/// then only the value of that range nearest zero, and printed alone it would read as a measurement.
+pub fn drift_cell(h: &HopReport) -> String {
+    match (h.shared_clock, h.drift_known, h.drift_range_ppm) {
+        (true, ..) => "shared".into(),
+        (false, true, Some(_)) => format!("{:+.1}", h.drift_ppm),
+        (false, _, Some([low, high])) => format!("? ({low:+.1}…{high:+.1})"),
+        (false, _, None) => "unknown".into(),
+    }
 }
 
 /// Writes the `hops` command's answer as aligned text tables, for a terminal.
@@ -133,11 +146,7 @@ fn print_hops_and_queues(out: &mut impl Write, r: &HopsReport) -> io::Result<()>
                         ""
                     }
                 ),
-                if h.shared_clock {
-                    "shared".into()
-                } else {
-                    format!("{:+.1}", h.drift_ppm)
-                },
+                drift_cell(h),
                 p50,
                 p99,
                 max,
@@ -187,4 +196,55 @@ fn print_hops_and_queues(out: &mut impl Write, r: &HopsReport) -> io::Result<()>
         &rows,
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::drift_cell;
+    use crate::analysis::hops::{HopReport, Series};
+
+    fn hop(shared: bool, known: bool, drift_ppm: f64, range: Option<[f64; 2]>) -> HopReport {
+        HopReport {
+            from: "a.pcapng:in".into(),
+            to: "b.pcapng:out".into(),
+            matched: 10,
+            unmatched: 0,
+            only_from: 0,
+            only_to: 0,
+            outside_capture: 0,
+            retransmitted: 0,
+            loss: None,
+            clock_offset_ns: 1_000,
+            drift_ppm,
+            drift_known: known,
+            drift_range_ppm: range,
+            clock_error_ns: 0.0,
+            frame_time: (0.0, 0.0),
+            shared_clock: shared,
+            order_assumed: false,
+            queue_delay_ns: Default::default(),
+            series: Series {
+                start_ns: 0,
+                bin_ns: 1_000,
+                bins: Vec::new(),
+            },
+        }
+    }
+
+    /// Only a drift the windows pinned is written as a number; an assumed one shows the range that fits,
+    /// never the `+0.0` it was measured with.
+    #[test]
+    fn a_drift_looks_exact_only_when_it_is_known() {
+        assert_eq!(drift_cell(&hop(true, true, 0.0, None)), "shared");
+        assert_eq!(
+            drift_cell(&hop(false, true, 19.987, Some([19.987, 19.987]))),
+            "+20.0"
+        );
+        assert_eq!(
+            drift_cell(&hop(false, false, 0.0, Some([-100.0, 73.94]))),
+            "? (-100.0…+73.9)"
+        );
+        // A hop whose packets were all retransmissions: no line was ever laid between its clocks.
+        assert_eq!(drift_cell(&hop(false, true, 0.0, None)), "unknown");
+    }
 }

@@ -32,25 +32,9 @@ pub fn sample_captures() -> Vec<std::path::PathBuf> {
 /// `report` of `capture` into a fresh directory, `args` before the capture: what it printed, its
 /// summary.json, and the directory (removed when dropped).
 pub fn report_of(capture: &Path, args: &[&str]) -> (String, Value, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let out = run(analyzer()
-        .arg("report")
-        .args(args)
-        .arg(capture)
-        .arg("-o")
-        .arg(dir.path()));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summary =
-        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        summary,
-        dir,
-    )
+    let mut all: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    all.push(capture.as_os_str());
+    testkit::report(analyzer(), &all)
 }
 
 /// `decode --json` of a file, one JSON value per frame.
@@ -110,51 +94,7 @@ pub use testkit::frames::{v4_frame, v4_frame_on, v6_frame};
 /// The rows of every `*.parquet` file under `dir` (in path order, so part-00000 first), each row a JSON
 /// object of its columns: what the dataset and Spark tests compare with `decode --json` and `stats --json`.
 pub fn parquet_rows(dir: &Path) -> Vec<serde_json::Map<String, Value>> {
-    use polars::prelude::{AnyValue, ParquetReader, SerReader};
-
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "parquet") {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
-    let mut rows = Vec::new();
-    for f in files {
-        let df = ParquetReader::new(std::fs::File::open(&f).unwrap())
-            .finish()
-            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-        for i in 0..df.height() {
-            let mut row = serde_json::Map::new();
-            for c in df.columns() {
-                let v = match c.get(i).unwrap() {
-                    AnyValue::Null => Value::Null,
-                    AnyValue::Boolean(b) => Value::from(b),
-                    AnyValue::Int32(x) => Value::from(x),
-                    AnyValue::Int64(x) => Value::from(x),
-                    AnyValue::UInt32(x) => Value::from(x),
-                    AnyValue::UInt64(x) => Value::from(x),
-                    AnyValue::Float64(x) => Value::from(x),
-                    AnyValue::String(s) => Value::from(s),
-                    AnyValue::StringOwned(s) => Value::from(s.as_str()),
-                    other => panic!(
-                        "{}: column {} has an unexpected value {other:?}",
-                        f.display(),
-                        c.name()
-                    ),
-                };
-                row.insert(c.name().to_string(), v);
-            }
-            rows.push(row);
-        }
-    }
-    rows
+    analyzer::output::tables::read_rows(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
 }
 
 /// A PFC frame from `src_mac` pausing `priority` for `quanta` (0 resumes it).

@@ -295,3 +295,19 @@ fn a_trickle_reads_in_a_unit_that_fits() {
         c.y_max
     );
 }
+
+/// A capture of atomics and their acknowledgements holds RoCE, none of it with a payload: the verdict says so,
+/// rather than that there was no RoCE traffic.
+#[test]
+fn roce_without_payload_is_named_not_called_absent() {
+    let Some(path) = crate::common::shared_capture("softroce_rdma_atomic_bw.pcap") else {
+        return;
+    };
+    let (stdout, summary, _dir) = crate::common::report_of(&path, &[]);
+    let verdict = summary["headline"]["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with("No RoCE packet with payload in this capture (10 RoCE frames"),
+        "{verdict}"
+    );
+    assert!(stdout.starts_with(verdict), "{stdout}");
+}

@@ -2,7 +2,10 @@
 //! clock 1.234567 ms ahead; queue_moves: four taps over two switches, one file drifting 25 ppm), a capture
 //! with packets deliberately removed between the taps, and the JSON's keys.
 //!
-//! A generated capture whose receiver-side clock drifts checks that the drift is followed.
+//! A generated capture whose receiver-side clock drifts checks that the drift is followed. The issue's queue
+//! simulated standing (never empty after its first clock window) and emptying, with and without drift, both
+//! ways between the two files and one way (the ACKs cut out of the egress capture), checks that a standing
+//! queue is not read as drift, that a drift is followed, and that the hop says when it cannot tell.
 //!
 //! Tolerances, and why. Queue depths within 5 % of the truth, or within two full frames (2 × 4,220 B) for
 //! values near zero or where the depth distribution is sparse: the truth counts the bytes queued ahead of a
@@ -251,10 +254,10 @@ fn marking_curve_against_truth() {
 }
 
 /// The curve fitted to the egress tap's queue against the simulator's: each estimate within `kmin_rel`,
-/// `kmax_rel` (relative) and `pmax_abs` of the truth, and the truth inside each 95 % interval. Depths are
-/// allowed one frame more: the simulator's switch compares the bytes queued ahead without the frame it is
-/// sending, while delay × drain rate counts what was left of that frame (see the module's note). Gives the
-/// queue and the true curve (Kmin, Kmax, Pmax).
+/// `kmax_rel` (relative) and `pmax_abs` of the truth, and the truth inside each 95 % interval. The estimates
+/// are allowed one frame more: the simulator's switch compares the bytes queued ahead without the frame it is
+/// sending, while delay × drain rate counts what was left of that frame (see the module's note); the intervals
+/// say so themselves. Gives the queue and the true curve (Kmin, Kmax, Pmax).
 fn egress_curve_agrees<'a>(
     r: &'a HopsReport,
     truth: &Value,
@@ -294,8 +297,9 @@ fn egress_curve_agrees<'a>(
             "{what}: got {got:.0}, truth {want:.0}"
         );
         let high = i.high.unwrap_or_else(|| panic!("{what} bounded: {i:?}"));
+        // The interval itself allows for the frame on the wire (RedFit::allow_for_frame_on_wire).
         assert!(
-            i.low - FRAME <= want && want <= high,
+            i.low <= want && want <= high,
             "{what}: truth {want:.0} outside {i:?}"
         );
     }
@@ -311,6 +315,19 @@ fn egress_curve_agrees<'a>(
 /// The marking_curve scenario with each (from, to) replaced in its text, simulated and analysed: the report
 /// and the truth.
 fn marking_curve_with(name: &str, changes: &[(&str, &str)]) -> (HopsReport, Value) {
+    let sim = simulate(name, changes);
+    (analyse(&sim.captures, HopsOptions::default()), sim.truth)
+}
+
+/// A simulated run: its capture files (main, then rx) in a directory that lives as long as it, and its truth.
+struct Sim {
+    dir: tempfile::TempDir,
+    captures: Vec<PathBuf>,
+    truth: Value,
+}
+
+/// The marking_curve scenario with each (from, to) replaced in its text, simulated.
+fn simulate(name: &str, changes: &[(&str, &str)]) -> Sim {
     let mut text =
         std::fs::read_to_string(workspace().join("samples/scenarios/marking_curve.toml")).unwrap();
     for (from, to) in changes {
@@ -322,28 +339,224 @@ fn marking_curve_with(name: &str, changes: &[(&str, &str)]) -> (HopsReport, Valu
     let written = samples::sim::write_run(&sc, dir.path()).unwrap();
     let truth: Value =
         serde_json::from_str(&std::fs::read_to_string(&written.truth_file).unwrap()).unwrap();
-    (analyse(&written.captures, HopsOptions::default()), truth)
+    Sim {
+        dir,
+        captures: written.captures,
+        truth,
+    }
 }
 
-/// The curve of the issue that asked for the likelihood fit: Kmin 60 KB, Kmax 240 KB, Pmax 0.25, a queue
-/// swept past Kmax over and over (marking_curve with the curve changed, PFC letting the queue reach 300 KB
-/// and drain to empty, so that every clock window holds an empty queue), 74 k ECN-capable packets.
+/// The queue of the issue that asked for the likelihood fit: marking_curve with the curve Kmin 60 KB, Kmax
+/// 240 KB, Pmax 0.25, PFC letting the queue reach 300 KB before it pauses the sender, for 100 ms. What PFC
+/// resumes at (`xon_bytes`, 24 KB in marking_curve) is left to each test.
+const ISSUE_QUEUE: [(&str, &str); 6] = [
+    ("kmin_bytes = 40_000", "kmin_bytes = 60_000"),
+    ("kmax_bytes = 160_000", "kmax_bytes = 240_000"),
+    ("pmax = 0.5", "pmax = 0.25"),
+    ("xoff_bytes = 176_000", "xoff_bytes = 300_000"),
+    ("duration_us = 3000", "duration_us = 100000"),
+    ("stop_us = 2800", "stop_us = 99000"),
+];
+
+/// The issue's queue with PFC resuming the sender only once the queue is empty (`xon_bytes` 0), so that every
+/// clock window holds an empty queue, and the egress file's clock drifting `drift_ppm`.
+fn emptying_queue(drift_ppm: f64) -> Sim {
+    let drift = format!("clock_offset_ns = 1_234_567\nclock_drift_ppm = {drift_ppm}");
+    let mut changes = ISSUE_QUEUE.to_vec();
+    changes.push(("xon_bytes = 24_000", "xon_bytes = 0"));
+    changes.push(("clock_offset_ns = 1_234_567", &drift));
+    simulate("emptying_queue", &changes)
+}
+
+/// The issue's curve, swept past Kmax over and over by a queue that empties, 74 k ECN-capable packets.
 #[test]
 fn the_issue_curve_against_truth() {
-    let (r, truth) = marking_curve_with(
-        "issue_curve",
-        &[
-            ("kmin_bytes = 40_000", "kmin_bytes = 60_000"),
-            ("kmax_bytes = 160_000", "kmax_bytes = 240_000"),
-            ("pmax = 0.5", "pmax = 0.25"),
-            ("xoff_bytes = 176_000", "xoff_bytes = 300_000"),
-            ("xon_bytes = 24_000", "xon_bytes = 0"),
-            ("duration_us = 3000", "duration_us = 100000"),
-            ("stop_us = 2800", "stop_us = 99000"),
-        ],
-    );
-    let (q, _) = egress_curve_agrees(&r, &truth, 0.05, 0.05, 0.02);
+    let sim = emptying_queue(0.0);
+    let r = analyse(&sim.captures, HopsOptions::default());
+    let (q, _) = egress_curve_agrees(&r, &sim.truth, 0.05, 0.05, 0.02);
     assert!(q.marking.ect_in > 70_000, "{}", q.marking.ect_in);
+}
+
+/// The issue's queue with PFC resuming the sender at 24 KB, as in marking_curve: after its first clock window
+/// the queue stands (about 20 KB at the least) until the flow stops, and no packet of those windows finds it
+/// empty. The egress file's clock drifts `drift_ppm`.
+fn standing_queue(drift_ppm: f64) -> Sim {
+    let drift = format!("clock_offset_ns = 1_234_567\nclock_drift_ppm = {drift_ppm}");
+    let mut changes = ISSUE_QUEUE.to_vec();
+    changes.push(("clock_offset_ns = 1_234_567", &drift));
+    simulate("standing_queue", &changes)
+}
+
+/// The least depth of sw1's queue to r between `from_ns` and `to_ns` (true time), from the truth's samples,
+/// checking that none is missing: the truth samples a queue only while it holds something.
+fn least_queued(truth: &Value, from_ns: u64, to_ns: u64) -> u64 {
+    let period = truth["queue_sample_ns"].as_u64().unwrap_or(2_000);
+    let q = truth["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["switch"] == "sw1" && q["port"] == "r")
+        .unwrap();
+    let samples: Vec<(u64, u64)> = q["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s[0].as_u64().unwrap(), s[1].as_u64().unwrap()))
+        .filter(|&(t, _)| (from_ns..to_ns).contains(&t))
+        .collect();
+    assert!(
+        samples.len() as u64 >= (to_ns - from_ns) / period - 1,
+        "{}",
+        samples.len()
+    );
+    samples.iter().map(|&(_, b)| b).min().unwrap()
+}
+
+/// The receiver's address, as the capture writes it.
+fn receiver_ip(truth: &Value) -> String {
+    let r = truth["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "r")
+        .unwrap();
+    r["ip"].as_str().unwrap().to_string()
+}
+
+/// The run's two files with the egress capture cut down to the frames towards the receiver: the ACKs cross
+/// the ingress tap only, so no hop runs back between the two files.
+fn one_way(sim: &Sim) -> Vec<PathBuf> {
+    let rx = sim.dir.path().join("one_way.rx.pcapng");
+    let r = receiver_ip(&sim.truth);
+    let removed = rewrite(&sim.captures[1], &rx, None, |f| {
+        f.ip.is_none_or(|ip| ip.dst.to_string() == r)
+    });
+    assert!(removed > 1_000, "{removed}");
+    vec![sim.captures[0].clone(), rx]
+}
+
+/// A queue that stands is not drift. The ACKs come back through a queue that stays empty, between the same two
+/// files: together the two directions pin the drift (to 0.1 ppm: their least delays are exact to the ns, and
+/// 0.1 ppm is 10 ns over the capture), and the issue's curve comes out within 5 % and 0.02, as on a queue that
+/// empties. (Before, this queue's 20 KB read as +74 ppm of drift without one, and Kmin came out at 49 KB.)
+/// With clock windows of 1 ms the capture spans ten segments: the window in which the queue was empty is
+/// forgotten after the third, and its floor must be carried forward by the known drift.
+#[test]
+fn a_standing_queue_is_not_drift() {
+    for drift in [0.0, 20.0] {
+        let sim = standing_queue(drift);
+        let least = least_queued(&sim.truth, 10_000_000, 90_000_000);
+        assert!(least >= 20_000, "the queue stands: {least}");
+        for window in [10_000_000, 1_000_000] {
+            let opts = HopsOptions {
+                clock_window_ns: window,
+                ..HopsOptions::default()
+            };
+            let r = analyse(&sim.captures, opts);
+            every_packet_matched(&r, &sim.truth);
+            assert_eq!(r.hops.len(), 2);
+            for h in &r.hops {
+                let want = if short(&h.to) == "egress" {
+                    drift
+                } else {
+                    -drift
+                };
+                let label = format!(
+                    "{drift} ppm, windows of {window} ns, {} → {}",
+                    short(&h.from),
+                    short(&h.to)
+                );
+                assert!(h.drift_known, "{label}: {h:?}");
+                assert!(
+                    (h.drift_ppm - want).abs() <= 0.1,
+                    "{label}: {}",
+                    h.drift_ppm
+                );
+                assert_eq!(h.clock_error_ns, 0.0, "{label}");
+            }
+            for tq in sim.truth["tap_queues"].as_array().unwrap() {
+                if tq["queue_bytes"]["max"].as_u64().unwrap() > 0 {
+                    depths_agree(queue_for(&r, tq), tq);
+                } else {
+                    // The ACKs' queue: empty, and measured so.
+                    assert!(queue_for(&r, tq).queue_delay_ns.max <= 2.0, "{tq}");
+                }
+            }
+            egress_curve_agrees(&r, &sim.truth, 0.05, 0.05, 0.02);
+            assert!(r.findings.is_empty(), "{:?}", r.findings);
+        }
+    }
+}
+
+/// The same standing queue seen one way only: nothing in the least delays tells the queue's rise from a
+/// drift, and the hop says so rather than give a number. It measures against no drift, gives the range of
+/// drifts that fit (the truth's lies in it) and the error that may cost (at least what it does cost: the
+/// drift times the 99 ms the packets span), and raises a finding that the text, the JSON and the report carry.
+#[test]
+fn a_standing_queue_seen_one_way_is_said_to_be_unknown() {
+    for drift in [0.0, 20.0] {
+        let sim = standing_queue(drift);
+        let paths = one_way(&sim);
+        let r = analyse(&paths, HopsOptions::default());
+        let [h] = &r.hops[..] else {
+            panic!("one hop: {:?}", r.hops)
+        };
+        assert_eq!((short(&h.from), short(&h.to)), ("ingress", "egress"));
+        assert!(!h.drift_known && h.drift_ppm == 0.0, "{h:?}");
+        let [low, high] = h.drift_range_ppm.unwrap();
+        assert!(
+            low <= drift && drift <= high && high - low > 50.0,
+            "{low}..{high}"
+        );
+        assert!(
+            h.clock_error_ns >= drift * 1e-6 * 99e6,
+            "{}",
+            h.clock_error_ns
+        );
+        let codes: Vec<&str> = r.findings.iter().map(|f| f.code).collect();
+        assert_eq!(codes, ["clock_drift_unknown"]);
+        assert!(
+            r.findings[0].detail.contains("ppm fits"),
+            "{:?}",
+            r.findings
+        );
+        if drift == 0.0 {
+            continue;
+        }
+        let out = run(analyzer().arg("hops").args(&paths));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("cannot be told from a standing queue"),
+            "{text}"
+        );
+        // The hops' table gives that range in place of the drift assumed.
+        assert!(
+            text.contains(&format!("? ({low:+.1}…{high:+.1})")),
+            "{text}"
+        );
+        let out = run(analyzer().arg("hops").arg("--json").args(&paths));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["hops"][0]["drift_known"], false);
+        assert_eq!(v["findings"][0]["code"], "clock_drift_unknown");
+        let mut capture = Capture::open(inputs::resolve(&paths).unwrap()).unwrap();
+        let a = analyzer::analysis::run(&mut capture, &Default::default(), |_| {}).unwrap();
+        assert!(a.findings.iter().any(|f| f.code == "clock_drift_unknown"));
+    }
+}
+
+/// One way only but a queue that empties in every clock window: the drift (20 ppm) is known and followed to
+/// 0.1 ppm, and the curve is as good as without one.
+#[test]
+fn a_drift_is_followed_one_way_under_a_queue_that_empties() {
+    let sim = emptying_queue(20.0);
+    let r = analyse(&one_way(&sim), HopsOptions::default());
+    let [h] = &r.hops[..] else {
+        panic!("one hop: {:?}", r.hops)
+    };
+    assert!(h.drift_known, "{h:?}");
+    assert!((h.drift_ppm - 20.0).abs() <= 0.1, "{}", h.drift_ppm);
+    egress_curve_agrees(&r, &sim.truth, 0.05, 0.05, 0.02);
+    assert!(r.findings.is_empty(), "{:?}", r.findings);
 }
 
 #[test]
@@ -380,6 +593,25 @@ fn queue_moves_against_truth() {
 /// Writes a copy of `src` without the data packets whose 0-based RoCE index is a multiple of `every`, with an
 /// interface statistics block counting `isb_drops` drops when given; returns how many were left out.
 fn without_packets(src: &Path, dst: &Path, every: u64, isb_drops: Option<u64>) -> u64 {
+    let mut roce = 0u64;
+    rewrite(src, dst, isb_drops, |f| {
+        let data = f.kind == roce_core::decode::Kind::Roce
+            && f.roce
+                .as_ref()
+                .is_some_and(|r| r.packet.payload_len.unwrap_or(0) > 0);
+        roce += u64::from(data);
+        !data || !roce.is_multiple_of(every)
+    })
+}
+
+/// Writes a copy of `src` with only the frames `keep` keeps, and an interface statistics block counting
+/// `isb_drops` drops when given; returns how many were left out.
+fn rewrite(
+    src: &Path,
+    dst: &Path,
+    isb_drops: Option<u64>,
+    mut keep: impl FnMut(&roce_core::decode::Frame<'_>) -> bool,
+) -> u64 {
     use roce_capture::write::{PcapngWriter, SectionInfo};
     let mut reader = CaptureReader::open(src).unwrap();
     let mut w = PcapngWriter::new(
@@ -388,14 +620,10 @@ fn without_packets(src: &Path, dst: &Path, every: u64, isb_drops: Option<u64>) -
     )
     .unwrap();
     let mut declared = 0;
-    let (mut roce, mut removed, mut last_ts) = (0u64, 0u64, 0u64);
+    let (mut removed, mut last_ts) = (0u64, 0u64);
     let decoder = Decoder::default();
     while let Some(rec) = reader.next_record().unwrap() {
-        let f = decoder.decode(0, &rec);
-        let data = f.kind == roce_core::decode::Kind::Roce
-            && f.roce
-                .as_ref()
-                .is_some_and(|r| r.packet.payload_len.unwrap_or(0) > 0);
+        let kept = keep(&decoder.decode(0, &rec));
         let (iface, ts, bytes, len) = (rec.iface, rec.ts_ns, rec.data.to_vec(), rec.len);
         while declared <= iface {
             let i = &reader.interfaces()[declared as usize];
@@ -403,12 +631,9 @@ fn without_packets(src: &Path, dst: &Path, every: u64, isb_drops: Option<u64>) -
                 .unwrap();
             declared += 1;
         }
-        if data {
-            roce += 1;
-            if roce % every == 0 {
-                removed += 1;
-                continue;
-            }
+        if !kept {
+            removed += 1;
+            continue;
         }
         last_ts = ts;
         w.write_packet(iface, ts, &bytes, len).unwrap();
@@ -488,6 +713,10 @@ fn json_keys() {
                 "matched",
                 "unmatched",
                 "clock_offset_ns",
+                "drift_ppm",
+                "drift_known",
+                "drift_range_ppm",
+                "clock_error_ns",
                 "queue_delay_ns",
             ],
         );
@@ -524,13 +753,17 @@ fn json_keys() {
             ],
         );
     }
-    // The text form names the hop and the fitted curve.
+    // The text form names the hop and the fitted curve. The capture is shorter than a clock window, so its
+    // drift is not known: the table gives the range that fits, not the +0.0 the delays assume.
     let out = run(analyzer().arg("hops").args(&paths));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("ingress → ") && text.contains("Kmin"),
         "{text}"
     );
+    assert_eq!(v["hops"][0]["drift_known"], false);
+    assert!(text.contains("? (-100.0…+100.0)"), "{text}");
+    assert!(!text.contains("+0.0"), "{text}");
 }
 
 /// marking_curve with the PFC threshold (12 KB) far below Kmin (50 KB) and 3 µs of cable to the sender: the
@@ -588,6 +821,10 @@ fn report_has_the_queue_section() {
     let files = write_report(dir.path(), &input).unwrap();
     let html = std::fs::read_to_string(&files.index).unwrap();
     assert!(html.contains("Queues and ECN marking"));
+    // The hops' table, as the text: a drift the capture could not pin is given as the range that fits.
+    assert!(a.hops.as_ref().unwrap().hops.iter().all(|h| !h.drift_known));
+    assert!(html.contains("? (-100.0…+100.0)"));
+    assert!(!html.contains("+0.0"));
     for chart in ["hop_delay.png", "queue_depth_1.png", "queue_marking_1.png"] {
         assert!(dir.path().join(chart).exists(), "{chart}");
     }
@@ -646,6 +883,7 @@ fn a_drifting_clock_is_followed() {
         assert!(!h.shared_clock && !h.order_assumed, "{} → {}", h.from, h.to);
         // Towards the receiver the fast clock adds delay over time; back from it, it takes some away.
         let want = if short(&h.to) == "r" { 40.0 } else { -40.0 };
+        assert!(h.drift_known, "{} → {}", h.from, h.to);
         assert!(
             (h.drift_ppm - want).abs() < 2.0,
             "{} → {}: {} ppm",

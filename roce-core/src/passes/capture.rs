@@ -127,22 +127,45 @@ pub struct CaptureRow {
 
 impl CapturePass {
     /// Counts one frame and checks its timestamp against the previous one.
+    #[inline]
     pub fn frame(&mut self, f: &Frame<'_>) {
+        self.record(f.number, f.ts_ns, f.len, f.caplen);
+        self.kind(f);
+    }
+
+    /// What a record says without decoding: its size, and its time against the record before it. Several
+    /// threads share a capture's frames, but only the one that reads them sees each record in order: it
+    /// counts this part, the others [`CapturePass::kind`].
+    #[inline]
+    pub fn record(&mut self, number: u64, ts_ns: u64, len: u32, caplen: u32) {
         self.frames += 1;
-        self.bytes += u64::from(f.len);
-        self.captured_bytes += u64::from(f.caplen);
-        self.first_ns = Some(self.first_ns.map_or(f.ts_ns, |t| t.min(f.ts_ns)));
-        self.last_ns = self.last_ns.max(f.ts_ns);
-        self.by_kind[f.kind as usize] += 1;
-        self.truncated += u64::from(f.truncated);
+        self.bytes += u64::from(len);
+        self.captured_bytes += u64::from(caplen);
+        self.first_ns = Some(self.first_ns.map_or(ts_ns, |t| t.min(ts_ns)));
+        self.last_ns = self.last_ns.max(ts_ns);
         if let Some(prev) = self.prev_ns {
-            if f.ts_ns < prev {
+            if ts_ns < prev {
                 self.backwards += 1;
-            } else if f.ts_ns - prev > self.gap.0 {
-                self.gap = (f.ts_ns - prev, f.number);
+            } else if ts_ns - prev > self.gap.0 {
+                self.gap = (ts_ns - prev, number);
             }
         }
-        self.prev_ns = Some(f.ts_ns);
+        self.prev_ns = Some(ts_ns);
+    }
+
+    /// What the decoded frame says: its kind, and whether it was cut short.
+    #[inline]
+    pub fn kind(&mut self, f: &Frame<'_>) {
+        self.by_kind[f.kind as usize] += 1;
+        self.truncated += u64::from(f.truncated);
+    }
+
+    /// Adds what another thread counted with [`CapturePass::kind`].
+    pub fn absorb_kinds(&mut self, other: &CapturePass) {
+        for (n, o) in self.by_kind.iter_mut().zip(other.by_kind) {
+            *n += o;
+        }
+        self.truncated += other.truncated;
     }
 
     /// The last timestamp seen: the end of the capture's span.

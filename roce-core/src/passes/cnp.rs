@@ -86,6 +86,11 @@ impl CnpPass {
         e.dscp = ip.dscp;
     }
 
+    /// Takes another pass's streams: a thread's share of the capture, whose keys no other thread held.
+    pub fn absorb(&mut self, other: CnpPass) {
+        self.cnps.extend(other.cnps);
+    }
+
     /// Rows by count, largest first.
     pub fn finish(self) -> Vec<CnpRow> {
         let mut rows: Vec<CnpRow> = self

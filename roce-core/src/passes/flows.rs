@@ -378,6 +378,14 @@ impl FlowsPass {
         }
     }
 
+    /// Takes another pass's flows: a thread's share of the capture, whose flows no other thread held.
+    pub fn absorb(&mut self, other: FlowsPass) {
+        for state in other.flows {
+            self.index.insert(state.key, self.flows.len());
+            self.flows.push(state);
+        }
+    }
+
     /// The table, ordered by bytes (largest first) and then by key, so the heaviest flows lead.
     pub fn finish(self) -> Vec<FlowRow> {
         let mut rows: Vec<FlowRow> = self

@@ -12,6 +12,7 @@ pub mod pairing;
 pub mod pfc;
 pub mod psn;
 pub mod rates;
+pub mod threads;
 
 use serde::Serialize;
 

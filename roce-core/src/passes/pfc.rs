@@ -145,6 +145,11 @@ impl PfcPass {
         }
     }
 
+    /// Takes another pass's pause state: a thread's share of the capture, whose sources no other thread held.
+    pub fn absorb(&mut self, other: PfcPass) {
+        self.state.extend(other.state);
+    }
+
     /// Closes pauses still running at `end_ns`, the capture's last timestamp.
     pub fn finish(self, end_ns: u64) -> Vec<PfcRow> {
         self.finish_with_intervals(end_ns).0

@@ -69,6 +69,9 @@ pub struct Copy {
     /// Times this tap saw the packet in the window (a retransmission within it, or a duplicate).
     pub seen: u8,
     pub len: u32,
+    /// Time since the frame before it towards the same destination MAC at this tap (0 for the first): at the
+    /// downstream tap of a busy port, back-to-back departures show the port's rate.
+    pub gap: u32,
     pub dst_mac: [u8; 6],
 }
 
@@ -92,7 +95,8 @@ impl Group {
 /// of its size, so that a reading thread can hand frames to the pass in batches cheaply.
 #[derive(Debug, Clone, Copy)]
 pub struct Seen {
-    /// The frame's copy at its tap (ECN 0 without an IP layer, the destination MAC zero without one).
+    /// The frame's copy at its tap (ECN 0 without an IP layer, the destination MAC zero without one; its `gap`
+    /// is set by the pass, which knows the frame before it).
     pub copy: Copy,
     pub kind: Kind,
     /// Whether the frame has a destination MAC (`copy.dst_mac` is zero when not).
@@ -148,6 +152,7 @@ impl Seen {
                 pcp: f.pcp.unwrap_or(0xff),
                 seen: 1,
                 len: f.len,
+                gap: 0,
                 dst_mac: f.dst_mac.unwrap_or_default(),
             },
             kind: f.kind,

@@ -142,6 +142,16 @@ impl RedFit {
     pub fn pmax(&self) -> Option<f64> {
         self.pmax.high.map(|_| self.curve.pmax)
     }
+
+    /// Widens Kmin's and Kmax's intervals for the switch's own depths, which may lie up to `bytes` below the
+    /// depths measured: a depth taken from a packet's wait counts the part of the frame then on the wire, which
+    /// a switch may leave out of the depth it compares (the simulator does, switches differ). The intervals
+    /// above come from the packets alone and would claim a precision finer than a frame.
+    pub fn allow_for_frame_on_wire(&mut self, bytes: f64) {
+        for i in [&mut self.kmin, &mut self.kmax] {
+            i.low = (i.low - bytes).max(0.0);
+        }
+    }
 }
 
 /// The chance given to a mark where the curve says none, and to no mark where it says certain: a few packets

@@ -196,7 +196,19 @@ fn verdict(
 ) -> String {
     let d = input.dcqcn;
     let Some(tput) = tput else {
-        return "No RoCE data traffic in this capture: nothing to judge.".into();
+        // RoCE frames with no payload among them (atomics, READ requests, ACKs) are traffic all the same: say
+        // they were seen, and why no rate is judged.
+        let kinds = &input.stats.capture.frames_by_kind;
+        let roce = kinds.get("roce").copied().unwrap_or(0) + kinds.get("cnp").copied().unwrap_or(0);
+        return if roce > 0 {
+            let frames = if roce == 1 { "frame" } else { "frames" };
+            format!(
+                "No RoCE packet with payload in this capture ({roce} RoCE {frames}, none with a payload: \
+                 requests, acknowledgements, atomics or CNPs): no data rate to judge."
+            )
+        } else {
+            "No RoCE data traffic in this capture: nothing to judge.".into()
+        };
     };
     let mean = fmt_rate(tput.mean * 1e9);
     let mut parts = Vec::new();

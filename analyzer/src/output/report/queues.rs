@@ -8,7 +8,7 @@ use super::charts::{Chart, Line, LineChart, MarkShape, Marks, PALETTE};
 use super::{Report, ReportError, html};
 use crate::analysis::hops::{HopsReport, QueueReport, Series};
 use crate::output::empty;
-use crate::output::hops::queue_cells;
+use crate::output::hops::{drift_cell, queue_cells};
 
 /// Hops drawn in the delay chart, and queues drawn one depth chart each, busiest first.
 const MAX_HOPS: usize = 8;
@@ -274,11 +274,7 @@ fn hops_table(h: &HopsReport) -> String {
                 x.matched.to_string(),
                 x.unmatched.to_string(),
                 x.clock_offset_ns.to_string(),
-                if x.shared_clock {
-                    "shared".into()
-                } else {
-                    format!("{:+.1}", x.drift_ppm)
-                },
+                drift_cell(x),
                 format!("{:.0}", x.queue_delay_ns.p50),
                 format!("{:.0}", x.queue_delay_ns.p99),
                 format!("{:.0}", x.queue_delay_ns.max),

@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use super::TableRow;
 use crate::analysis::dcqcn::{Fit, FlowSummary, NpPort, NpStream, UnpairedCnps};
 use crate::analysis::findings::{Finding, Severity};
-use crate::analysis::hops::hist::Percentiles;
+use crate::analysis::hist::Percentiles;
 use crate::analysis::model_log::ModelEventRow;
 use crate::analysis::np::{Pacing, PortCheck, StreamCheck};
 use crate::analysis::pauses::Storm;

@@ -339,6 +339,72 @@ pub fn dataframe<T: Serialize>(table: &str, rows: &[T]) -> Result<DataFrame, Tab
     DataFrame::new(rows.len(), columns).map_err(|e| shape(Box::new(e)))
 }
 
+/// A JSON row per row of every Parquet file at `path` (a file, or a directory searched below it, the files in
+/// path order: a dataset's parts, or a table Spark wrote as a directory), the way a test or a script compares
+/// a table with another tool's. Integers, floats, booleans, strings and nulls are the types our tables and
+/// Spark's write; another type is a [`TableError::Shape`].
+pub fn read_rows(path: &Path) -> Result<Vec<serde_json::Map<String, Value>>, TableError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| TableError::Io { path, source }
+    };
+    let mut files = Vec::new();
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            for e in std::fs::read_dir(&p).map_err(io(&p))? {
+                stack.push(e.map_err(io(&p))?.path());
+            }
+        } else if p.extension().is_some_and(|x| x == "parquet") {
+            files.push(p);
+        }
+    }
+    files.sort();
+    let mut rows = Vec::new();
+    for f in files {
+        let df = ParquetReader::new(File::open(&f).map_err(io(&f))?)
+            .finish()
+            .map_err(|source| TableError::Polars {
+                path: f.clone(),
+                source,
+            })?;
+        for i in 0..df.height() {
+            let mut row = serde_json::Map::new();
+            for c in df.columns() {
+                let cell = c.get(i).map_err(|source| TableError::Polars {
+                    path: f.clone(),
+                    source,
+                })?;
+                let v = match cell {
+                    AnyValue::Null => Value::Null,
+                    AnyValue::Boolean(b) => Value::from(b),
+                    AnyValue::Int32(x) => Value::from(x),
+                    AnyValue::Int64(x) => Value::from(x),
+                    AnyValue::UInt32(x) => Value::from(x),
+                    AnyValue::UInt64(x) => Value::from(x),
+                    AnyValue::Float64(x) => Value::from(x),
+                    AnyValue::String(s) => Value::from(s),
+                    AnyValue::StringOwned(s) => Value::from(s.as_str()),
+                    other => {
+                        return Err(TableError::Shape {
+                            table: f.display().to_string(),
+                            source: format!(
+                                "column {} has a value of type {}",
+                                c.name(),
+                                other.dtype()
+                            )
+                            .into(),
+                        });
+                    }
+                };
+                row.insert(c.name().to_string(), v);
+            }
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
 /// Writes `rows` as `DIR/NAME.csv` or `DIR/NAME.parquet`, creating DIR. Returns the path written.
 pub fn write<T: TableRow>(
     dir: &Path,

@@ -10,7 +10,7 @@
 use std::io::Write;
 
 use super::*;
-use crate::sim::scenario::MarkAt;
+use crate::sim::scenario::SwitchSpec;
 use crate::sim::truth::{
     HopTruth, MarkingBin, MarkingTruth, Percentiles, QueueStats, TapQueueTruth, TapTruth,
 };
@@ -275,7 +275,7 @@ impl HopAcc {
 }
 
 /// The switch's curve, what its queue did to ECN-capable packets, and the histogram of the depths it compared.
-fn marking_truth(sw: &crate::sim::scenario::SwitchSpec, p: &[&Passage]) -> MarkingTruth {
+fn marking_truth(sw: &SwitchSpec, p: &[&Passage]) -> MarkingTruth {
     let ect: Vec<&&Passage> = p
         .iter()
         .filter(|x| (x.ecn_in == 1 || x.ecn_in == 2) && x.mark_depth != u64::MAX)
@@ -311,12 +311,5 @@ fn marking_truth(sw: &crate::sim::scenario::SwitchSpec, p: &[&Passage]) -> Marki
             .count() as u64,
         bin_bytes: MARKING_BIN_BYTES,
         bins,
-    }
-}
-
-impl MarkAt {
-    /// Whether the marking decision is made when a packet is queued (else when it leaves).
-    pub(super) fn at_enqueue(self) -> bool {
-        self == MarkAt::Enqueue
     }
 }

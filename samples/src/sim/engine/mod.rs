@@ -12,7 +12,9 @@
 //! scenario; [`port`] serializes frames onto links; [`pfc`] sends and obeys pause frames; [`switch`] forwards,
 //! buffers and marks (the CP); [`transport`] is the RC protocol of the NICs and their notification point;
 //! [`sender`] paces each flow's data by its reaction point; [`tap`] writes what the mirrors see; [`finish`]
-//! turns the end state into the truth.
+//! turns the end state into the truth. Beside them, plain helpers: [`flow`] holds a queue pair's two ends,
+//! [`hops`] follows tapped packets across switches, [`addr`] says who has which address, and [`knobs`] makes
+//! the `KNOB` block each capture file starts with.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -25,9 +27,11 @@ use super::truth::*;
 use super::{LogEntry, LogKind, PacketKind, SimError};
 use crate::corpus::Rng;
 
+mod addr;
 mod finish;
 mod flow;
 mod hops;
+mod knobs;
 mod pfc;
 mod port;
 mod sender;
@@ -36,6 +40,7 @@ mod switch;
 mod tap;
 mod transport;
 
+use addr::{fmt_ip, host_ip, host_mac, port_mac};
 use flow::Flow;
 use pfc::XOFF_QUANTA;
 use port::Port;
@@ -165,28 +170,6 @@ pub(super) struct World<'s, W: Write> {
     io_error: Option<std::io::Error>,
 }
 
-/// Host `h` is 10.0.0.1 + h: the samples' small worlds read as 10.0.0.1, 10.0.0.2, ..., and a world of
-/// hundreds of hosts carries on into 10.0.1.0 instead of overflowing the last byte.
-pub(crate) fn host_ip(h: usize) -> [u8; 4] {
-    let [_, a, b, c] = host_number(h).to_be_bytes();
-    [10, a, b, c]
-}
-/// Byte 3 stays 0 so that no host's MAC meets a switch port's (`port_mac` sets it to 1).
-fn host_mac(h: usize) -> [u8; 6] {
-    let [_, a, b, c] = host_number(h).to_be_bytes();
-    [0x02, 0, a, 0, b, c]
-}
-/// One more than the host's index, within the 24 bits the addresses have room for.
-fn host_number(h: usize) -> u32 {
-    (h as u32).wrapping_add(1) & 0x00ff_ffff
-}
-fn port_mac(port: usize) -> [u8; 6] {
-    [0x02, 0, 0, 1, (port >> 8) as u8, (port & 0xff) as u8]
-}
-fn fmt_ip(a: [u8; 4]) -> String {
-    format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])
-}
-
 impl<W: Write> World<'_, W> {
     /// Schedules an event. Events after the end are kept (the run stops before them) so that a frame on a wire
     /// at the end is still accounted for.
@@ -277,22 +260,5 @@ impl<W: Write> std::fmt::Debug for World<'_, W> {
             .field("now_ps", &self.now)
             .field("flows", &self.flows.len())
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{host_ip, host_mac, port_mac};
-
-    #[test]
-    fn host_addresses_stay_distinct_past_255_hosts() {
-        assert_eq!(host_ip(0), [10, 0, 0, 1]);
-        assert_eq!(host_ip(254), [10, 0, 0, 255]);
-        assert_eq!(host_ip(255), [10, 0, 1, 0]);
-        assert_eq!(host_mac(0), [0x02, 0, 0, 0, 0, 1]);
-        let ips: std::collections::HashSet<_> = (0..70_000).map(host_ip).collect();
-        let macs: std::collections::HashSet<_> = (0..70_000).map(host_mac).collect();
-        assert_eq!((ips.len(), macs.len()), (70_000, 70_000));
-        assert!((0..1024).all(|p| !macs.contains(&port_mac(p))));
     }
 }

@@ -193,7 +193,7 @@ impl<'s, W: Write> World<'s, W> {
                 )?;
             }
             // Where the tracer puts it: after the interfaces, before the first packet.
-            if let Some(record) = sc.knob_record(file) {
+            if let Some(record) = knobs::knob_record(sc, file) {
                 let data =
                     roce_capture::blocks::encode_record(&record).map_err(std::io::Error::from)?;
                 w.write_custom(roce_capture::blocks::PEN, &data, true)?;

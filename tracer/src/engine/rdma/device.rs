@@ -635,13 +635,8 @@ impl Drop for Sniffer {
 
 /// The MTU of the port's netdev, to size the receive buffers.
 fn netdev_mtu(sysfs_root: &Path, spec: &PortSpec) -> Option<usize> {
-    let port = crate::list::rdma_ports(sysfs_root)
+    let port = crate::ports::rdma_ports(sysfs_root)
         .into_iter()
         .find(|p| p.device == spec.device && p.port == u32::from(spec.port))?;
-    let netdev = port.netdev?;
-    std::fs::read_to_string(sysfs_root.join("class/net").join(netdev).join("mtu"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+    crate::ports::netdev_mtu(sysfs_root, &port.netdev?).map(|m| m as usize)
 }

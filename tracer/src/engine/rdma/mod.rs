@@ -282,7 +282,7 @@ pub fn verb_error(what: &'static str, spec: &PortSpec, errno: i32) -> RdmaError 
 /// The netdev of each `-i DEVICE[:PORT]` (for `--counters`' ethtool statistics); a name that is not an RDMA
 /// port of this host, or a port without a netdev, stays as given.
 pub fn netdevs_of(sysfs_root: &Path, interfaces: &[String]) -> Vec<String> {
-    let ports = crate::list::rdma_ports(sysfs_root);
+    let ports = crate::ports::rdma_ports(sysfs_root);
     interfaces
         .iter()
         .map(|i| {
@@ -302,8 +302,8 @@ pub fn netdevs_of(sysfs_root: &Path, interfaces: &[String]) -> Vec<String> {
 /// What the kernel's sysfs says about the devices (`class/infiniband`), checked before libibverbs is even
 /// loaded: a wrong name or an InfiniBand port gets its answer on any machine.
 pub fn check_port(sysfs_root: &Path, spec: &PortSpec) -> Result<(), RdmaError> {
-    let devices = crate::list::rdma_ports(sysfs_root);
-    let here: Vec<&crate::list::RdmaPort> =
+    let devices = crate::ports::rdma_ports(sysfs_root);
+    let here: Vec<&crate::ports::RdmaPort> =
         devices.iter().filter(|p| p.device == spec.device).collect();
     if here.is_empty() {
         let mut names: Vec<&str> = devices.iter().map(|p| p.device.as_str()).collect();
