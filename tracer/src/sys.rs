@@ -255,6 +255,11 @@ pub fn now_ns() -> u64 {
     clock_ns(libc::CLOCK_REALTIME)
 }
 
+/// CLOCK_MONOTONIC in ns: the probe's clock (`bpf_ktime_get_ns()`).
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
 /// What to add to a `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) value to get wall-clock time. Sampled once at
 /// start: a later step of the wall clock (NTP) is not followed, which keeps the capture's timestamps
 /// monotonic.
@@ -275,6 +280,20 @@ pub fn wait_readable(fd: i32, timeout_ms: i32) {
     };
     // SAFETY: one valid pollfd for the duration of the call.
     let _ = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+}
+
+/// Waits up to `timeout_ms` for any of `fds` to become readable (an eBPF reader's rings).
+pub fn wait_any_readable(fds: &[i32], timeout_ms: i32) {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `pfds.len()` valid pollfds for the duration of the call.
+    let _ = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
 }
 
 #[cfg(test)]

@@ -214,7 +214,7 @@ impl Engine for PcapEngine {
         self.readers.dropped_so_far()
     }
 
-    fn finish(self: Box<Self>) -> (Vec<IfaceStats>, Option<Vec<u8>>) {
+    fn finish(self: Box<Self>, _late: &[u64]) -> (Vec<IfaceStats>, Option<Vec<u8>>) {
         (self.readers.join(), None)
     }
 }
