@@ -630,6 +630,15 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     {
         write_failure = Some(e);
     }
+    let past_count = opts.count.is_some_and(|c| sink.frames >= c);
+    let stats: Vec<IfaceStats> = stats
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let written = sink.file.frames_written().get(i).copied().unwrap_or(0);
+            account(*s, written, past_count)
+        })
+        .collect();
     let dropped: u64 = stats.iter().filter_map(|s| s.dropped).sum();
     let isb: Vec<(Option<u64>, Option<u64>)> = stats
         .iter()
@@ -647,6 +656,27 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         dropped,
         reason,
     })
+}
+
+/// An interface's statistics as the file states them: what was written, what was lost, and their sum as
+/// received. The engine's counts (`received`, lost ones included, and `dropped`) say how many frames it
+/// handed over; those not written were skipped by a second signal or after a failed write, and are lost
+/// too, unless the capture ended at `-c`, after which frames are not part of it.
+fn account(engine: IfaceStats, written: u64, past_count: bool) -> IfaceStats {
+    let (Some(received), Some(dropped)) = (engine.received, engine.dropped) else {
+        return engine;
+    };
+    let handed_over = received.saturating_sub(dropped);
+    let unwritten = handed_over.saturating_sub(written);
+    let dropped = if past_count {
+        dropped
+    } else {
+        dropped + unwritten
+    };
+    IfaceStats {
+        received: Some(written + dropped),
+        dropped: Some(dropped),
+    }
 }
 
 /// The writing end of the loop: the file, the merge of the eBPF rings, the live view, and the count

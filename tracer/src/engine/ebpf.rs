@@ -6,7 +6,8 @@
 //! compiled by libpcap and run by the readers on each record, so it narrows that selection and cannot widen
 //! it. The probe wakes a reader only once per many records (see [`wakeup_bytes`]), so the readers also poll.
 //! Ring-buffer losses are counted per CPU, so per ring, and per interface, for each interface's statistics
-//! block.
+//! block. A loopback interface gets the probe on ingress only: everything it sends, it receives, and a
+//! probe on both hooks wrote each frame twice.
 //!
 //! The probe is attached through TCX links (kernel 6.6 and later), which belong to this process: they go
 //! away when it exits, even on SIGKILL, so no tc filter or qdisc is ever left behind. Older kernels get
@@ -420,6 +421,8 @@ pub struct EbpfEngine {
     /// Interface index → position in the `-i` list.
     index_of: HashMap<u32, u32>,
     ifaces: usize,
+    /// Per `-i` interface: a loopback device, probed on ingress only.
+    loopback: Vec<bool>,
     filter: Option<String>,
     all_frames: bool,
     /// Interfaces whose probes hang off a clsact qdisc we added (pre-6.6 kernels): removed at exit.
@@ -433,7 +436,18 @@ pub fn reader_count(threads: Option<usize>, rings: u32) -> usize {
     threads.unwrap_or(DEFAULT_MAX_THREADS).clamp(1, rings)
 }
 
-/// Loads the probe, attaches it to ingress and egress of every interface and starts the ring readers.
+/// The hooks the probe goes on for an interface: both, except on a loopback device, which receives
+/// every frame it sends (and on ingress the frame can carry the stack's receive stamp).
+fn hooks(loopback: bool) -> &'static [(&'static str, &'static str, TcAttachType)] {
+    const BOTH: &[(&str, &str, TcAttachType)] = &[
+        (INGRESS, "ingress", TcAttachType::Ingress),
+        (EGRESS, "egress", TcAttachType::Egress),
+    ];
+    if loopback { &BOTH[..1] } else { BOTH }
+}
+
+/// Loads the probe, attaches it to every interface (ingress and egress, a loopback device's ingress
+/// only) and starts the ring readers.
 pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, EbpfStartError> {
     // Before loading anything, so that a bad expression leaves nothing to detach.
     compile_filter_opt(config.filter.as_deref())?;
@@ -455,10 +469,15 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, E
             sys::ifindex(name).ok_or_else(|| EbpfStartError::NoSuchInterface(name.clone()))?;
         index_of.insert(idx, i as u32);
     }
+    let loopback: Vec<bool> = config
+        .interfaces
+        .iter()
+        .map(|n| sys::is_loopback(n))
+        .collect();
     let tcx = std::env::var_os(FORCE_NETLINK_ENV).is_none()
         && KernelVersion::current().is_ok_and(|v| v >= KernelVersion::new(6, 6, 0));
     let mut netlink_ifaces = Vec::new();
-    for name in &config.interfaces {
+    for (name, &lo) in config.interfaces.iter().zip(&loopback) {
         if !tcx {
             if aya::programs::tc::qdisc_add_clsact(name).is_ok() {
                 // Ours: removed again at exit.
@@ -480,10 +499,7 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, E
                 }
             }
         }
-        for (prog_name, direction, kind) in [
-            (INGRESS, "ingress", TcAttachType::Ingress),
-            (EGRESS, "egress", TcAttachType::Egress),
-        ] {
+        for &(prog_name, direction, kind) in hooks(lo) {
             let prog: &mut SchedClassifier = probe
                 .ebpf
                 .program_mut(prog_name)
@@ -534,6 +550,7 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, E
         readers,
         index_of,
         ifaces: config.interfaces.len(),
+        loopback,
         filter: config.filter.clone(),
         all_frames: config.all_frames,
         netlink_ifaces,
@@ -568,8 +585,14 @@ impl Engine for EbpfEngine {
         vec![LinkType::ETHERNET; self.ifaces]
     }
 
-    fn describe(&self, _iface: u32) -> String {
-        let mut d = String::from("roce-tracer engine=ebpf (TC probe, ingress and egress): ");
+    fn describe(&self, iface: u32) -> String {
+        let mut d = if self.loopback.get(iface as usize).copied().unwrap_or(false) {
+            String::from(
+                "roce-tracer engine=ebpf (TC probe, ingress only: a loopback device receives what it sends): ",
+            )
+        } else {
+            String::from("roce-tracer engine=ebpf (TC probe, ingress and egress): ")
+        };
         d.push_str(if self.all_frames {
             "every frame"
         } else {
