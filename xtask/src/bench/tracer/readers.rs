@@ -18,7 +18,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 
 use super::limits::{BLAST_FRAMES, BlastTrial, HEADER, Setup, best, rows, search};
-use super::rig::{Netns, capture_result, rx_packets, signal, start_capture_with};
+use super::rig::{Netns, count_capture, rx_packets, signal, start_capture_with, wait_capture};
 
 /// Searches per reader count.
 pub const RUNS: usize = 3;
@@ -94,8 +94,9 @@ fn drain_trial(
     let delivered = rx_packets(&ns)? - before;
     let started = Instant::now();
     signal(&child, "CONT");
-    let (captured, dropped) = capture_result(child, &out).context("the drained capture")?;
+    wait_capture(child)?;
     let seconds = started.elapsed().as_secs_f64();
+    let (captured, dropped) = count_capture(&out).context("the drained capture")?;
     if captured != BLAST_FRAMES || dropped != 0 || delivered < BLAST_FRAMES {
         bail!(
             "a drain trial lost frames: delivered {delivered}, captured {captured}, dropped {dropped} \

@@ -180,6 +180,12 @@ pub fn stop_capture(child: Child, out: &Path) -> Result<(u64, u64)> {
 
 /// Waits for a capture to exit (by itself, or after a signal), then counts as [`stop_capture`] does.
 pub fn capture_result(child: Child, out: &Path) -> Result<(u64, u64)> {
+    wait_capture(child)?;
+    count_capture(out)
+}
+
+/// Waits for a capture to exit; an error if it failed.
+pub fn wait_capture(child: Child) -> Result<()> {
     let result = child.wait_with_output()?;
     if !result.status.success() {
         bail!(
@@ -187,6 +193,11 @@ pub fn capture_result(child: Child, out: &Path) -> Result<(u64, u64)> {
             String::from_utf8_lossy(&result.stderr)
         );
     }
+    Ok(())
+}
+
+/// The frames a capture file holds that are not `other`, and the losses its statistics block reports.
+pub fn count_capture(out: &Path) -> Result<(u64, u64)> {
     let mut reader = CaptureReader::open(out)?;
     let decoder = Decoder::default();
     let (mut i, mut captured) = (0, 0u64);
