@@ -465,7 +465,10 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     let mut next_sample = Instant::now() + opts.interval;
     let mut sink = Sink {
         file,
-        live: LiveView::new(LineRates::flag(opts.link_bps), speeds),
+        // Decoding every frame for the line and the metrics is the writer's largest cost after writing
+        // itself; with neither asked for (`-q`, no `--metrics`) nothing would read the result.
+        live: (!opts.quiet || opts.metrics.is_some())
+            .then(|| LiveView::new(LineRates::flag(opts.link_bps), speeds)),
         links,
         merge,
         dropped: vec![0u64; opts.interfaces.len()],
@@ -516,7 +519,6 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         if last_tick.elapsed() >= Duration::from_secs(1) {
             let secs = last_tick.elapsed().as_secs_f64();
             last_tick = Instant::now();
-            let (interval, rows) = sink.live.tick(secs);
             let mut by_ring = Vec::new();
             if let Some(engine) = &session.engine {
                 sink.dropped = engine.dropped_so_far();
@@ -524,6 +526,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
             }
             let dropped: u64 = sink.dropped.iter().sum();
             let late: u64 = sink.merge.late().iter().sum();
+            let (interval, rows) = sink.live.as_mut().map(|l| l.tick(secs)).unwrap_or_default();
             if !opts.quiet {
                 eprintln!(
                     "{}",
@@ -683,7 +686,8 @@ fn account(engine: IfaceStats, written: u64, past_count: bool) -> IfaceStats {
 /// that `-c` stops at.
 struct Sink<'a> {
     file: &'a mut Output,
-    live: LiveView,
+    /// `None` when neither the line nor the metrics are shown.
+    live: Option<LiveView>,
     links: Vec<roce_capture::LinkType>,
     merge: Merge,
     /// The loss counts as of the last tick: asking the eBPF engine costs a system call per frame.
@@ -698,14 +702,16 @@ impl Sink<'_> {
         self.file
             .write_frame(f.iface, f.ts_ns, &f.data, f.len, &self.dropped)?;
         self.frames += 1;
-        let link = self.links.get(f.iface as usize).copied();
-        self.live.frame(
-            link.unwrap_or(roce_capture::LinkType::ETHERNET),
-            f.iface,
-            f.ts_ns,
-            &f.data,
-            f.len,
-        );
+        if let Some(live) = self.live.as_mut() {
+            let link = self.links.get(f.iface as usize).copied();
+            live.frame(
+                link.unwrap_or(roce_capture::LinkType::ETHERNET),
+                f.iface,
+                f.ts_ns,
+                &f.data,
+                f.len,
+            );
+        }
         Ok(self.count.is_some_and(|c| self.frames >= c))
     }
 
