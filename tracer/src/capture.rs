@@ -366,7 +366,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     // Only the engines' threads hold senders now: the channel disconnects when they have all finished.
     drop(plumbing);
     let links = engine.link_types();
-    let merge = Merge::new(engine.sources(), merge::WINDOW_NS);
+    let merge = Merge::new(engine.sources(), merge::WINDOW_NS, merge::HELD);
     let mut session = Session {
         stop,
         rx: Some(rx),

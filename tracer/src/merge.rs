@@ -14,6 +14,10 @@
 //!
 //! A single source comes out in its own order wherever that order is by time, so a one-ring capture is
 //! written as before.
+//!
+//! Memory is bounded too: a source that says nothing for long (its reader starved of CPU) would make the
+//! merge hold every other source's frames meanwhile, so past [`HELD`] frames the earliest go out without
+//! waiting for it; what it delivers later than them is then late, and counted.
 
 use std::collections::VecDeque;
 
@@ -25,6 +29,10 @@ use crate::engine::{Captured, SourceBatch};
 /// frames a second is a millisecond. Ten milliseconds covers that with room, and costs that much latency
 /// and that many frames of memory before a frame is written.
 pub const WINDOW_NS: u64 = 10_000_000;
+
+/// How many frames the merge holds at most before it writes the earliest without waiting: about a hundred
+/// megabytes of header copies, a third of a second at 3 M frames/s.
+pub const HELD: usize = 1 << 20;
 
 #[derive(Debug, Default)]
 struct Source {
@@ -46,17 +54,20 @@ pub struct Merge {
     pending: usize,
     /// The least of the sources' marks: frames up to it may go. Marks move only when a batch comes in.
     wall: u64,
+    /// Past this many frames held, the earliest go without waiting.
+    held: usize,
 }
 
 impl Merge {
-    /// A merge of `sources` sources with a window of `window` ns.
-    pub fn new(sources: usize, window: u64) -> Self {
+    /// A merge of `sources` sources with a window of `window` ns, holding at most `held` frames.
+    pub fn new(sources: usize, window: u64, held: usize) -> Self {
         Merge {
             sources: (0..sources).map(|_| Source::default()).collect(),
             window,
             last_out: 0,
             pending: 0,
             wall: 0,
+            held,
         }
     }
 
@@ -94,9 +105,14 @@ impl Merge {
         self.wall = self.sources.iter().map(|s| s.mark).min().unwrap_or(0);
     }
 
-    /// The next frame that no source can still precede, if any.
+    /// The next frame that no source can still precede, if any; or the earliest, when too many are held.
     pub fn pop(&mut self) -> Option<Captured> {
-        self.pop_up_to(self.wall)
+        let wall = if self.pending > self.held {
+            u64::MAX
+        } else {
+            self.wall
+        };
+        self.pop_up_to(wall)
     }
 
     /// The earliest frame held, whatever the sources may still deliver: for the end of the capture, once
@@ -168,7 +184,7 @@ mod tests {
 
     #[test]
     fn two_sources_interleave_by_time_once_both_have_spoken() {
-        let mut m = Merge::new(2, 10);
+        let mut m = Merge::new(2, 10, HELD);
         m.push(batch(0, &[100, 130, 160], None));
         // Source 1 has said nothing: it could still deliver anything.
         assert_eq!(drain(&mut m), Vec::<u64>::new());
@@ -186,7 +202,7 @@ mod tests {
 
     #[test]
     fn disorder_within_the_window_is_sorted_and_beyond_it_counted() {
-        let mut m = Merge::new(1, 50);
+        let mut m = Merge::new(1, 50, HELD);
         m.push(batch(0, &[100, 90, 120, 110], Some(200)));
         assert_eq!(drain(&mut m), [90, 100, 110, 120]);
         // 140 went out; then a frame stamped 130 arrives: written, but late.
@@ -199,7 +215,7 @@ mod tests {
 
     #[test]
     fn a_single_source_in_time_order_comes_out_as_it_went_in() {
-        let mut m = Merge::new(1, 10);
+        let mut m = Merge::new(1, 10, HELD);
         let stamps: Vec<u64> = (0..100).map(|i| 1000 + i / 3).collect();
         let mut b = batch(0, &stamps, Some(5000));
         // Equal stamps keep their order: tag them.
@@ -213,7 +229,7 @@ mod tests {
 
     #[test]
     fn the_end_flushes_everything_in_order() {
-        let mut m = Merge::new(3, 1_000);
+        let mut m = Merge::new(3, 1_000, HELD);
         m.push(batch(0, &[5, 7], None));
         m.push(batch(2, &[6], None));
         assert_eq!(drain(&mut m), Vec::<u64>::new());
@@ -225,12 +241,27 @@ mod tests {
 
     #[test]
     fn an_unknown_source_joins_rather_than_panics() {
-        let mut m = Merge::new(1, 0);
+        let mut m = Merge::new(1, 0, HELD);
         m.push(batch(0, &[1], Some(10)));
         m.push(batch(4, &[2], Some(10)));
         // Sources 1-3 never spoke: the merge waits for them, until the end.
         assert_eq!(drain(&mut m), Vec::<u64>::new());
         assert_eq!(m.pending(), 2);
         assert_eq!(std::iter::from_fn(|| m.pop_any()).count(), 2);
+    }
+
+    #[test]
+    fn a_silent_source_holds_no_more_than_the_limit() {
+        let mut m = Merge::new(2, 10, 3);
+        // Source 1 never speaks: up to three frames wait for it, the fourth pushes the earliest out.
+        m.push(batch(0, &[100, 200, 300], Some(1000)));
+        assert_eq!(drain(&mut m), Vec::<u64>::new());
+        m.push(batch(0, &[400, 500], Some(1000)));
+        assert_eq!(drain(&mut m), [100, 200]);
+        assert_eq!(m.pending(), 3);
+        // What the silent source delivers earlier than what went out is late.
+        m.push(batch(1, &[150], Some(1000)));
+        assert_eq!(drain(&mut m), [150, 300, 400, 500]);
+        assert_eq!(m.late(), [0, 1]);
     }
 }
