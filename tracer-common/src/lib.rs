@@ -25,8 +25,11 @@ pub mod kevents;
 
 /// Names of the maps in the eBPF object, so both sides spell them once.
 pub mod maps {
-    /// Ring buffer of [`super::PacketEvent`] records.
-    pub const EVENTS: &str = "EVENTS";
+    /// `ArrayOfMaps` of ring buffers of [`super::PacketEvent`] records, indexed by CPU: each probe run writes
+    /// into the ring of the CPU it runs on, so CPUs never wait for each other's ring lock, and each ring has
+    /// one reader. Userspace creates the rings (their sizes depend on how many CPUs share the budget) and
+    /// puts one in every slot; the object's own slot count and inner ring are placeholders.
+    pub const RINGS: &str = "RINGS";
     /// `PerCpuArray<ProbeCounters>` with one element.
     pub const COUNTERS: &str = "COUNTERS";
     /// `PerCpuHashMap<u32 dest QP, QpCounters>`.
@@ -116,7 +119,8 @@ pub struct ProbeCounters {
     pub matched: u64,
     /// Matched frames sent to userspace.
     pub emitted: u64,
-    /// Matched frames lost because the ring buffer was full: the capture's drop count.
+    /// Matched frames lost because this CPU's ring buffer was full (or it had none): the capture's drop
+    /// count, per CPU and so per ring.
     pub ring_full: u64,
     /// Ring-buffer bytes this CPU's records have taken so far (headers and padding included): the probe
     /// wakes the reader each time it passes a multiple of [`Config::wakeup_bytes`].

@@ -18,9 +18,10 @@ use core::ptr::{addr_of, addr_of_mut, read_volatile};
 
 use aya_ebpf::{
     bindings::{__sk_buff, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
-    helpers::{bpf_ktime_get_ns, bpf_skb_load_bytes},
-    macros::{classifier, map},
-    maps::{PerCpuArray, PerCpuHashMap, RingBuf},
+    btf_maps::{ArrayOfMaps, RingBuf},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_skb_load_bytes},
+    macros::{btf_map, classifier, map},
+    maps::{PerCpuArray, PerCpuHashMap},
     programs::TcContext,
 };
 use tracer_common::{
@@ -31,9 +32,12 @@ use tracer_common::{
 /// `TCX_NEXT` (and `TC_ACT_UNSPEC` for a classic tc filter): let the next program, or the stack, decide.
 const CONTINUE: i32 = -1;
 
-/// 64 MiB: 700 000 frames of slack for header copies of 64 bytes (96-byte records), 32 000 at 2 KiB.
-#[map]
-static EVENTS: RingBuf = RingBuf::with_byte_size(64 << 20, 0);
+/// The rings, one slot per possible CPU (userspace sets the slot count and fills every slot; see
+/// [`tracer_common::maps::RINGS`]). One ring shared by every CPU made each record take the ring's spinlock,
+/// which every CPU running the probe contended for, and left one reader for all of them. The inner ring here
+/// is only the template the kernel checks each ring against: one page, never written.
+#[btf_map]
+static RINGS: ArrayOfMaps<RingBuf<u8, 4096>, 1> = ArrayOfMaps::new();
 
 /// Set by userspace when it loads the object ([`tracer_common::CONFIG_GLOBAL`]); read-only data, which the
 /// verifier reads as constants. Read it through [`config`] only: the compiler would otherwise fold in
@@ -230,7 +234,14 @@ fn ring_full(c: &mut ProbeCounters, ifindex: u32) {
 /// the verifier follows) and submits it.
 #[inline(always)]
 fn emit(c: &mut ProbeCounters, f: &Frame, want: usize, data_len: usize, wakeup_bytes: u32) {
-    let Some(mut entry) = EVENTS.reserve_bytes(EVENT_HEADER_LEN + data_len, 0) else {
+    // SAFETY: a helper without arguments (the verifier inlines it as a per-CPU load).
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    // Userspace fills every slot, so a missing ring is not expected; it would lose the frame, counted.
+    let Some(ring) = RINGS.get(cpu) else {
+        ring_full(c, f.ifindex);
+        return;
+    };
+    let Some(mut entry) = ring.reserve_bytes(EVENT_HEADER_LEN + data_len, 0) else {
         ring_full(c, f.ifindex);
         return;
     };
@@ -285,7 +296,8 @@ fn record_bytes(data_len: usize) -> u64 {
 }
 
 /// The submit flags: wake the reader each time this CPU's records pass another multiple of `threshold`
-/// bytes of ring (a power of two), and never otherwise. A wakeup costs an interrupt, so this is one per
+/// bytes of ring (a power of two), and never otherwise. The ring is this CPU's own, so what this CPU wrote
+/// is what the ring received. A wakeup costs an interrupt, so this is one per
 /// several thousand records at the default threshold; the reader's poll timeout covers records that wait
 /// for the next multiple. Counting what this CPU wrote, rather than asking the ring how much waits
 /// (`bpf_ringbuf_query`), costs no helper call and no read of the reader's position. A threshold of 0

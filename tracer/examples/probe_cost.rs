@@ -29,7 +29,8 @@ use aya::programs::{SchedClassifier, TcAttachType, TestRun as _};
 use roce_wire::build::{IpSpec, RoceFrame};
 use roce_wire::ext::RethRepr;
 use roce_wire::{BthRepr, ExtHeaders, Opcode};
-use tracer::engine::ebpf;
+use tracer::engine::rings::RingPlan;
+use tracer::engine::{consumer, ebpf};
 use tracer_common::Config;
 
 const REPEAT: u32 = 10_000;
@@ -70,11 +71,15 @@ fn frame() -> Vec<u8> {
     buf
 }
 
-/// The probe's object for its empty program: loading it creates every map, so the ring is made small.
+/// The probe's object for its empty program (loaded this way, no ring is made for the probe).
 fn empty_object() -> anyhow::Result<aya::Ebpf> {
-    Ok(aya::EbpfLoader::new()
-        .map_max_entries(tracer_common::maps::EVENTS, 4096)
-        .load(ebpf::probe_object()?)?)
+    Ok(aya::EbpfLoader::new().load(ebpf::probe_object()?)?)
+}
+
+/// One ring of `bytes` for every CPU: the test runs happen on core 0, whose ring the reader on core 1 reads.
+fn one_ring(bytes: u32) -> anyhow::Result<RingPlan> {
+    let cpus = aya::util::nr_cpus().map_err(|(path, e)| anyhow::anyhow!("{path}: {e}"))?;
+    Ok(RingPlan::shared(bytes, cpus))
 }
 
 /// The empty program of `bpf`, loaded into the kernel.
@@ -116,10 +121,11 @@ fn verifier() -> anyhow::Result<()> {
         };
         let started = std::time::Instant::now();
         // A small ring: only the programs matter here.
-        let bpf = ebpf::load_probe(config, Some(1 << 16))?;
+        let bpf = ebpf::load_probe(config, one_ring(1 << 16)?)?;
         let elapsed = started.elapsed();
         for name in [ebpf::INGRESS, ebpf::EGRESS] {
             let prog: &SchedClassifier = bpf
+                .ebpf
                 .program(name)
                 .ok_or_else(|| anyhow::anyhow!("no {name} program"))?
                 .try_into()?;
@@ -184,14 +190,14 @@ fn pin_to(cpu: usize) {
 /// Starts the reader thread of `mode`, which runs until `stop` is set.
 fn spawn_reader(
     mode: Reader,
-    bpf: &mut aya::Ebpf,
+    bpf: &mut ebpf::LoadedProbe,
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Option<std::thread::JoinHandle<u64>>> {
     let stop = Arc::clone(stop);
     Ok(match mode {
         Reader::Between => None,
         Reader::Record => {
-            let mut ring = ebpf::take_ring(bpf)?;
+            let mut ring = bpf.take_ring(0)?;
             Some(std::thread::spawn(move || {
                 pin_to(1);
                 let mut n = 0u64;
@@ -204,8 +210,8 @@ fn spawn_reader(
             }))
         }
         Reader::Batch => {
-            let mut ring = ebpf::take_ring_reader(bpf)?;
-            let batch = ebpf::ring_batch(ring.size());
+            let mut ring = bpf.take_reader(0)?;
+            let batch = consumer::ring_batch(ring.size());
             Some(std::thread::spawn(move || {
                 pin_to(1);
                 let mut n = 0u64;
@@ -218,7 +224,7 @@ fn spawn_reader(
                         }
                     }
                     n += read as u64;
-                    std::thread::sleep(ebpf::NAP);
+                    std::thread::sleep(consumer::NAP);
                 }
                 n
             }))
@@ -303,15 +309,16 @@ fn main() -> anyhow::Result<()> {
                 wakeup_bytes: ebpf::wakeup_bytes(ring),
                 headers_only: u32::from(headers_only),
             },
-            ring_bytes,
+            one_ring(ring)?,
         )?;
         let stop = Arc::new(AtomicBool::new(false));
         let thread = spawn_reader(reader, &mut bpf, &stop)?;
         let mut events = match thread {
-            None => Some(ebpf::take_ring_reader(&mut bpf)?),
+            None => Some(bpf.take_reader(0)?),
             Some(_) => None,
         };
         let prog: &mut SchedClassifier = bpf
+            .ebpf
             .program_mut(ebpf::INGRESS)
             .ok_or_else(|| anyhow::anyhow!("no ingress program"))?
             .try_into()?;
@@ -322,7 +329,7 @@ fn main() -> anyhow::Result<()> {
         })?;
         stop.store(true, Ordering::Relaxed);
         let read = thread.map(|t| t.join().unwrap_or(0));
-        let lost = ebpf::ring_full(&bpf).unwrap_or(0);
+        let lost = ebpf::ring_full(&bpf.ebpf).unwrap_or(0);
         let reader_note = match (reader, read) {
             (Reader::Between, _) => String::new(),
             (mode, n) => format!(

@@ -20,8 +20,9 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::counters::Sampler;
-use crate::engine::{self, Engine, EngineConfig, Event, IfaceStats, Plumbing};
+use crate::engine::{self, Captured, Engine, EngineConfig, Event, IfaceStats, Plumbing};
 use crate::live::{self, LiveView};
+use crate::merge::{self, Merge};
 use crate::metrics::Metrics;
 use crate::output::{ClosingBlock, OutInterface, Output, Rotation};
 use crate::sys::{self, Cap};
@@ -76,8 +77,10 @@ pub struct CaptureOptions {
     pub filter: Option<String>,
     /// Send every frame, not only RoCE, CNP, PFC and PAUSE (eBPF).
     pub all_frames: bool,
-    /// The eBPF ring's size; `None` keeps the probe's.
+    /// The eBPF rings' budget; `None` keeps the default.
     pub ring_bytes: Option<u32>,
+    /// How many threads read the eBPF rings; `None` for the default.
+    pub threads: Option<usize>,
     /// Stop after this long.
     pub duration: Option<Duration>,
     /// Stop after this many frames.
@@ -292,7 +295,7 @@ impl Drop for Session {
             while rx.recv().is_ok() {}
         }
         if let Some(engine) = self.engine.take() {
-            engine.finish();
+            engine.finish(&[]);
         }
         if let Some(file) = self.file.take() {
             let _ = file.finish(&[]);
@@ -332,7 +335,12 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     } else {
         None
     };
-    let (tx, rx) = sync_channel::<Event>(1 << 16);
+    // Frames one by one from libpcap and the rdma engine; the eBPF readers' batches hold thousands each.
+    let queue = match opts.engine {
+        EngineKind::Ebpf => engine::consumer::QUEUE_BATCHES,
+        _ => 1 << 16,
+    };
+    let (tx, rx) = sync_channel::<Event>(queue);
     let stop = Arc::new(AtomicBool::new(false));
     let plumbing = Plumbing {
         tx,
@@ -344,6 +352,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         filter: opts.filter.clone(),
         all_frames: opts.all_frames,
         ring_bytes: opts.ring_bytes,
+        threads: opts.threads,
     };
     let engine: Box<dyn Engine> = match opts.engine {
         EngineKind::Pcap => Box::new(engine::pcap::start(&config, &plumbing)?),
@@ -357,6 +366,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     // Only the engines' threads hold senders now: the channel disconnects when they have all finished.
     drop(plumbing);
     let links = engine.link_types();
+    let merge = Merge::new(engine.sources(), merge::WINDOW_NS, merge::HELD);
     let mut session = Session {
         stop,
         rx: Some(rx),
@@ -453,9 +463,18 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     let started = Instant::now();
     let mut last_tick = Instant::now();
     let mut next_sample = Instant::now() + opts.interval;
-    let mut live = LiveView::new(LineRates::flag(opts.link_bps), speeds);
-    let mut frames = 0u64;
-    let mut dropped_cache = vec![0u64; opts.interfaces.len()];
+    let mut sink = Sink {
+        file,
+        // Decoding every frame for the line and the metrics is the writer's largest cost after writing
+        // itself; with neither asked for (`-q`, no `--metrics`) nothing would read the result.
+        live: (!opts.quiet || opts.metrics.is_some())
+            .then(|| LiveView::new(LineRates::flag(opts.link_bps), speeds)),
+        links,
+        merge,
+        dropped: vec![0u64; opts.interfaces.len()],
+        frames: 0,
+        count: opts.count,
+    };
     let mut ended = vec![false; opts.interfaces.len()];
     let mut write_failure = None;
     let reason = loop {
@@ -473,26 +492,9 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         let Some(rx) = session.rx.as_ref() else {
             break StopReason::InterfacesGone;
         };
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(Event::Frame(f)) => {
-                // The loss count as of the last tick: asking the eBPF engine costs a syscall per frame.
-                if let Err(e) = file.write_frame(f.iface, f.ts_ns, &f.data, f.len, &dropped_cache) {
-                    write_failure = Some(e);
-                    break StopReason::Signal;
-                }
-                frames += 1;
-                let link = links.get(f.iface as usize).copied();
-                live.frame(
-                    link.unwrap_or(roce_capture::LinkType::ETHERNET),
-                    f.iface,
-                    f.ts_ns,
-                    &f.data,
-                    f.len,
-                );
-                if opts.count.is_some_and(|c| frames >= c) {
-                    break StopReason::Count;
-                }
-            }
+        let put = match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(Event::Frame(f)) => sink.put(f),
+            Ok(Event::Batch(batches)) => sink.batch(batches),
             Ok(Event::Ended { iface, reason }) => {
                 term::say(&format!("roce-tracer: {reason}; its capture ended"));
                 if let Some(e) = ended.get_mut(iface as usize) {
@@ -501,22 +503,42 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
                 if ended.iter().all(|&e| e) {
                     break StopReason::InterfacesGone;
                 }
+                Ok(false)
             }
-            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Timeout) => Ok(false),
             Err(RecvTimeoutError::Disconnected) => break StopReason::InterfacesGone,
+        };
+        match put {
+            Err(e) => {
+                write_failure = Some(e);
+                break StopReason::Signal;
+            }
+            Ok(true) => break StopReason::Count,
+            Ok(false) => {}
         }
         if last_tick.elapsed() >= Duration::from_secs(1) {
             let secs = last_tick.elapsed().as_secs_f64();
             last_tick = Instant::now();
-            let (interval, rows) = live.tick(secs);
+            let mut by_ring = Vec::new();
             if let Some(engine) = &session.engine {
-                dropped_cache = engine.dropped_so_far();
+                sink.dropped = engine.dropped_so_far();
+                by_ring = engine.dropped_by_source();
             }
-            let dropped: u64 = dropped_cache.iter().sum();
+            let dropped: u64 = sink.dropped.iter().sum();
+            let late: u64 = sink.merge.late().iter().sum();
+            let (interval, rows) = sink.live.as_mut().map(|l| l.tick(secs)).unwrap_or_default();
             if !opts.quiet {
                 eprintln!(
                     "{}",
-                    live::line(started.elapsed().as_secs(), &interval, dropped)
+                    live::line(
+                        started.elapsed().as_secs(),
+                        &interval,
+                        &live::Losses {
+                            dropped,
+                            by_ring: &by_ring,
+                            late
+                        }
+                    )
                 );
             }
             if let Some(m) = &metrics {
@@ -528,8 +550,9 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
                     interval.roce_gbps,
                     dropped,
                 );
+                m.update_losses(&opts.interfaces, &sink.dropped, &by_ring, late);
             }
-            if let Err(e) = file.tick(&dropped_cache) {
+            if let Err(e) = sink.file.tick(&sink.dropped) {
                 write_failure = Some(e);
                 break StopReason::Signal;
             }
@@ -540,7 +563,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
             if Instant::now() >= next_events {
                 next_events += opts.interval;
                 for block in k.interval_blocks() {
-                    if let Err(e) = file.write_custom(&block) {
+                    if let Err(e) = sink.file.write_custom(&block) {
                         write_failure = Some(e);
                     }
                 }
@@ -554,7 +577,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         {
             next_sample += opts.interval;
             if let Some(block) = s.sample_block()
-                && let Err(e) = file.write_custom(&block)
+                && let Err(e) = sink.file.write_custom(&block)
             {
                 write_failure = Some(e);
                 break StopReason::Signal;
@@ -570,32 +593,55 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     // immediate exit. Then the channel is closed, which tells the engines to stop reading.
     session.stop.store(true, Ordering::SeqCst);
     let rx = session.rx.take();
-    while let Some(Ok(ev)) = rx.as_ref().map(Receiver::recv) {
-        let keep = write_failure.is_none()
+    let keep = |write_failure: &Option<std::io::Error>, frames: u64| {
+        write_failure.is_none()
             && signals_seen.load(Ordering::SeqCst) < 2
-            && opts.count.is_none_or(|c| frames < c);
-        if !keep {
+            && opts.count.is_none_or(|c| frames < c)
+    };
+    while let Some(Ok(ev)) = rx.as_ref().map(Receiver::recv) {
+        if !keep(&write_failure, sink.frames) {
             break;
         }
-        if let Event::Frame(f) = ev {
-            match file.write_frame(f.iface, f.ts_ns, &f.data, f.len, &dropped_cache) {
-                Ok(()) => frames += 1,
-                Err(e) => write_failure = Some(e),
-            }
+        let put = match ev {
+            Event::Frame(f) => sink.put(f),
+            Event::Batch(batches) => sink.batch(batches),
+            Event::Ended { .. } => Ok(false),
+        };
+        if let Err(e) = put {
+            write_failure = Some(e);
         }
+    }
+    // Every reader has finished, or the rest of the queue is not to be written: what the merge still
+    // holds was waiting for the other rings' marks, and goes out in order. It is in hand already, so a
+    // second signal, which skips the queue, does not skip it.
+    if write_failure.is_none()
+        && opts.count.is_none_or(|c| sink.frames < c)
+        && let Err(e) = sink.flush()
+    {
+        write_failure = Some(e);
     }
     drop(rx);
     let (stats, probe_block) = session
         .engine
         .take()
-        .map(|e| e.finish())
+        .map(|e| e.finish(&sink.merge.late()))
         .unwrap_or_default();
+    let frames = sink.frames;
     if let Some(block) = probe_block
         && write_failure.is_none()
-        && let Err(e) = file.write_custom(&block)
+        && let Err(e) = sink.file.write_custom(&block)
     {
         write_failure = Some(e);
     }
+    let past_count = opts.count.is_some_and(|c| sink.frames >= c);
+    let stats: Vec<IfaceStats> = stats
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let written = sink.file.frames_written().get(i).copied().unwrap_or(0);
+            account(*s, written, past_count)
+        })
+        .collect();
     let dropped: u64 = stats.iter().filter_map(|s| s.dropped).sum();
     let isb: Vec<(Option<u64>, Option<u64>)> = stats
         .iter()
@@ -613,6 +659,83 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         dropped,
         reason,
     })
+}
+
+/// An interface's statistics as the file states them: what was written, what was lost, and their sum as
+/// received. The engine's counts (`received`, lost ones included, and `dropped`) say how many frames it
+/// handed over; those not written were skipped by a second signal or after a failed write, and are lost
+/// too, unless the capture ended at `-c`, after which frames are not part of it.
+fn account(engine: IfaceStats, written: u64, past_count: bool) -> IfaceStats {
+    let (Some(received), Some(dropped)) = (engine.received, engine.dropped) else {
+        return engine;
+    };
+    let handed_over = received.saturating_sub(dropped);
+    let unwritten = handed_over.saturating_sub(written);
+    let dropped = if past_count {
+        dropped
+    } else {
+        dropped + unwritten
+    };
+    IfaceStats {
+        received: Some(written + dropped),
+        dropped: Some(dropped),
+    }
+}
+
+/// The writing end of the loop: the file, the merge of the eBPF rings, the live view, and the count
+/// that `-c` stops at.
+struct Sink<'a> {
+    file: &'a mut Output,
+    /// `None` when neither the line nor the metrics are shown.
+    live: Option<LiveView>,
+    links: Vec<roce_capture::LinkType>,
+    merge: Merge,
+    /// The loss counts as of the last tick: asking the eBPF engine costs a system call per frame.
+    dropped: Vec<u64>,
+    frames: u64,
+    count: Option<u64>,
+}
+
+impl Sink<'_> {
+    /// Writes one frame and shows it to the live view; `true` once `-c` frames are written.
+    fn put(&mut self, f: Captured) -> std::io::Result<bool> {
+        self.file
+            .write_frame(f.iface, f.ts_ns, &f.data, f.len, &self.dropped)?;
+        self.frames += 1;
+        if let Some(live) = self.live.as_mut() {
+            let link = self.links.get(f.iface as usize).copied();
+            live.frame(
+                link.unwrap_or(roce_capture::LinkType::ETHERNET),
+                f.iface,
+                f.ts_ns,
+                &f.data,
+                f.len,
+            );
+        }
+        Ok(self.count.is_some_and(|c| self.frames >= c))
+    }
+
+    /// Merges the batches in and writes what no source can still precede.
+    fn batch(&mut self, batches: Vec<engine::SourceBatch>) -> std::io::Result<bool> {
+        for b in batches {
+            self.merge.push(b);
+        }
+        self.drain(Merge::pop)
+    }
+
+    /// Writes everything the merge holds, in order: once no source can deliver more.
+    fn flush(&mut self) -> std::io::Result<bool> {
+        self.drain(Merge::pop_any)
+    }
+
+    fn drain(&mut self, next: fn(&mut Merge) -> Option<Captured>) -> std::io::Result<bool> {
+        while let Some(f) = next(&mut self.merge) {
+            if self.put(f)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
 }
 
 /// The netdevs whose ethtool statistics `--counters` samples: the captured interfaces, or for the rdma

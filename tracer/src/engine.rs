@@ -6,10 +6,13 @@ use std::sync::mpsc::SyncSender;
 
 use roce_capture::LinkType;
 
+pub mod consumer;
 pub mod ebpf;
 pub mod pcap;
 pub mod rdma;
+pub mod record;
 pub mod ring;
+pub mod rings;
 
 /// One captured frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,11 +27,27 @@ pub struct Captured {
     pub data: Vec<u8>,
 }
 
+/// Frames of one of an engine's sources (one of the eBPF engine's rings), in the order the source held
+/// them, for the writer to merge with the other sources' by time ([`crate::merge`]).
+#[derive(Debug, Default)]
+pub struct SourceBatch {
+    /// The source, below [`Engine::sources`].
+    pub source: u32,
+    /// Its frames.
+    pub frames: Vec<Captured>,
+    /// When the reader found the source empty after these frames, on the frames' clock (ns since the
+    /// epoch, read before it looked): what the source delivers next was stamped no earlier, up to the
+    /// merge's window. `None` when it stopped for another reason (a budget, a record still being written).
+    pub caught_up_at: Option<u64>,
+}
+
 /// What flows from an engine to the writer loop.
 #[derive(Debug)]
 pub enum Event {
     /// A frame to write.
     Frame(Captured),
+    /// Frames of several sources, to merge by time before writing.
+    Batch(Vec<SourceBatch>),
     /// The interface went away or failed; the engine will send nothing more for it.
     Ended {
         /// The interface, as in [`Captured::iface`].
@@ -59,8 +78,11 @@ pub struct EngineConfig {
     pub filter: Option<String>,
     /// eBPF only: send every frame, not only RoCE, CNP, PFC and PAUSE.
     pub all_frames: bool,
-    /// eBPF only: ring-buffer size in bytes (a power of two, at least a page); `None` keeps the probe's 64 MiB.
+    /// eBPF only: the rings' budget in bytes (a power of two, at least a page), shared among the CPUs'
+    /// rings; `None` keeps the default 64 MiB.
     pub ring_bytes: Option<u32>,
+    /// eBPF only: how many threads read the rings; `None` for the default (one per ring, at most four).
+    pub threads: Option<usize>,
 }
 
 /// A started engine: frames arrive on the channel given to `start` until `stop` is set.
@@ -72,9 +94,19 @@ pub trait Engine {
     /// Frames lost so far, per interface in `-i` order (for the live line, the metrics, and the statistics
     /// of each rotated file).
     fn dropped_so_far(&self) -> Vec<u64>;
+    /// How many sources the engine's [`Event::Batch`]es come from, all of which the merge waits for; 0 for
+    /// an engine that sends [`Event::Frame`]s in the order they are to be written.
+    fn sources(&self) -> usize {
+        0
+    }
+    /// Frames lost so far per source (the eBPF engine's rings), for the live line and the metrics.
+    fn dropped_by_source(&self) -> Vec<u64> {
+        Vec::new()
+    }
     /// Waits for the engine's threads, detaches everything, and returns each interface's counters plus an
-    /// optional custom-block record with engine statistics.
-    fn finish(self: Box<Self>) -> (Vec<IfaceStats>, Option<Vec<u8>>);
+    /// optional custom-block record with engine statistics. `late` is, per source, how many of its frames
+    /// the writer had to write after later ones (see [`crate::merge`]), for that record.
+    fn finish(self: Box<Self>, late: &[u64]) -> (Vec<IfaceStats>, Option<Vec<u8>>);
 }
 
 /// Shared arguments of the engines' start functions.

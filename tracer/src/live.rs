@@ -155,11 +155,33 @@ impl LiveView {
 }
 
 /// The console line.
-pub fn line(elapsed_s: u64, i: &Interval, drops: u64) -> String {
-    format!(
-        "[{elapsed_s:>5}s] frames {:>8}  RoCE {:>7.3} Gb/s  CE {:>5.1}%  CNP/s {:>8.0}  pauses/s {:>7.0}  drops {drops}",
-        i.frames, i.roce_gbps, i.ce_percent, i.cnps_per_s, i.pauses_per_s
-    )
+/// What the capture lost so far, for the end of the line.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Losses<'a> {
+    /// Frames the engine lost, over every interface.
+    pub dropped: u64,
+    /// The same per ring (the eBPF engine), empty for the other engines.
+    pub by_ring: &'a [u64],
+    /// Frames written after a later frame (beyond the merge's window).
+    pub late: u64,
+}
+
+/// The console line for an interval. With several rings, a loss also says which rings lost how many (a
+/// ring that keeps losing is a CPU its reader does not keep up with); late frames are named when there
+/// are any.
+pub fn line(elapsed_s: u64, i: &Interval, losses: &Losses<'_>) -> String {
+    let mut s = format!(
+        "[{elapsed_s:>5}s] frames {:>8}  RoCE {:>7.3} Gb/s  CE {:>5.1}%  CNP/s {:>8.0}  pauses/s {:>7.0}  drops {}",
+        i.frames, i.roce_gbps, i.ce_percent, i.cnps_per_s, i.pauses_per_s, losses.dropped
+    );
+    if losses.by_ring.len() > 1 && losses.by_ring.iter().any(|&n| n > 0) {
+        let rings: Vec<String> = losses.by_ring.iter().map(u64::to_string).collect();
+        s.push_str(&format!(" (rings {})", rings.join("/")));
+    }
+    if losses.late > 0 {
+        s.push_str(&format!("  late {}", losses.late));
+    }
+    s
 }
 
 #[cfg(test)]
@@ -236,6 +258,21 @@ mod tests {
         assert_eq!(next.frames, 0);
         assert_eq!(next.roce_gbps, 0.0);
         assert_eq!(v.total_frames, 11);
-        assert!(line(3, &i, 4).contains("drops 4"));
+        let drops = |dropped, by_ring: &[u64], late| {
+            line(
+                3,
+                &i,
+                &Losses {
+                    dropped,
+                    by_ring,
+                    late,
+                },
+            )
+        };
+        assert!(drops(4, &[], 0).ends_with("drops 4"));
+        // One ring, or no loss: the line as it always was.
+        assert!(drops(4, &[4], 0).ends_with("drops 4"));
+        assert!(drops(0, &[0, 0], 0).ends_with("drops 0"));
+        assert!(drops(7, &[0, 5, 2], 1).ends_with("drops 7 (rings 0/5/2)  late 1"));
     }
 }

@@ -90,10 +90,16 @@ struct CaptureArgs {
     /// eBPF engine: keep every frame, not only RoCE, CNP, PFC and PAUSE.
     #[arg(long)]
     all_frames: bool,
-    /// eBPF engine: ring-buffer size in bytes (a power of two, at least 4096). Smaller rings lose frames
-    /// sooner; the tests use one to check the loss accounting.
+    /// eBPF engine: the ring buffers' budget in bytes (a power of two, at least 4096; default 64 MiB). Each
+    /// CPU has a ring of its own, an equal share of the budget rounded down to a power of two, and no less
+    /// than 1 MiB unless the budget is smaller. Smaller rings lose frames sooner; the tests use tiny ones to
+    /// check the loss accounting.
     #[arg(long, value_parser = parse_ring_bytes)]
     ring_bytes: Option<u32>,
+    /// eBPF engine: how many threads read the rings (each reads every N-th ring; default one per ring, at
+    /// most 4). Their frames are merged by time before they are written.
+    #[arg(long, value_parser = parse_threads)]
+    threads: Option<usize>,
     /// Stop after this long (e.g. 30s, 500ms, 2m; a bare number is seconds).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -192,6 +198,13 @@ fn parse_tracepoint(s: &str) -> Result<tracer::kevents::TraceSpec, String> {
     tracer::kevents::TraceSpec::parse(s).map_err(|e| e.to_string())
 }
 
+fn parse_threads(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("not a thread count (1 or more): {s:?}")),
+    }
+}
+
 fn parse_ring_bytes(s: &str) -> Result<u32, String> {
     let v: u32 = s
         .trim()
@@ -233,6 +246,12 @@ fn run() -> Result<()> {
                 }
                 _ => a.snaplen.max(1),
             };
+            if a.threads.is_some() && !matches!(a.engine, Engine::Ebpf) {
+                bail!(
+                    "--threads is for --engine ebpf, whose rings it shares out; the other engines read \
+                     each interface on a thread of its own"
+                );
+            }
             let opts = CaptureOptions {
                 engine: match a.engine {
                     Engine::Pcap => EngineKind::Pcap,
@@ -245,6 +264,7 @@ fn run() -> Result<()> {
                 filter: a.filter,
                 all_frames: a.all_frames,
                 ring_bytes: a.ring_bytes,
+                threads: a.threads,
                 rotation: tracer::output::Rotation {
                     size: a.rotate_size,
                     every: a.rotate_seconds.filter(|d| !d.is_zero()),
@@ -319,6 +339,7 @@ fn selftest(a: SelftestArgs) -> Result<()> {
         filter: None,
         all_frames: true,
         ring_bytes: None,
+        threads: None,
         rotation: tracer::output::Rotation::default(),
         duration: Some(a.duration),
         count: None,
@@ -387,5 +408,8 @@ mod tests {
         assert!(parse_size("xM").is_err());
         assert!(parse_ring_bytes("1000").is_err());
         assert!(parse_ring_bytes("2048").is_err());
+        assert_eq!(parse_threads("2"), Ok(2));
+        assert!(parse_threads("0").is_err());
+        assert!(parse_threads("two").is_err());
     }
 }

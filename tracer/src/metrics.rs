@@ -36,6 +36,16 @@ struct PrioLabels {
     priority: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RingLabels {
+    ring: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IfaceLabels {
+    interface: String,
+}
+
 /// The metric handles; cheap to update from the capture loop while the server thread encodes them.
 #[derive(Debug, Clone)]
 pub struct Metrics {
@@ -50,6 +60,9 @@ pub struct Metrics {
     pfc_xoff: Family<PrioLabels, Counter>,
     pause_frames: Family<PrioLabels, Counter>,
     dropped: Gauge,
+    dropped_by_iface: Family<IfaceLabels, Gauge>,
+    dropped_by_ring: Family<RingLabels, Gauge>,
+    late: Gauge,
     roce_gbps: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
 
@@ -75,6 +88,9 @@ impl Metrics {
             pfc_xoff: Family::default(),
             pause_frames: Family::default(),
             dropped: Gauge::default(),
+            dropped_by_iface: Family::default(),
+            dropped_by_ring: Family::default(),
+            late: Gauge::default(),
             roce_gbps: Gauge::default(),
         };
         r.register("frames", "Frames captured, by kind", m.frames.clone());
@@ -122,6 +138,21 @@ impl Metrics {
             "capture_dropped_frames",
             "Frames the capture engine lost so far",
             m.dropped.clone(),
+        );
+        r.register(
+            "interface_dropped_frames",
+            "Frames the capture engine lost so far, per interface",
+            m.dropped_by_iface.clone(),
+        );
+        r.register(
+            "ring_dropped_frames",
+            "Frames the eBPF probe lost so far to a full ring buffer, per ring (one per CPU)",
+            m.dropped_by_ring.clone(),
+        );
+        r.register(
+            "capture_late_frames",
+            "Frames written after a later frame: they reached the writer beyond its reordering window",
+            m.late.clone(),
         );
         r.register(
             "roce_gbps",
@@ -194,6 +225,27 @@ impl Metrics {
         }
         self.dropped.set(i64::try_from(dropped).unwrap_or(i64::MAX));
         self.roce_gbps.set(roce_gbps);
+    }
+
+    /// Sets the losses: per `-i` interface (`names` and `by_iface` in the same order), per ring (empty for
+    /// an engine without rings), and the frames written late.
+    pub fn update_losses(&self, names: &[String], by_iface: &[u64], by_ring: &[u64], late: u64) {
+        let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        for (name, &n) in names.iter().zip(by_iface) {
+            self.dropped_by_iface
+                .get_or_create(&IfaceLabels {
+                    interface: name.clone(),
+                })
+                .set(gauge(n));
+        }
+        for (ring, &n) in by_ring.iter().enumerate() {
+            self.dropped_by_ring
+                .get_or_create(&RingLabels {
+                    ring: ring.to_string(),
+                })
+                .set(gauge(n));
+        }
+        self.late.set(gauge(late));
     }
 
     /// Every metric in Prometheus' text format (0.0.4), which every scraper and `promtool check metrics`
@@ -332,6 +384,16 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("# EOF"), "{text}");
+        // Losses per interface and per ring, and the late frames.
+        m.update_losses(&["va".into(), "vb".into()], &[1, 2], &[0, 3], 4);
+        let text = m.render();
+        for line in [
+            r#"rocetrace_interface_dropped_frames{interface="vb"} 2"#,
+            r#"rocetrace_ring_dropped_frames{ring="1"} 3"#,
+            "rocetrace_capture_late_frames 4",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
 
         let addr = m.serve("127.0.0.1:0".parse().unwrap()).unwrap();
         let mut c = TcpStream::connect(addr).unwrap();

@@ -281,6 +281,8 @@ pub struct Output {
     index: u32,
     opened: Instant,
     frames_in_file: Vec<u64>,
+    /// Frames written per interface over every file.
+    frames_total: Vec<u64>,
     /// Each interface's loss count when the current file was opened.
     dropped_at_open: Vec<u64>,
     closing: Option<ClosingBlock>,
@@ -314,6 +316,7 @@ impl Output {
         Ok(Output {
             base: base.to_path_buf(),
             frames_in_file: vec![0; ifaces.len()],
+            frames_total: vec![0; ifaces.len()],
             section,
             ifaces,
             rotation,
@@ -377,7 +380,15 @@ impl Output {
         if let Some(n) = self.frames_in_file.get_mut(iface as usize) {
             *n += 1;
         }
+        if let Some(n) = self.frames_total.get_mut(iface as usize) {
+            *n += 1;
+        }
         Ok(())
+    }
+
+    /// Frames written per interface, over every file of the capture.
+    pub fn frames_written(&self) -> &[u64] {
+        &self.frames_total
     }
 
     /// Starts the next file when the current one is old enough even without traffic.

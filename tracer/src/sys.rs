@@ -255,6 +255,11 @@ pub fn now_ns() -> u64 {
     clock_ns(libc::CLOCK_REALTIME)
 }
 
+/// CLOCK_MONOTONIC in ns: the probe's clock (`bpf_ktime_get_ns()`).
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
 /// What to add to a `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) value to get wall-clock time. Sampled once at
 /// start: a later step of the wall clock (NTP) is not followed, which keeps the capture's timestamps
 /// monotonic.
@@ -275,6 +280,50 @@ pub fn wait_readable(fd: i32, timeout_ms: i32) {
     };
     // SAFETY: one valid pollfd for the duration of the call.
     let _ = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+}
+
+/// Waits up to `timeout_ms` for any of `fds` to become readable (an eBPF reader's rings).
+pub fn wait_any_readable(fds: &[i32], timeout_ms: i32) {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `pfds.len()` valid pollfds for the duration of the call.
+    let _ = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+}
+
+/// Tells the kernel not to hand packet socket `fd` the frames this host sends (`PACKET_IGNORE_OUTGOING`,
+/// Linux 4.20): they are then neither delivered nor counted in its statistics.
+pub fn ignore_outgoing(fd: i32) -> std::io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt reads one c_int that lives across the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_PACKET,
+            libc::PACKET_IGNORE_OUTGOING,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Whether `iface` is a loopback device (`IFF_LOOPBACK` in its sysfs flags): every frame it sends, it
+/// receives again, so a probe on both of its hooks would see each frame twice.
+pub fn is_loopback(iface: &str) -> bool {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/flags"))
+        .ok()
+        .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
+        .is_some_and(|flags| flags & libc::IFF_LOOPBACK as u32 != 0)
 }
 
 #[cfg(test)]

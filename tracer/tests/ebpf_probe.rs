@@ -18,6 +18,7 @@ use roce_wire::ext::{DethRepr, RethRepr};
 use roce_wire::pfc::{MacControlRepr, PfcRepr};
 use roce_wire::{BthRepr, ExtHeaders, Opcode};
 use tracer::engine::ebpf::{self, RingRecord};
+use tracer::engine::rings::RingPlan;
 use tracer_common::Config;
 
 fn roce(
@@ -206,11 +207,15 @@ fn config(snaplen: u32) -> Config {
     }
 }
 
-fn load_or_skip(what: &str, config: Config, ring: Option<u32>) -> Option<aya::Ebpf> {
+/// The probe loaded with one ring of `ring` bytes (the default budget when `None`) shared by every CPU:
+/// a test run happens on whichever CPU the test thread is on.
+fn load_or_skip(what: &str, config: Config, ring: Option<u32>) -> Option<ebpf::LoadedProbe> {
     if !privileged(what) {
         return None;
     }
-    match ebpf::load_probe(config, ring) {
+    let cpus = aya::util::nr_cpus().expect("the possible CPUs");
+    let plan = RingPlan::shared(ring.unwrap_or(ebpf::DEFAULT_RING_BYTES), cpus);
+    match ebpf::load_probe(config, plan) {
         Ok(e) => Some(e),
         Err(e) => {
             let mut msg = e.to_string();
@@ -225,15 +230,20 @@ fn load_or_skip(what: &str, config: Config, ring: Option<u32>) -> Option<aya::Eb
     }
 }
 
+/// Program `name` of the loaded probe.
+fn program<'a>(bpf: &'a mut ebpf::LoadedProbe, name: &str) -> &'a mut SchedClassifier {
+    bpf.ebpf.program_mut(name).unwrap().try_into().unwrap()
+}
+
 /// Runs program `name` once on `frame` through `BPF_PROG_TEST_RUN` and returns the record it put in the
 /// ring, if any.
 fn run_once(
-    bpf: &mut aya::Ebpf,
+    bpf: &mut ebpf::LoadedProbe,
     ring: &mut aya::maps::RingBuf<aya::maps::MapData>,
     name: &str,
     frame: &[u8],
 ) -> Option<RingRecord> {
-    let prog: &mut SchedClassifier = bpf.program_mut(name).unwrap().try_into().unwrap();
+    let prog = program(bpf, name);
     prog.test_run(TestRunOptions {
         data_in: Some(frame),
         ..TestRunOptions::default()
@@ -251,14 +261,13 @@ fn probe_agrees_with_the_analyzer_on_crafted_frames() {
     ) else {
         return;
     };
-    let mut ring = ebpf::take_ring(&mut bpf).unwrap();
+    let mut ring = bpf.take_ring(0).unwrap();
     let cases = cases();
     // What the per-QP and per-priority maps must hold, computed from the analyzer's decode.
     let mut want_qp: BTreeMap<u32, (u64, u64, u64, u64)> = BTreeMap::new();
     let mut want_prio: BTreeMap<Option<u8>, (u64, u64)> = BTreeMap::new();
     for (name, frame) in &cases {
-        let prog: &mut SchedClassifier =
-            bpf.program_mut(ebpf::INGRESS).unwrap().try_into().unwrap();
+        let prog = program(&mut bpf, ebpf::INGRESS);
         let result = prog
             .test_run(TestRunOptions {
                 data_in: Some(frame),
@@ -322,7 +331,7 @@ fn probe_agrees_with_the_analyzer_on_crafted_frames() {
             _ => {}
         }
     }
-    let st = ebpf::probe_stats(&bpf).unwrap();
+    let st = ebpf::probe_stats(&bpf.ebpf, &bpf.plan, &Default::default()).unwrap();
     assert_eq!(st.seen, cases.len() as u64);
     assert_eq!(st.ring_full, 0);
     assert_eq!(st.emitted, st.matched);
@@ -356,13 +365,13 @@ fn snaplen_cuts_the_copy_not_the_counting() {
     else {
         return;
     };
-    let mut ring = ebpf::take_ring(&mut bpf).unwrap();
+    let mut ring = bpf.take_ring(0).unwrap();
     let frame = roce(v4(3), None, Opcode::RC_SEND_ONLY, 0x77, 5, 900);
     let rec = run_once(&mut bpf, &mut ring, ebpf::EGRESS, &frame).unwrap();
     assert_eq!(rec.data, frame[..60]);
     assert_eq!(rec.wire_len as usize, frame.len());
     assert_ne!(rec.flags & tracer_common::flag::EGRESS, 0);
-    let st = ebpf::probe_stats(&bpf).unwrap();
+    let st = ebpf::probe_stats(&bpf.ebpf, &bpf.plan, &Default::default()).unwrap();
     assert_eq!(st.qps.len(), 1);
     assert_eq!(st.qps[0].bytes, frame.len() as u64);
     assert_eq!(st.qps[0].ce, 1);
@@ -631,20 +640,20 @@ fn receive_stamps_are_used_on_ingress_only() {
     else {
         return;
     };
-    let mut ring = ebpf::take_ring(&mut bpf).unwrap();
+    let mut ring = bpf.take_ring(0).unwrap();
     let frame = roce(v4(2), None, Opcode::RC_SEND_ONLY, 0x10, 1, 64);
     let stamp: u64 = 1_700_000_000_123_456_789;
     let mut stamped = [0u8; SKB_LEN];
     stamped[SKB_TSTAMP..SKB_TSTAMP + 8].copy_from_slice(&stamp.to_ne_bytes());
     let unstamped = [0u8; SKB_LEN];
     let mut run = |prog_name: &str, ctx: &[u8]| -> RingRecord {
-        let prog: &mut SchedClassifier = bpf.program_mut(prog_name).unwrap().try_into().unwrap();
-        prog.test_run(TestRunOptions {
-            data_in: Some(&frame),
-            ctx_in: Some(ctx),
-            ..TestRunOptions::default()
-        })
-        .unwrap();
+        program(&mut bpf, prog_name)
+            .test_run(TestRunOptions {
+                data_in: Some(&frame),
+                ctx_in: Some(ctx),
+                ..TestRunOptions::default()
+            })
+            .unwrap();
         ring.next().map(|i| RingRecord::parse(&i).unwrap()).unwrap()
     };
     let offset = tracer::sys::monotonic_to_realtime_offset();
@@ -686,20 +695,20 @@ fn ring_losses_are_counted_per_interface_in_the_probe() {
     ) else {
         return;
     };
-    let _ring = ebpf::take_ring(&mut bpf).unwrap();
+    let _ring = bpf.take_ring(0).unwrap();
     let frame = roce(v4(2), None, Opcode::RC_SEND_ONLY, 0x10, 1, 512);
-    let prog: &mut SchedClassifier = bpf.program_mut(ebpf::INGRESS).unwrap().try_into().unwrap();
+    let prog = program(&mut bpf, ebpf::INGRESS);
     prog.test_run(TestRunOptions {
         data_in: Some(&frame),
         repeat: 100,
         ..TestRunOptions::default()
     })
     .unwrap();
-    let st = ebpf::probe_stats(&bpf).unwrap();
+    let st = ebpf::probe_stats(&bpf.ebpf, &bpf.plan, &Default::default()).unwrap();
     assert_eq!(st.emitted + st.ring_full, 100);
     // 4096 bytes hold about 13 records of 296 bytes.
     assert!((10..=14).contains(&st.emitted), "{st:?}");
-    let by_if = ebpf::ring_full_by_ifindex(&bpf).unwrap();
+    let by_if = ebpf::ring_full_by_ifindex(&bpf.ebpf).unwrap();
     assert_eq!(
         by_if.into_iter().collect::<Vec<_>>(),
         vec![(1, st.ring_full)]
@@ -885,7 +894,7 @@ fn header_copies_decode_like_whole_frames_and_cm_mads_keep_their_bytes() {
     let Some(mut bpf) = load_or_skip(what, headers_only, None) else {
         return;
     };
-    let mut ring = ebpf::take_ring(&mut bpf).unwrap();
+    let mut ring = bpf.take_ring(0).unwrap();
     let mut run = |frame: &[u8]| run_once(&mut bpf, &mut ring, ebpf::INGRESS, frame);
     let decode = |data: &[u8], len: usize| -> String {
         let rec = Record {
@@ -969,7 +978,7 @@ fn header_copies_decode_like_whole_frames_and_cm_mads_keep_their_bytes() {
     ) else {
         return;
     };
-    let mut ring = ebpf::take_ring(&mut bpf).unwrap();
+    let mut ring = bpf.take_ring(0).unwrap();
     let rec = run_once(&mut bpf, &mut ring, ebpf::INGRESS, &frame).unwrap();
     assert_eq!(rec.data, frame[..60]);
 }

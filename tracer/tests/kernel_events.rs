@@ -284,10 +284,7 @@ fn every_program_passes_the_verifier() {
         return;
     }
     let object = tracer::engine::ebpf::probe_object().expect("the probe object is built");
-    let mut ebpf = aya::EbpfLoader::new()
-        .map_max_entries(tracer_common::maps::EVENTS, 4096)
-        .load(object)
-        .expect("object loads");
+    let mut ebpf = aya::EbpfLoader::new().load(object).expect("object loads");
     let mut loaded = Vec::new();
     for (name, prog) in ebpf.programs_mut() {
         let result = match prog {

@@ -114,6 +114,31 @@ pub struct Probe {
     /// Per 802.1p priority.
     #[serde(deserialize_with = "lenient_list")]
     pub prios: Vec<ProbePrio>,
+    /// Per ring buffer (one per CPU); absent from captures of tracers that had one ring for all CPUs.
+    #[serde(deserialize_with = "lenient_list")]
+    pub rings: Vec<ProbeRing>,
+}
+
+/// One of the probe's ring buffers, as the probe and the tracer's reader counted its frames: `emitted`
+/// = `read`, and `lost` are the frames it had no room for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProbeRing {
+    /// The ring's number.
+    pub ring: u32,
+    /// The CPUs that write into it (one, unless CPUs were offline at the start).
+    pub cpus: Vec<u32>,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Frames the probe put in it.
+    pub emitted: u64,
+    /// Frames lost because it was full.
+    pub lost: u64,
+    /// Frames the tracer read from it.
+    pub read: u64,
+    /// Of those, frames written after a later frame of another ring or of its own: they arrived more than
+    /// the tracer's reordering window late (the file's order is by time otherwise).
+    pub late: u64,
 }
 
 /// One destination QP's traffic as the probe counted it.

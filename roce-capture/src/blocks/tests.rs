@@ -75,6 +75,15 @@ fn probe_round_trip() {
                 ..ProbePrio::default()
             },
         ],
+        rings: vec![ProbeRing {
+            ring: 1,
+            cpus: vec![1, 3],
+            bytes: 1 << 20,
+            emitted: 5,
+            lost: 2,
+            read: 5,
+            late: 1,
+        }],
     });
 }
 

@@ -1,36 +1,38 @@
-//! The eBPF engine: the `tracer-ebpf` TC probe on ingress and egress of each interface, a ring buffer read by
-//! one thread (in batches, see [`super::ring`]), and the probe's per-CPU counters read at the end.
+//! The eBPF engine: the `tracer-ebpf` TC probe on ingress and egress of each interface, a ring buffer per
+//! CPU ([`super::rings`]) read by `--threads` threads ([`super::consumer`], each ring in batches, see
+//! [`super::ring`]), and the probe's per-CPU counters read at the end.
 //!
 //! The probe selects RoCE, CNP, PFC and PAUSE frames (or all with `--all-frames`); a user's `--filter` is
-//! compiled by libpcap and run here on each record, so it narrows that selection and cannot widen it. The
-//! probe wakes the reader only once per many records (see [`wakeup_bytes`]), so the reader also polls every
-//! [`POLL_MS`]. Ring-buffer losses are counted per interface, for each interface's statistics block.
+//! compiled by libpcap and run by the readers on each record, so it narrows that selection and cannot widen
+//! it. The probe wakes a reader only once per many records (see [`wakeup_bytes`]), so the readers also poll.
+//! Ring-buffer losses are counted per CPU, so per ring, and per interface, for each interface's statistics
+//! block. A loopback interface gets the probe on ingress only: everything it sends, it receives, and a
+//! probe on both hooks wrote each frame twice.
 //!
 //! The probe is attached through TCX links (kernel 6.6 and later), which belong to this process: they go
 //! away when it exits, even on SIGKILL, so no tc filter or qdisc is ever left behind. Older kernels get
 //! aya's netlink attachment to a clsact qdisc, which we then remove ourselves at exit.
 
 use std::collections::{BTreeMap, HashMap};
-use std::ops::ControlFlow;
-use std::os::fd::AsRawFd;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
 use aya::Ebpf;
-use aya::maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf};
+use aya::maps::{ArrayOfMaps, MapData, PerCpuArray, PerCpuHashMap, RingBuf};
 use aya::programs::tc::{NlOptions, TcAttachOptions};
 use aya::programs::{SchedClassifier, TcAttachType};
 use aya::util::KernelVersion;
 use roce_capture::LinkType;
-use roce_capture::blocks::records::{Probe, ProbePrio, ProbeQp, VERSION};
+use roce_capture::blocks::records::{Probe, ProbePrio, ProbeQp, ProbeRing, VERSION};
 use tracer_common::{
-    Config, EVENT_HEADER_LEN, MAX_SNAPLEN, PRIO_SLOTS, PacketEvent, PrioCounters, ProbeCounters,
-    QpCounters, SMALL_SNAPLEN, flag, maps,
+    Config, MAX_SNAPLEN, PRIO_SLOTS, PrioCounters, ProbeCounters, QpCounters, SMALL_SNAPLEN, maps,
 };
 
-use super::ring::{RingError, RingReader, Stop};
-use super::{Captured, Engine, EngineConfig, Event, IfaceStats, Plumbing};
+use super::consumer::{self, Share, Tally};
+pub use super::record::RingRecord;
+use super::ring::{RingError, RingReader};
+use super::rings::{RingPlan, RingSetupError};
+use super::{Engine, EngineConfig, IfaceStats, Plumbing};
 use crate::sys;
 
 /// The probe object built by `build.rs` (empty when the build skipped it).
@@ -43,8 +45,13 @@ pub const EGRESS: &str = "tracer_egress";
 /// A program that returns at once, for measuring what the kernel's run-time statistics add to each run.
 pub const BASELINE: &str = "tracer_baseline";
 
-/// The probe's ring-buffer size unless `--ring-bytes` says otherwise (the map's size in the object).
+/// The rings' budget unless `--ring-bytes` says otherwise, shared among the CPUs' rings
+/// ([`super::rings::share`]).
 pub const DEFAULT_RING_BYTES: u32 = 64 << 20;
+
+/// The readers unless `--threads` says otherwise: one per ring, up to this many. One writer merges and
+/// writes what they read, and past a few readers it is that writer that sets the pace.
+pub const DEFAULT_MAX_THREADS: usize = 4;
 
 /// Whether the probe copies only each frame's headers ([`tracer_common::copy_len`]) at this snap length.
 /// Snap lengths up to [`SMALL_SNAPLEN`] (the default 256 among them) are for headers: copying 256 bytes
@@ -54,14 +61,9 @@ pub fn headers_only(snaplen: u32) -> bool {
     snaplen as usize <= SMALL_SNAPLEN
 }
 
-/// How long the ring reader sleeps when nothing woke it: the probe submits records without a wakeup until a
-/// CPU has written another [`wakeup_bytes`] of them, so this bounds how late a frame of a slow stream
-/// reaches the file.
-pub const POLL_MS: i32 = 10;
-
-/// The probe wakes the reader each time one CPU's records have filled another sixteenth of the ring: rarely
+/// The probe wakes the reader each time one CPU's records have filled another sixteenth of its ring: rarely
 /// enough that a fast stream costs a wakeup per several thousand frames, early enough that the reader starts
-/// draining long before the ring is full (it also wakes every [`POLL_MS`] by itself).
+/// draining long before the ring is full (it also wakes every [`consumer::POLL_MS`] by itself).
 pub fn wakeup_bytes(ring_bytes: u32) -> u32 {
     (ring_bytes / 16).max(1)
 }
@@ -132,12 +134,12 @@ pub enum EbpfStartError {
         #[source]
         source: aya::programs::ProgramError,
     },
-    /// The reader thread could not be started.
-    #[error("cannot start the ring-buffer reader")]
+    /// A reader thread could not be started.
+    #[error("cannot start the ring-buffer readers")]
     Thread(#[from] std::io::Error),
-    /// A map the tracer reads as a ring buffer is something else.
-    #[error("eBPF map {0} is not a ring buffer")]
-    NotARing(&'static str),
+    /// The per-CPU rings could not be made.
+    #[error("cannot set up the probe's ring buffers")]
+    Rings(#[from] RingSetupError),
     /// The ring buffer cannot be read.
     #[error("cannot read the probe's ring buffer")]
     Ring(#[from] RingError),
@@ -159,13 +161,24 @@ pub fn probe_object() -> Result<&'static [u8], EbpfStartError> {
     Ok(PROBE)
 }
 
-/// Loads the probe with its configuration and loads (verifies) both programs, without attaching them: the
-/// capture attaches them, the tests run them through `BPF_PROG_TEST_RUN`. The configuration is written into
-/// the object's read-only data before the programs are verified, so the verifier sees it as constants and
-/// removes what it rules out (the large records at short snap lengths, for one). The snap length is capped
-/// at [`MAX_SNAPLEN`], and `wakeup_bytes` rounded down to a power of two, which the probe's test for
-/// passing a multiple needs.
-pub fn load_probe(config: Config, ring_bytes: Option<u32>) -> Result<Ebpf, EbpfStartError> {
+/// A loaded probe: the object, with its rings made and put in place (not yet read).
+#[derive(Debug)]
+pub struct LoadedProbe {
+    /// The object: programs, counters.
+    pub ebpf: Ebpf,
+    /// The rings, by number, until a reader takes them (the probe's array keeps them alive meanwhile).
+    rings: Vec<Option<MapData>>,
+    /// Which CPU writes into which ring.
+    pub plan: RingPlan,
+}
+
+/// Loads the probe with its configuration, makes the rings `plan` asks for and puts them in place, and
+/// loads (verifies) both programs, without attaching them: the capture attaches them, the tests run them
+/// through `BPF_PROG_TEST_RUN`. The configuration is written into the object's read-only data before the
+/// programs are verified, so the verifier sees it as constants and removes what it rules out (the large
+/// records at short snap lengths, for one). The snap length is capped at [`MAX_SNAPLEN`], and
+/// `wakeup_bytes` rounded down to a power of two, which the probe's test for passing a multiple needs.
+pub fn load_probe(config: Config, plan: RingPlan) -> Result<LoadedProbe, EbpfStartError> {
     let object = probe_object()?;
     let config = Config {
         snaplen: config.snaplen.min(MAX_SNAPLEN as u32),
@@ -175,12 +188,29 @@ pub fn load_probe(config: Config, ring_bytes: Option<u32>) -> Result<Ebpf, EbpfS
         },
         ..config
     };
-    let mut loader = aya::EbpfLoader::new();
-    if let Some(bytes) = ring_bytes {
-        loader.map_max_entries(maps::EVENTS, bytes);
+    let slots = u32::try_from(plan.ring_of_cpu.len()).unwrap_or(u32::MAX);
+    let mut ebpf = aya::EbpfLoader::new()
+        .map_max_entries(maps::RINGS, slots.max(1))
+        .override_global(tracer_common::CONFIG_GLOBAL, &config, true)
+        .load(object)?;
+    let rings = (0..plan.rings)
+        .map(|r| super::rings::create_ring(plan.ring_bytes, &format!("rt_ring_{r}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    {
+        let map = ebpf
+            .map_mut(maps::RINGS)
+            .ok_or(EbpfStartError::MissingMap(maps::RINGS))?;
+        let mut slots: ArrayOfMaps<&mut MapData, MapData> =
+            ArrayOfMaps::try_from(map).map_err(map_err(maps::RINGS))?;
+        for (cpu, &ring) in plan.ring_of_cpu.iter().enumerate() {
+            let Some(ring) = rings.get(ring as usize) else {
+                continue;
+            };
+            slots
+                .set(cpu as u32, ring, 0)
+                .map_err(map_err(maps::RINGS))?;
+        }
     }
-    loader.override_global(tracer_common::CONFIG_GLOBAL, &config, true);
-    let mut ebpf = loader.load(object)?;
     for name in [INGRESS, EGRESS] {
         let prog: &mut SchedClassifier = ebpf
             .program_mut(name)
@@ -189,116 +219,74 @@ pub fn load_probe(config: Config, ring_bytes: Option<u32>) -> Result<Ebpf, EbpfS
             .map_err(prog_err(name))?;
         prog.load().map_err(prog_err(name))?;
     }
-    Ok(ebpf)
+    Ok(LoadedProbe {
+        ebpf,
+        rings: rings.into_iter().map(Some).collect(),
+        plan,
+    })
 }
 
-/// Takes the ring buffer out of a loaded probe (for a reader on another thread).
-pub fn take_ring(ebpf: &mut Ebpf) -> Result<RingBuf<MapData>, EbpfStartError> {
+impl LoadedProbe {
+    /// Ring `ring` as aya reads it, record by record (the tests' reader).
+    pub fn take_ring(&mut self, ring: u32) -> Result<RingBuf<MapData>, EbpfStartError> {
+        let map = self.take(ring)?;
+        RingBuf::try_from(aya::maps::Map::RingBuf(map)).map_err(map_err(maps::RINGS))
+    }
+
+    /// Ring `ring` as the capture reads it: through [`RingReader`], which gives space back to the kernel
+    /// once per batch of records (see [`super::ring`]).
+    pub fn take_reader(&mut self, ring: u32) -> Result<RingReader, EbpfStartError> {
+        Ok(RingReader::new(self.take(ring)?)?)
+    }
+
+    /// Every ring, as the capture reads them.
+    pub fn take_readers(&mut self) -> Result<Vec<RingReader>, EbpfStartError> {
+        (0..self.plan.rings).map(|r| self.take_reader(r)).collect()
+    }
+
+    fn take(&mut self, ring: u32) -> Result<MapData, EbpfStartError> {
+        // Each ring is read by one reader: a ring asked for twice is not there the second time.
+        self.rings
+            .get_mut(ring as usize)
+            .and_then(Option::take)
+            .ok_or(EbpfStartError::MissingMap(maps::RINGS))
+    }
+}
+
+/// The probe's own counters of each possible CPU, in CPU order.
+pub fn per_cpu_counters(ebpf: &Ebpf) -> Result<Vec<ProbeCounters>, EbpfStartError> {
     let map = ebpf
-        .take_map(maps::EVENTS)
-        .ok_or(EbpfStartError::MissingMap(maps::EVENTS))?;
-    RingBuf::try_from(map).map_err(map_err(maps::EVENTS))
-}
-
-/// Takes the ring buffer out of a loaded probe as the capture reads it: through [`RingReader`], which
-/// gives space back to the kernel once per batch of records (see [`super::ring`]).
-pub fn take_ring_reader(ebpf: &mut Ebpf) -> Result<RingReader, EbpfStartError> {
-    match ebpf.take_map(maps::EVENTS) {
-        Some(aya::maps::Map::RingBuf(map)) => Ok(RingReader::new(map)?),
-        Some(_) => Err(EbpfStartError::NotARing(maps::EVENTS)),
-        None => Err(EbpfStartError::MissingMap(maps::EVENTS)),
-    }
-}
-
-/// A ring-buffer record, decoded from its bytes (no pointer casts: the record is plain data in a known
-/// layout).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RingRecord {
-    /// The probe's time stamp (see [`RingRecord::wall_ns`]).
-    pub ts_ns: u64,
-    /// Length on the wire, without a tag the kernel had removed.
-    pub len: u32,
-    /// The interface the frame was seen on.
-    pub ifindex: u32,
-    /// `tracer_common::flag` bits.
-    pub flags: u32,
-    /// The tag the kernel had removed, when [`flag::VLAN_OFFLOADED`] is set.
-    pub vlan_tci: u16,
-    /// That tag's TPID.
-    pub vlan_proto: u16,
-    /// A `tracer_common::kind` value.
-    pub kind: u32,
-    /// The frame as it was on the wire: a tag the kernel had moved into the skb is put back.
-    pub data: Vec<u8>,
-    /// Length on the wire including that tag.
-    pub wire_len: u32,
-}
-
-impl RingRecord {
-    /// The record's time in ns since the epoch: the stack's receive stamp as it is, or the probe's monotonic
-    /// clock reading plus `mono_to_real` (see [`sys::monotonic_to_realtime_offset`]).
-    pub fn wall_ns(&self, mono_to_real: u64) -> u64 {
-        if self.flags & flag::TS_REALTIME != 0 {
-            self.ts_ns
-        } else {
-            self.ts_ns.saturating_add(mono_to_real)
-        }
-    }
-}
-
-fn ne_u32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn ne_u16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-impl RingRecord {
-    /// Reads a record; `None` for one too short to be ours.
-    pub fn parse(b: &[u8]) -> Option<RingRecord> {
-        use core::mem::offset_of;
-        type Header = PacketEvent<0>;
-        let ts_ns = u64::from_ne_bytes(b.get(0..8)?.try_into().ok()?);
-        let len = ne_u32(b, offset_of!(Header, len))?;
-        let ifindex = ne_u32(b, offset_of!(Header, ifindex))?;
-        let caplen = usize::from(ne_u16(b, offset_of!(Header, caplen))?);
-        let vlan_tci = ne_u16(b, offset_of!(Header, vlan_tci))?;
-        let vlan_proto = ne_u16(b, offset_of!(Header, vlan_proto))?;
-        let flags = u32::from(*b.get(offset_of!(Header, flags))?);
-        let kind = u32::from(*b.get(offset_of!(Header, kind))?);
-        let bytes = b.get(EVENT_HEADER_LEN..EVENT_HEADER_LEN + caplen.min(MAX_SNAPLEN))?;
-        let mut data = Vec::with_capacity(bytes.len() + 4);
-        let mut wire_len = len;
-        if flags & flag::VLAN_OFFLOADED != 0 && bytes.len() >= 12 {
-            data.extend_from_slice(bytes.get(..12)?);
-            data.extend_from_slice(&vlan_proto.to_be_bytes());
-            data.extend_from_slice(&vlan_tci.to_be_bytes());
-            data.extend_from_slice(bytes.get(12..)?);
-            wire_len = len.saturating_add(4);
-        } else {
-            data.extend_from_slice(bytes);
-        }
-        Some(RingRecord {
-            ts_ns,
-            len,
-            ifindex,
-            flags,
-            vlan_tci,
-            vlan_proto,
-            kind,
-            data,
-            wire_len,
-        })
-    }
+        .map(maps::COUNTERS)
+        .ok_or(EbpfStartError::MissingMap(maps::COUNTERS))?;
+    let counters: PerCpuArray<&MapData, ProbeCounters> =
+        PerCpuArray::try_from(map).map_err(map_err(maps::COUNTERS))?;
+    let values = counters.get(&0, 0).map_err(map_err(maps::COUNTERS))?;
+    Ok(values.iter().copied().collect())
 }
 
 /// Frames lost to a full ring buffer so far, summed over CPUs.
 pub fn ring_full(ebpf: &Ebpf) -> Option<u64> {
-    let counters: PerCpuArray<&MapData, ProbeCounters> =
-        PerCpuArray::try_from(ebpf.map(maps::COUNTERS)?).ok()?;
-    let v = counters.get(&0, 0).ok()?;
-    Some(v.iter().map(|c| c.ring_full).sum())
+    Some(
+        per_cpu_counters(ebpf)
+            .ok()?
+            .iter()
+            .map(|c| c.ring_full)
+            .sum(),
+    )
+}
+
+/// Each ring's counts from the probe's per-CPU counters (a ring's are those of the CPUs that write into
+/// it): `(emitted, lost)` per ring.
+pub fn per_ring(plan: &RingPlan, per_cpu: &[ProbeCounters]) -> Vec<(u64, u64)> {
+    let mut out = vec![(0, 0); plan.rings as usize];
+    for (cpu, c) in per_cpu.iter().enumerate() {
+        let ring = plan.ring_of_cpu.get(cpu).copied().unwrap_or(0);
+        if let Some(slot) = out.get_mut(ring as usize) {
+            slot.0 += c.emitted;
+            slot.1 += c.ring_full;
+        }
+    }
+    out
 }
 
 /// Frames lost to a full ring buffer so far, per interface index, summed over CPUs.
@@ -316,24 +304,47 @@ pub fn ring_full_by_ifindex(ebpf: &Ebpf) -> Result<BTreeMap<u32, u64>, EbpfStart
     Ok(out)
 }
 
-/// Reads the probe's maps (the per-CPU values summed).
-pub fn probe_stats(ebpf: &Ebpf) -> Result<Probe, EbpfStartError> {
+/// What the capture's readers and writer counted per ring, for the probe's record.
+#[derive(Debug, Clone, Default)]
+pub struct RingCounts {
+    /// Records read from each ring.
+    pub read: Vec<u64>,
+    /// Frames of each ring written after a later frame.
+    pub late: Vec<u64>,
+}
+
+/// Reads the probe's maps (the per-CPU values summed, and per ring after `plan`), with what the readers
+/// counted per ring.
+pub fn probe_stats(
+    ebpf: &Ebpf,
+    plan: &RingPlan,
+    counts: &RingCounts,
+) -> Result<Probe, EbpfStartError> {
     let mut st = Probe {
         version: VERSION,
         ts_ns: sys::now_ns(),
         ..Probe::default()
     };
-    let map = ebpf
-        .map(maps::COUNTERS)
-        .ok_or(EbpfStartError::MissingMap(maps::COUNTERS))?;
-    let counters: PerCpuArray<&MapData, ProbeCounters> =
-        PerCpuArray::try_from(map).map_err(map_err(maps::COUNTERS))?;
-    for c in counters.get(&0, 0).map_err(map_err(maps::COUNTERS))?.iter() {
+    let per_cpu = per_cpu_counters(ebpf)?;
+    for c in &per_cpu {
         st.seen += c.seen;
         st.matched += c.matched;
         st.emitted += c.emitted;
         st.ring_full += c.ring_full;
     }
+    st.rings = per_ring(plan, &per_cpu)
+        .into_iter()
+        .enumerate()
+        .map(|(r, (emitted, lost))| ProbeRing {
+            ring: r as u32,
+            cpus: plan.cpus_of(r as u32),
+            bytes: u64::from(plan.ring_bytes),
+            emitted,
+            lost,
+            read: counts.read.get(r).copied().unwrap_or(0),
+            late: counts.late.get(r).copied().unwrap_or(0),
+        })
+        .collect();
 
     let map = ebpf
         .map(maps::QP_STATS)
@@ -401,33 +412,56 @@ pub fn compile_filter(expr: &str) -> Result<pcap::BpfProgram, EbpfStartError> {
         .map_err(err)
 }
 
-/// The running eBPF engine: the loaded probe, its attachments and the ring-buffer reader.
+/// The running eBPF engine: the loaded probe, its attachments and the ring readers.
 #[derive(Debug)]
 pub struct EbpfEngine {
     ebpf: Ebpf,
-    reader: Option<JoinHandle<Vec<u64>>>,
+    plan: RingPlan,
+    readers: Vec<JoinHandle<Tally>>,
     /// Interface index → position in the `-i` list.
     index_of: HashMap<u32, u32>,
     ifaces: usize,
+    /// Per `-i` interface: a loopback device, probed on ingress only.
+    loopback: Vec<bool>,
     filter: Option<String>,
     all_frames: bool,
     /// Interfaces whose probes hang off a clsact qdisc we added (pre-6.6 kernels): removed at exit.
     netlink_ifaces: Vec<String>,
 }
 
-/// Loads the probe, attaches it to ingress and egress of every interface and starts the ring reader.
+/// How many readers `--threads` (`None`: the default) gives `rings` rings: at least one, at most one per
+/// ring (a reader without a ring would only sleep).
+pub fn reader_count(threads: Option<usize>, rings: u32) -> usize {
+    let rings = (rings as usize).max(1);
+    threads.unwrap_or(DEFAULT_MAX_THREADS).clamp(1, rings)
+}
+
+/// The hooks the probe goes on for an interface: both, except on a loopback device, which receives
+/// every frame it sends (and on ingress the frame can carry the stack's receive stamp).
+fn hooks(loopback: bool) -> &'static [(&'static str, &'static str, TcAttachType)] {
+    const BOTH: &[(&str, &str, TcAttachType)] = &[
+        (INGRESS, "ingress", TcAttachType::Ingress),
+        (EGRESS, "egress", TcAttachType::Egress),
+    ];
+    if loopback { &BOTH[..1] } else { BOTH }
+}
+
+/// Loads the probe, attaches it to every interface (ingress and egress, a loopback device's ingress
+/// only) and starts the ring readers.
 pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, EbpfStartError> {
     // Before loading anything, so that a bad expression leaves nothing to detach.
-    let filter = config.filter.as_deref().map(compile_filter).transpose()?;
-    let mut ebpf = load_probe(
+    compile_filter_opt(config.filter.as_deref())?;
+    let plan = RingPlan::this_host(config.ring_bytes.unwrap_or(DEFAULT_RING_BYTES))?;
+    let threads = reader_count(config.threads, plan.rings);
+    let mut probe = load_probe(
         Config {
             // `load_probe` caps it at what a record holds.
             snaplen: config.snaplen,
             all_frames: u32::from(config.all_frames),
-            wakeup_bytes: wakeup_bytes(config.ring_bytes.unwrap_or(DEFAULT_RING_BYTES)),
+            wakeup_bytes: wakeup_bytes(plan.ring_bytes),
             headers_only: u32::from(headers_only(config.snaplen)),
         },
-        config.ring_bytes,
+        plan,
     )?;
     let mut index_of = HashMap::new();
     for (i, name) in config.interfaces.iter().enumerate() {
@@ -435,10 +469,15 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, E
             sys::ifindex(name).ok_or_else(|| EbpfStartError::NoSuchInterface(name.clone()))?;
         index_of.insert(idx, i as u32);
     }
+    let loopback: Vec<bool> = config
+        .interfaces
+        .iter()
+        .map(|n| sys::is_loopback(n))
+        .collect();
     let tcx = std::env::var_os(FORCE_NETLINK_ENV).is_none()
         && KernelVersion::current().is_ok_and(|v| v >= KernelVersion::new(6, 6, 0));
     let mut netlink_ifaces = Vec::new();
-    for name in &config.interfaces {
+    for (name, &lo) in config.interfaces.iter().zip(&loopback) {
         if !tcx {
             if aya::programs::tc::qdisc_add_clsact(name).is_ok() {
                 // Ours: removed again at exit.
@@ -460,11 +499,9 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, E
                 }
             }
         }
-        for (prog_name, direction, kind) in [
-            (INGRESS, "ingress", TcAttachType::Ingress),
-            (EGRESS, "egress", TcAttachType::Egress),
-        ] {
-            let prog: &mut SchedClassifier = ebpf
+        for &(prog_name, direction, kind) in hooks(lo) {
+            let prog: &mut SchedClassifier = probe
+                .ebpf
                 .program_mut(prog_name)
                 .ok_or(EbpfStartError::MissingProgram(prog_name))?
                 .try_into()
@@ -481,133 +518,47 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<EbpfEngine, E
             })?;
         }
     }
-    let ring = take_ring_reader(&mut ebpf)?;
-    let names = config.interfaces.clone();
-    let plumbing = plumbing.clone();
-    let reader_index = index_of.clone();
-    let reader = std::thread::Builder::new()
-        .name("ebpf-ring".into())
-        .spawn(move || read_ring(ring, reader_index, names, filter, plumbing))?;
+    let mut shares: Vec<Vec<Share>> = (0..threads).map(|_| Vec::new()).collect();
+    for (r, reader) in probe.take_readers()?.into_iter().enumerate() {
+        if let Some(s) = shares.get_mut(r % threads) {
+            s.push(Share {
+                ring: r as u32,
+                reader,
+            });
+        }
+    }
+    let setup = Arc::new(consumer::Setup {
+        index_of: index_of.clone(),
+        names: config.interfaces.clone(),
+        mono_to_real: sys::monotonic_to_realtime_offset(),
+    });
+    let mut readers = Vec::with_capacity(threads);
+    for (k, share) in shares.into_iter().enumerate() {
+        let filter = compile_filter_opt(config.filter.as_deref())?;
+        readers.push(consumer::spawn(
+            k,
+            share,
+            filter,
+            k == 0,
+            Arc::clone(&setup),
+            plumbing.clone(),
+        )?);
+    }
     Ok(EbpfEngine {
-        ebpf,
-        reader: Some(reader),
+        ebpf: probe.ebpf,
+        plan: probe.plan,
+        readers,
         index_of,
         ifaces: config.interfaces.len(),
+        loopback,
         filter: config.filter.clone(),
         all_frames: config.all_frames,
         netlink_ifaces,
     })
 }
 
-fn read_ring(
-    mut ring: RingReader,
-    index_of: HashMap<u32, u32>,
-    names: Vec<String>,
-    filter: Option<pcap::BpfProgram>,
-    p: Plumbing,
-) -> Vec<u64> {
-    let offset = sys::monotonic_to_realtime_offset();
-    let mut received = vec![0u64; names.len()];
-    let mut gone = vec![false; names.len()];
-    let mut last_check = Instant::now();
-    let batch = ring_batch(ring.size());
-    loop {
-        let stopping = p.stop.load(Ordering::Relaxed);
-        let mut read = 0;
-        loop {
-            let walk = ring.drain(batch, |bytes| {
-                let Some(rec) = RingRecord::parse(bytes) else {
-                    return ControlFlow::Continue(());
-                };
-                let Some(&iface) = index_of.get(&rec.ifindex) else {
-                    return ControlFlow::Continue(());
-                };
-                // On the frame as it was on the wire (a tag the kernel removed is back in place).
-                if filter.as_ref().is_some_and(|f| !f.filter(&rec.data)) {
-                    return ControlFlow::Continue(());
-                }
-                if let Some(r) = received.get_mut(iface as usize) {
-                    *r += 1;
-                }
-                let frame = Captured {
-                    iface,
-                    ts_ns: rec.wall_ns(offset),
-                    len: rec.wire_len,
-                    data: rec.data,
-                };
-                if p.tx.send(Event::Frame(frame)).is_err() {
-                    return ControlFlow::Break(());
-                }
-                ControlFlow::Continue(())
-            });
-            if let Ok(w) = &walk {
-                read += w.records;
-            }
-            match walk {
-                Ok(w) if w.stop == Stop::Limit => continue,
-                Ok(w) if w.stop == Stop::Callback => return received,
-                Ok(_) => break,
-                Err(e) => {
-                    // Nothing after a corrupt record can be trusted. The probe keeps counting what it can no
-                    // longer hand over as ring-buffer losses, so the statistics still add up.
-                    for (i, g) in gone.iter().enumerate() {
-                        if !g {
-                            let _ = p.tx.send(Event::Ended {
-                                iface: i as u32,
-                                reason: format!("the eBPF ring buffer cannot be read: {e}"),
-                            });
-                        }
-                    }
-                    return received;
-                }
-            }
-        }
-        if stopping {
-            return received;
-        }
-        if last_check.elapsed() >= Duration::from_millis(500) {
-            last_check = Instant::now();
-            for (i, name) in names.iter().enumerate() {
-                let present = index_of
-                    .iter()
-                    .any(|(idx, &j)| j as usize == i && sys::ifindex(name) == Some(*idx));
-                if !present && !gone.get(i).copied().unwrap_or(true) {
-                    if let Some(g) = gone.get_mut(i) {
-                        *g = true;
-                    }
-                    let _ = p.tx.send(Event::Ended {
-                        iface: i as u32,
-                        reason: format!("interface {name} disappeared"),
-                    });
-                }
-            }
-        }
-        if read > 0 {
-            // Frames are arriving and the reader has caught up: let a batch build up rather than chase the
-            // probe record by record (see [`NAP`]).
-            std::thread::sleep(NAP);
-        } else {
-            sys::wait_readable(ring.as_raw_fd(), POLL_MS);
-        }
-    }
-}
-
-/// How long the reader sleeps after catching up with a stream of frames before it reads again. Polling
-/// would return at once, since the ring is readable as soon as it holds one record, and a reader that
-/// follows the probe record by record pulls the ring's positions and newest records over to its own CPU
-/// for every frame, which the probe then pays for: each of its reservations reads the consumer position
-/// and writes the producer position, and consecutive records share cache lines, so the line the reader
-/// just read is often the one the probe writes next. A millisecond is 500 frames at half a million frames
-/// per second, a small part of any ring but the smallest.
-pub const NAP: Duration = Duration::from_millis(1);
-
-/// How many bytes of records the reader reads before it gives their space back to the kernel. Each time
-/// it does, the cache line with the consumer position moves to the reader's CPU and back to the probe's
-/// (which reads it for every record it reserves), so this should be many records; but space not yet given
-/// back looks full to the probe, so it should be a small part of the ring. A thirty-second: 2 MiB, about
-/// 20 000 header copies, of the default ring; each record of 2 KiB in a 16 KiB ring.
-pub fn ring_batch(ring_bytes: usize) -> usize {
-    (ring_bytes / 32).max(1)
+fn compile_filter_opt(expr: Option<&str>) -> Result<Option<pcap::BpfProgram>, EbpfStartError> {
+    expr.map(compile_filter).transpose()
 }
 
 impl EbpfEngine {
@@ -634,8 +585,14 @@ impl Engine for EbpfEngine {
         vec![LinkType::ETHERNET; self.ifaces]
     }
 
-    fn describe(&self, _iface: u32) -> String {
-        let mut d = String::from("roce-tracer engine=ebpf (TC probe, ingress and egress): ");
+    fn describe(&self, iface: u32) -> String {
+        let mut d = if self.loopback.get(iface as usize).copied().unwrap_or(false) {
+            String::from(
+                "roce-tracer engine=ebpf (TC probe, ingress only: a loopback device receives what it sends): ",
+            )
+        } else {
+            String::from("roce-tracer engine=ebpf (TC probe, ingress and egress): ")
+        };
         d.push_str(if self.all_frames {
             "every frame"
         } else {
@@ -652,13 +609,37 @@ impl Engine for EbpfEngine {
         self.lost_by_iface().unwrap_or_else(|| vec![0; self.ifaces])
     }
 
-    fn finish(mut self: Box<Self>) -> (Vec<IfaceStats>, Option<Vec<u8>>) {
-        let received = self
-            .reader
-            .take()
-            .and_then(|r| r.join().ok())
-            .unwrap_or_default();
-        let probe = probe_stats(&self.ebpf).ok();
+    fn sources(&self) -> usize {
+        self.plan.rings as usize
+    }
+
+    fn dropped_by_source(&self) -> Vec<u64> {
+        match per_cpu_counters(&self.ebpf) {
+            Ok(c) => per_ring(&self.plan, &c).into_iter().map(|r| r.1).collect(),
+            Err(_) => vec![0; self.plan.rings as usize],
+        }
+    }
+
+    fn finish(mut self: Box<Self>, late: &[u64]) -> (Vec<IfaceStats>, Option<Vec<u8>>) {
+        let mut received = vec![0u64; self.ifaces];
+        let mut counts = RingCounts {
+            read: vec![0; self.plan.rings as usize],
+            late: late.to_vec(),
+        };
+        for reader in std::mem::take(&mut self.readers) {
+            let Ok(tally) = reader.join() else {
+                continue;
+            };
+            for (slot, n) in received.iter_mut().zip(&tally.received) {
+                *slot += n;
+            }
+            for (ring, n) in tally.read {
+                if let Some(slot) = counts.read.get_mut(ring as usize) {
+                    *slot += n;
+                }
+            }
+        }
+        let probe = probe_stats(&self.ebpf, &self.plan, &counts).ok();
         let by_iface = self.lost_by_iface();
         let stats = (0..self.ifaces)
             .map(|i| {

@@ -4,6 +4,16 @@
 //! buffer for bursts, nanosecond timestamps and the BPF filter compiled by libpcap. A short read timeout
 //! lets each thread notice the stop flag within 100 ms; what the kernel still holds then is read out before
 //! the thread ends.
+//!
+//! On a loopback device the kernel hands the packet socket every frame twice, as sent and as received;
+//! libpcap throws the sent copy away, but the kernel has counted both, so a capture of 65 frames said 130
+//! were received. There the socket asks the kernel for received frames only (`PACKET_IGNORE_OUTGOING`), so
+//! the sent copies are neither delivered nor counted; a kernel before 4.20 refuses, and then libpcap's own
+//! direction setting keeps them out of the file, though not out of the kernel's count. (An `inbound` term
+//! in the filter would work in the kernel, but libpcap runs the filter itself on the frames of the buffer
+//! block that was filling when the filter was set, and there it cannot tell a frame's direction: the first
+//! frames were lost.) The statistics say what the thread handed over, plus what was lost: the kernel's
+//! drops and any frames still in its buffer when the stop's drain ended.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -53,6 +63,8 @@ pub enum PcapStartError {
 pub struct PcapEngine {
     links: Vec<LinkType>,
     filter: String,
+    /// Per interface: a loopback device, captured on receive only.
+    loopbacks: Vec<bool>,
     /// The readers; each interface's drop count is as of its last statistics poll (about once a second).
     readers: ReaderThreads,
 }
@@ -62,6 +74,7 @@ pub struct PcapEngine {
 pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<PcapEngine, PcapStartError> {
     let filter = config.filter.as_deref().unwrap_or(DEFAULT_FILTER);
     let mut caps = Vec::new();
+    let mut loopbacks = Vec::new();
     for name in &config.interfaces {
         let open = || -> Result<Capture<Active>, pcap::Error> {
             Capture::from_device(name.as_str())?
@@ -83,6 +96,17 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<PcapEngine, P
                 filter: filter.to_owned(),
                 source,
             })?;
+        let loopback = sys::is_loopback(name);
+        if loopback {
+            cap.direction(pcap::Direction::In)
+                .map_err(|source| PcapStartError::Open {
+                    iface: name.clone(),
+                    source,
+                })?;
+            // Best effort: see the module documentation.
+            let _ = sys::ignore_outgoing(cap.as_raw_fd());
+        }
+        loopbacks.push(loopback);
         // libpcap's own read timeout is not honoured on every Linux ring version (poll may block until a
         // frame arrives): read without blocking and wait on the descriptor ourselves.
         let cap = cap.setnonblock().map_err(|source| PcapStartError::Open {
@@ -107,6 +131,7 @@ pub fn start(config: &EngineConfig, plumbing: &Plumbing) -> Result<PcapEngine, P
     Ok(PcapEngine {
         links,
         filter: filter.to_owned(),
+        loopbacks,
         readers,
     })
 }
@@ -120,6 +145,8 @@ fn read_loop(
     let mut ended = None;
     let mut open = true;
     let mut last_poll = Instant::now();
+    // Frames handed to the writer (or offered, once it has gone).
+    let mut delivered = 0u64;
     while !p.stop.load(Ordering::Relaxed) {
         if last_poll.elapsed() >= Duration::from_secs(1) {
             last_poll = Instant::now();
@@ -132,6 +159,7 @@ fn read_loop(
         }
         match cap.next_packet() {
             Ok(pkt) => {
+                delivered += 1;
                 if !forward(&pkt, iface, &p) {
                     open = false;
                     break;
@@ -147,19 +175,34 @@ fn read_loop(
         }
     }
     if ended.is_none() && open {
-        drain(&mut cap, iface, &p);
+        delivered += drain(&mut cap, iface, &p);
     }
     let stats = match cap.stats() {
-        Ok(s) => IfaceStats {
-            received: Some(u64::from(s.received)),
-            dropped: Some(u64::from(s.dropped) + u64::from(s.if_dropped)),
-        },
+        Ok(s) => handed_over(
+            delivered,
+            u64::from(s.received),
+            u64::from(s.dropped),
+            u64::from(s.if_dropped),
+        ),
         Err(_) => IfaceStats::default(),
     };
     if let Some(reason) = ended {
         let _ = p.tx.send(Event::Ended { iface, reason });
     }
     stats
+}
+
+/// An interface's statistics from what its thread handed over and libpcap's counts: the kernel counted
+/// `received` frames that passed the filter, lost ones included, `dropped` of them for want of buffer
+/// space, and the interface itself `if_dropped`. What the kernel accepted and the thread never read (still
+/// in the buffer when the stop's drain ended) is lost too, so received = handed over + lost.
+pub fn handed_over(delivered: u64, received: u64, dropped: u64, if_dropped: u64) -> IfaceStats {
+    let left_behind = received.saturating_sub(dropped).saturating_sub(delivered);
+    let lost = dropped + if_dropped + left_behind;
+    IfaceStats {
+        received: Some(delivered + lost),
+        dropped: Some(lost),
+    }
 }
 
 /// Hands one frame to the writer; false once the writer has gone (it stopped taking frames).
@@ -186,19 +229,22 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 /// end of a `-- CMD` workload, the last burst before a SIGINT), and the statistics block counts them as
 /// received: leaving them unwritten would lose frames without a word. The handle does not block, so an
 /// empty buffer ends the drain at once; a writer that stops taking frames (a second signal, a count
-/// reached) ends it too.
-fn drain(cap: &mut Capture<Active>, iface: u32, p: &Plumbing) {
+/// reached) ends it too. Returns how many frames it read.
+fn drain(cap: &mut Capture<Active>, iface: u32, p: &Plumbing) -> u64 {
     let deadline = Instant::now() + DRAIN_LIMIT;
+    let mut n = 0;
     while Instant::now() < deadline {
         match cap.next_packet() {
             Ok(pkt) => {
+                n += 1;
                 if !forward(&pkt, iface, p) {
-                    return;
+                    return n;
                 }
             }
-            Err(_) => return,
+            Err(_) => return n,
         }
     }
+    n
 }
 
 impl Engine for PcapEngine {
@@ -206,15 +252,20 @@ impl Engine for PcapEngine {
         self.links.clone()
     }
 
-    fn describe(&self, _iface: u32) -> String {
-        format!("roce-tracer engine=pcap filter={}", self.filter)
+    fn describe(&self, iface: u32) -> String {
+        let direction = if self.loopbacks.get(iface as usize).copied().unwrap_or(false) {
+            " (received frames only: a loopback device receives what it sends)"
+        } else {
+            ""
+        };
+        format!("roce-tracer engine=pcap{direction} filter={}", self.filter)
     }
 
     fn dropped_so_far(&self) -> Vec<u64> {
         self.readers.dropped_so_far()
     }
 
-    fn finish(self: Box<Self>) -> (Vec<IfaceStats>, Option<Vec<u8>>) {
+    fn finish(self: Box<Self>, _late: &[u64]) -> (Vec<IfaceStats>, Option<Vec<u8>>) {
         (self.readers.join(), None)
     }
 }
@@ -225,3 +276,24 @@ impl Engine for PcapEngine {
 pub const DEFAULT_FILTER: &str = "(udp dst port 4791 or ether proto 0x8915 or ether proto 0x8808) \
 or (vlan and ((udp dst port 4791 or ether proto 0x8915 or ether proto 0x8808) \
 or (vlan and (udp dst port 4791 or ether proto 0x8915 or ether proto 0x8808))))";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_was_handed_over_and_what_was_lost_add_up_to_what_was_received() {
+        // Everything the kernel accepted was read.
+        let s = handed_over(65, 65, 0, 0);
+        assert_eq!((s.received, s.dropped), (Some(65), Some(0)));
+        // Drops in the kernel and at the interface.
+        let s = handed_over(90, 100, 10, 3);
+        assert_eq!((s.received, s.dropped), (Some(103), Some(13)));
+        // Frames left in the buffer after the drain: lost at the stop.
+        let s = handed_over(80, 100, 10, 0);
+        assert_eq!((s.received, s.dropped), (Some(100), Some(20)));
+        // More handed over than the kernel says it kept (its counters are 32 bits and wrap): nothing lost.
+        let s = handed_over(5, 2, 0, 0);
+        assert_eq!((s.received, s.dropped), (Some(5), Some(0)));
+    }
+}

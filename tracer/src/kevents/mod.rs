@@ -284,10 +284,9 @@ impl KernelEvents {
                 format!("every IPv4/IPv6 drop counted, RoCEv2 or not: no sk_buff layout ({why})"),
             ),
         };
-        // A separate instance of the object: its packet ring is shrunk to a page, since only the
-        // tracepoint programs and their maps are used here.
+        // A separate instance of the object, of which only the tracepoint programs and their maps are used:
+        // the packet probe's array of rings keeps its one empty slot, and no ring is made for it.
         let mut ebpf = aya::EbpfLoader::new()
-            .map_max_entries(maps::EVENTS, 4096)
             .map_max_entries(shared::maps::TRACE_EVENTS, RING_BYTES)
             .load(probe_object()?)
             .map_err(EbpfStartError::from)?;

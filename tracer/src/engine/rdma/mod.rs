@@ -452,6 +452,8 @@ struct Reader<'a> {
     p: &'a Plumbing,
     dropped: &'a [AtomicU64],
     received: u64,
+    /// Frames the filter passed, handed to the writer.
+    passed: u64,
     lost: u64,
     writer_gone: bool,
 }
@@ -471,6 +473,7 @@ impl Reader<'_> {
                 if self.filter.as_ref().is_some_and(|f| !f.filter(data)) {
                     return true;
                 }
+                self.passed += 1;
                 let ts_ns = match (stamp, self.clock, self.anchor) {
                     (Stamp::Wall(ns), _, _) => ns,
                     (Stamp::Nic(t), Some(c), Some(a)) => c.wall_ns(a, t),
@@ -494,7 +497,8 @@ impl Reader<'_> {
 }
 
 /// Reads one source until the stop flag, the end of the source, or a failure; returns the interface's
-/// counters: frames received (before the filter) and frames the source lost.
+/// counters: the frames the filter passed plus those the source lost, as received, and the lost ones (lost
+/// before any filter could look, so with a filter an upper bound, as with the eBPF engine).
 fn read_loop(
     mut source: Box<dyn CompletionSource>,
     iface: u32,
@@ -511,6 +515,7 @@ fn read_loop(
         p,
         dropped,
         received: 0,
+        passed: 0,
         lost: 0,
         writer_gone: false,
     };
@@ -543,7 +548,7 @@ fn read_loop(
         let _ = p.tx.send(Event::Ended { iface, reason });
     }
     IfaceStats {
-        received: Some(r.received),
+        received: Some(r.passed + r.lost),
         dropped: Some(r.lost),
     }
 }
@@ -564,7 +569,7 @@ impl Engine for RdmaEngine {
         self.readers.dropped_so_far()
     }
 
-    fn finish(self: Box<Self>) -> (Vec<IfaceStats>, Option<Vec<u8>>) {
+    fn finish(self: Box<Self>, _late: &[u64]) -> (Vec<IfaceStats>, Option<Vec<u8>>) {
         (self.readers.join(), None)
     }
 }

@@ -1,9 +1,10 @@
 //! `cargo xtask bench --tracer`: the live tracer's benchmarks, run as root on this machine with the release
 //! build of `roce-tracer`, rewriting the `<!-- bench:tracer -->` section of BENCHMARKS.md.
 //!
-//! Three measurements, one module each: the eBPF probe's own cost per frame and the verifier's
+//! Four measurements, one module each: the eBPF probe's own cost per frame and the verifier's
 //! (`probe`), capture at the fastest tcpreplay sends (`live`, timed by the kernel through
-//! `bpf_stats`), and the highest rate each engine takes without loss from a faster sender (`limits`).
+//! `bpf_stats`), the highest rate each engine takes without loss from a faster sender (`limits`), and that
+//! rate for the eBPF engine with one ring reader and with two, senders on two CPUs (`readers`).
 //! The live ones run in `rig`'s network namespaces on `traffic`'s replays.
 //!
 //! The load average is recorded before and after: the machine is shared, and the numbers mean little when
@@ -13,6 +14,7 @@ mod bpf_stats;
 mod limits;
 mod live;
 mod probe;
+mod readers;
 mod rig;
 mod traffic;
 
@@ -78,6 +80,7 @@ pub fn run() -> Result<()> {
     let verifier = probe::verifier_costs(&example)?;
     let rates = live::capture_rate(&tracer, &example, &workloads, &dir)?;
     let limits = limits::loss_free_limits(&tracer, &blast, &workloads[0].path, &dir)?;
+    let by_readers = readers::loss_free_by_readers(&tracer, &blast, &workloads[0].path, &dir)?;
     let load_after = load();
 
     let mut report = render(
@@ -89,6 +92,7 @@ pub fn run() -> Result<()> {
         &load_after,
     );
     report.push_str(&limits::render(&limits));
+    report.push_str(&readers::render(&by_readers));
     println!("{report}");
     benchmarks_md::update("tracer", &report, "")
 }

@@ -20,6 +20,11 @@ pub struct Netns {
 
 impl Netns {
     pub fn new() -> Result<Netns> {
+        Netns::with_queues(1)
+    }
+
+    /// The pair with `queues` transmit and receive queues on each end (a veth has one unless asked).
+    pub fn with_queues(queues: u32) -> Result<Netns> {
         let capture = format!("rtbench{}", std::process::id());
         let ns = Netns {
             sender: format!("{capture}s"),
@@ -30,10 +35,36 @@ impl Netns {
             sh(Command::new("ip").args(["netns", "add", name]))?;
         }
         let (c, s) = (ns.capture.as_str(), ns.sender.as_str());
-        for args in [
-            &[
+        let q = queues.to_string();
+        let add: Vec<&str> = if queues > 1 {
+            vec![
+                "-n",
+                c,
+                "link",
+                "add",
+                "name",
+                "va",
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "vb",
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
+            ]
+        } else {
+            vec![
                 "-n", c, "link", "add", "va", "type", "veth", "peer", "name", "vb",
-            ][..],
+            ]
+        };
+        for args in [
+            &add[..],
             &["-n", c, "link", "set", "va", "netns", s],
             &["-n", s, "link", "set", "va", "up"],
             &["-n", c, "link", "set", "vb", "up"],
@@ -103,11 +134,25 @@ pub fn start_capture(
     out: &Path,
     dir: &Path,
 ) -> Result<Child> {
+    start_capture_with(ns, tracer, engine, &[], out, dir)
+}
+
+/// [`start_capture`] with more options for the tracer.
+pub fn start_capture_with(
+    ns: &Netns,
+    tracer: &Path,
+    engine: &str,
+    extra: &[&str],
+    out: &Path,
+    dir: &Path,
+) -> Result<Child> {
     let ready = dir.join("ready");
     let _ = std::fs::remove_file(&ready);
     let mut child = ns
         .cmd(&tracer.to_string_lossy())
-        .args(["capture", "-q", "-i", "vb", "--engine", engine, "-w"])
+        .args(["capture", "-q", "-i", "vb", "--engine", engine])
+        .args(extra)
+        .arg("-w")
         .arg(out)
         .arg("--ready-file")
         .arg(&ready)
@@ -119,12 +164,28 @@ pub fn start_capture(
     Ok(child)
 }
 
+/// Sends `signal` (`INT`, `STOP`, `CONT`) to a capture.
+pub fn signal(child: &Child, signal: &str) {
+    let _ = Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status();
+}
+
 /// Stops a capture with SIGINT, and returns the frames its file holds that are not `other` and the losses
 /// its statistics block reports.
 pub fn stop_capture(child: Child, out: &Path) -> Result<(u64, u64)> {
-    let _ = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
+    signal(&child, "INT");
+    capture_result(child, out)
+}
+
+/// Waits for a capture to exit (by itself, or after a signal), then counts as [`stop_capture`] does.
+pub fn capture_result(child: Child, out: &Path) -> Result<(u64, u64)> {
+    wait_capture(child)?;
+    count_capture(out)
+}
+
+/// Waits for a capture to exit; an error if it failed.
+pub fn wait_capture(child: Child) -> Result<()> {
     let result = child.wait_with_output()?;
     if !result.status.success() {
         bail!(
@@ -132,6 +193,11 @@ pub fn stop_capture(child: Child, out: &Path) -> Result<(u64, u64)> {
             String::from_utf8_lossy(&result.stderr)
         );
     }
+    Ok(())
+}
+
+/// The frames a capture file holds that are not `other`, and the losses its statistics block reports.
+pub fn count_capture(out: &Path) -> Result<(u64, u64)> {
     let mut reader = CaptureReader::open(out)?;
     let decoder = Decoder::default();
     let (mut i, mut captured) = (0, 0u64);
