@@ -4,6 +4,7 @@
 
 mod beside;
 pub mod dcqcn;
+pub mod fabric;
 pub mod findings;
 pub mod hist;
 pub mod hops;
