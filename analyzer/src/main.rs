@@ -707,6 +707,7 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
         pauses: &analysis.pauses,
         findings: &analysis.findings,
         hops: analysis.hops.as_ref(),
+        fabric: &analysis.fabric,
     };
     let files = write_report_with(&a.out, &input, &kernel)
         .with_context(|| format!("writing the report into {}", a.out.display()))?;

@@ -70,6 +70,8 @@ pub struct Analysis {
     pub findings: Vec<Finding>,
     /// Hops, queues and marking, when some packet was seen at two taps.
     pub hops: Option<hops::HopsReport>,
+    /// The hosts side by side: each host pair's rate and what slowed it.
+    pub fabric: fabric::FabricReport,
 }
 
 /// Runs every analysis over `capture`. A damaged file still yields the analysis of everything before the
@@ -139,6 +141,12 @@ pub fn run_with_model_events(
         end_ns: stats.capture.last_ns.unwrap_or(0),
         storm_threshold_ns: opts.storm_threshold_ns,
     });
+    let fabric = fabric::analyse(fabric::FabricInputs {
+        stats: &stats,
+        intervals: &pauses.intervals,
+        hosts: &hosts,
+        series: &series.flows,
+    });
     let mut findings = findings::diagnose(&stats, &dcqcn, &pauses, &opts.rules);
     let hops = match hops {
         LazyHops::Waiting { .. } => None,
@@ -157,6 +165,7 @@ pub fn run_with_model_events(
         pauses,
         findings,
         hops,
+        fabric,
     })
 }
 

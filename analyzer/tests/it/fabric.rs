@@ -8,7 +8,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{analyzer, pfc_frame, run, v4_frame, workspace};
+use crate::common::{analyzer, parquet_rows, pfc_frame, report_of, run, v4_frame, workspace};
+use analyzer::output::report::charts::Chart;
+use analyzer::output::report::fabric as fabric_section;
 use roce_capture::LinkType;
 use roce_capture::write::{PcapngWriter, SectionInfo};
 use roce_wire::ext::AethRepr;
@@ -132,6 +134,78 @@ fn every_pair_gets_what_it_sent_and_the_congested_pair_comes_first() {
     }
     assert_eq!(host(&f, "10.0.0.4")["cnps_sent"], slow_cnps(&truth));
     assert_eq!(f["links"].as_array().unwrap().len(), 4);
+}
+
+/// The report's Fabric section is the same analysis as the command, fed by the report's own passes: its
+/// `summary.json` carries what `fabric --json` prints, and its heatmaps hold a cell per pair that carried data.
+#[test]
+fn the_report_shows_what_the_command_finds() {
+    let capture = workspace().join("samples/captures/all_to_all_slow_pair.pcapng");
+    let (_, summary, dir) = report_of(&capture, &[]);
+    assert_eq!(summary["fabric"], fabric_json(&[&capture]));
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    let section = &html[html.find("<h2 id=\"fabric\">").expect("the fabric section")..];
+    let section = &section[..section.find("<h2 id=\"flows\"").unwrap()];
+    assert_eq!(section.matches("<svg").count(), 2, "two heatmaps");
+    assert!(section.contains("the slowest, 10.0.0.1 → 10.0.0.4, ran at 3.02 Gb/s (53 % of it): CE-marked, throttled by CNPs."));
+    for png in ["fabric_rate.png", "fabric_ce.png"] {
+        assert!(dir.path().join(png).is_file(), "{png}");
+    }
+    for table in ["fabric_pairs", "fabric_hosts"] {
+        let rows = parquet_rows(&dir.path().join(format!("{table}.parquet")));
+        let key = if table == "fabric_pairs" {
+            "pairs"
+        } else {
+            "hosts"
+        };
+        assert_eq!(
+            rows.len(),
+            summary["fabric"][key].as_array().unwrap().len(),
+            "{table}"
+        );
+    }
+}
+
+#[test]
+fn a_heatmap_has_a_cell_for_each_pair_and_none_where_no_data_went() {
+    let capture = workspace().join("samples/captures/all_to_all_slow_pair.pcapng");
+    let f: analyzer::analysis::fabric::FabricReport = {
+        let mut c = roce_capture::Capture::open_file(&capture).unwrap();
+        let mut pass = analyzer::analysis::fabric::FabricPass::new(
+            roce_core::line::LineRates::default(),
+            Default::default(),
+        );
+        roce_core::frames::Frames::new(&mut c, Default::default()).for_each(|fr| pass.frame(fr));
+        pass.finish(&c)
+    };
+    let hosts: Vec<std::net::IpAddr> = f.hosts.iter().map(|h| h.host).collect();
+    let Chart::Heatmap(rate) = fabric_section::rate_map(&f, &hosts) else {
+        panic!("a heatmap")
+    };
+    assert_eq!(rate.rows, rate.columns);
+    assert_eq!(rate.rows.len(), 5);
+    let filled: usize = rate.cells.iter().flatten().filter(|c| c.is_some()).count();
+    assert_eq!(filled, f.pairs.len());
+    for (i, row) in rate.cells.iter().enumerate() {
+        assert!(row[i].is_none(), "a host sends nothing to itself");
+    }
+    // Row h1, column h4: the slow pair, at its rate; the fastest pair sets the scale.
+    let cell = rate.cells[0][3].as_ref().unwrap();
+    assert_eq!(Some(cell.value), pair_gbps(&f, "10.0.0.1", "10.0.0.4"));
+    assert_eq!(cell.text, "3.02 Gb/s");
+    assert_eq!(Some(rate.max), pair_gbps(&f, "10.0.0.5", "10.0.0.4"));
+    let Chart::Heatmap(ce) = fabric_section::ce_map(&f, &hosts) else {
+        panic!("a heatmap")
+    };
+    assert_eq!(ce.cells[0][3].as_ref().unwrap().text, "86.4 %");
+    assert_eq!(ce.cells[1][3].as_ref().unwrap().value, 0.0);
+}
+
+fn pair_gbps(f: &analyzer::analysis::fabric::FabricReport, src: &str, dst: &str) -> Option<f64> {
+    f.pairs
+        .iter()
+        .find(|p| p.src.to_string() == src && p.dst.to_string() == dst)
+        .and_then(|p| p.gbps)
 }
 
 fn slow_cnps(truth: &Value) -> Value {

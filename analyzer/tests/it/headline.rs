@@ -34,6 +34,7 @@ fn headline_of(a: &Analysis) -> Headline {
         pauses: &a.pauses,
         findings: &a.findings,
         hops: a.hops.as_ref(),
+        fabric: &a.fabric,
     })
 }
 
