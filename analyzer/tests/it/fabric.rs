@@ -8,13 +8,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{analyzer, parquet_rows, pfc_frame, report_of, run, v4_frame, workspace};
+use crate::common::{analyzer, parquet_rows, pfc_frame, report_of, run, workspace};
 use analyzer::output::report::charts::Chart;
 use analyzer::output::report::fabric as fabric_section;
-use roce_capture::LinkType;
-use roce_capture::write::{PcapngWriter, SectionInfo};
-use roce_wire::ext::AethRepr;
-use roce_wire::{BthRepr, ExtHeaders, Opcode};
+use testkit::frames::{Net, write_taps};
 
 fn fabric_json(files: &[&Path]) -> Value {
     let out = run(analyzer().arg("fabric").arg("--json").args(files));
@@ -218,64 +215,11 @@ fn slow_cnps(truth: &Value) -> Value {
         .clone()
 }
 
-/// A capture file with one interface per tap, the frames written in time order.
-fn write_capture(path: &Path, taps: &[&str], mut frames: Vec<(u32, u64, Vec<u8>)>) {
-    let mut w = PcapngWriter::new(
-        std::fs::File::create(path).unwrap(),
-        &SectionInfo::default(),
-    )
-    .unwrap();
-    for t in taps {
-        w.add_interface_with_speed(
-            LinkType::ETHERNET,
-            65535,
-            Some(t),
-            None,
-            Some(100_000_000_000),
-        )
-        .unwrap();
-    }
-    frames.sort_by_key(|f| f.1);
-    for (tap, ts, data) in frames {
-        w.write_packet(tap, ts, &data, data.len() as u32).unwrap();
-    }
-    w.flush().unwrap();
-}
-
-/// `n` SEND ONLY packets of 1 KiB from host `src` to host `dst`, 1 µs apart from `t0`, each seen at every tap
-/// of `taps` (a tap further along sees it 500 ns later); the packets whose index `ce` says arrive CE-marked
-/// at the taps after the first. `dst` acknowledges every 16th, which is how its MAC becomes known.
-fn sends(
-    src: u8,
-    dst: u8,
-    n: u32,
-    t0: u64,
-    taps: &[u32],
-    ce: impl Fn(u32) -> bool,
-) -> Vec<(u32, u64, Vec<u8>)> {
-    let mut out = Vec::new();
-    for i in 0..n {
-        let bth = BthRepr::new(Opcode::RC_SEND_ONLY, 0x100 + u32::from(dst), 1000 + i);
-        for (k, &tap) in taps.iter().enumerate() {
-            let ecn = if k > 0 && ce(i) { 3 } else { 2 };
-            let frame = v4_frame(src, dst, ecn, bth, ExtHeaders::default(), &[0; 1024]);
-            out.push((tap, t0 + u64::from(i) * 1_000 + 500 * k as u64, frame));
-            if i % 16 == 15 {
-                let aeth = ExtHeaders {
-                    aeth: Some(AethRepr {
-                        syndrome: 0x1f,
-                        msn: i,
-                    }),
-                    ..ExtHeaders::default()
-                };
-                let bth = BthRepr::new(Opcode::RC_ACKNOWLEDGE, 0x200 + u32::from(src), 1000 + i);
-                let ack = v4_frame(dst, src, 2, bth, aeth, &[]);
-                out.push((tap, t0 + u64::from(i) * 1_000 + 800 - 500 * k as u64, ack));
-            }
-        }
-    }
-    out
-}
+/// The crafted captures' hosts: 10.0.0.h, DSCP 26 (priority 3).
+const NET: Net = Net {
+    prefix: [10, 0, 0],
+    dscp: 26,
+};
 
 const SWITCH_PORT: [u8; 6] = [2, 0, 0, 1, 0, 1];
 
@@ -284,15 +228,15 @@ fn pauses_are_tied_to_the_hosts_they_stopped_and_packets_count_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("three.pcapng");
     // Taps 0, 1, 2 on the links of hosts 1, 2, 3: every packet is seen at its sender's and its receiver's.
-    let mut frames = sends(1, 2, 400, 0, &[0, 1], |i| i % 4 == 0);
-    frames.extend(sends(1, 3, 400, 100, &[0, 2], |_| false));
-    frames.extend(sends(2, 3, 400, 200, &[1, 2], |_| false));
+    let mut frames = NET.sends((1, 2), 400, 0, &[0, 1], |i| i % 4 == 0);
+    frames.extend(NET.sends((1, 3), 400, 100, &[0, 2], |_| false));
+    frames.extend(NET.sends((2, 3), 400, 200, &[1, 2], |_| false));
     // The switch pauses host 1 for 200 µs (on host 1's link); host 3 pauses its switch for 50 µs.
     frames.push((0, 100_000, pfc_frame(SWITCH_PORT, 3, 65535)));
     frames.push((0, 300_000, pfc_frame(SWITCH_PORT, 3, 0)));
-    frames.push((2, 500_000, pfc_frame([2, 0, 0, 0, 0, 3], 3, 65535)));
-    frames.push((2, 550_000, pfc_frame([2, 0, 0, 0, 0, 3], 3, 0)));
-    write_capture(&path, &["h1", "h2", "h3"], frames);
+    frames.push((2, 500_000, pfc_frame(NET.mac(3), 3, 65535)));
+    frames.push((2, 550_000, pfc_frame(NET.mac(3), 3, 0)));
+    write_taps(&path, &["h1", "h2", "h3"], frames);
     let f = fabric_json(&[&path]);
 
     let p12 = pair(&f, "10.0.0.1", "10.0.0.2");
@@ -330,11 +274,11 @@ fn pauses_between_switches_and_untapped_ends_are_unknown_not_zero() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("uplink.pcapng");
     // One tap between two switches that carries two pairs' traffic, and a pause there from a switch port.
-    let mut frames = sends(1, 2, 200, 0, &[0], |_| false);
-    frames.extend(sends(3, 4, 50, 100, &[0], |_| false));
+    let mut frames = NET.sends((1, 2), 200, 0, &[0], |_| false);
+    frames.extend(NET.sends((3, 4), 50, 100, &[0], |_| false));
     frames.push((0, 10_000, pfc_frame(SWITCH_PORT, 3, 65535)));
     frames.push((0, 20_000, pfc_frame(SWITCH_PORT, 3, 0)));
-    write_capture(&path, &["uplink"], frames);
+    write_taps(&path, &["uplink"], frames);
     let f = fabric_json(&[&path]);
     assert!(f["links"].as_array().unwrap().is_empty());
     let unplaced = f["unplaced_pauses"].as_array().unwrap();
@@ -364,7 +308,7 @@ fn pauses_between_switches_and_untapped_ends_are_unknown_not_zero() {
 fn a_capture_without_data_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pfc.pcapng");
-    write_capture(
+    write_taps(
         &path,
         &["a"],
         vec![(0, 1_000, pfc_frame(SWITCH_PORT, 3, 65535))],
