@@ -54,7 +54,7 @@ pub(super) fn write(r: &mut Report<'_>) -> Result<(), ReportError> {
         "note",
         "Each packet counts once however many taps saw it. A pause is tied to a host only where the capture \
          shows whom it stopped (a host's own MAC, or the switch at the other end of a tap on the host's link); \
-         `-` where it cannot tell. Definitions: docs/fabric.md.",
+         a dash where it cannot tell. Definitions: docs/fabric.md.",
     );
     Ok(())
 }
@@ -206,14 +206,16 @@ fn slowest_table(f: &FabricReport) -> String {
         .take(MAX_ROWS)
         .enumerate()
         .map(|(i, s)| {
-            let why: Vec<&str> = s.reasons.iter().map(|r| r.text.as_str()).collect();
+            // The reasons' words, short enough for a table cell; their full texts with the numbers are in
+            // summary.json, and the numbers in the hosts' table and the heatmaps.
+            let why: Vec<&str> = s.reasons.iter().map(|r| r.code).collect();
             vec![
                 (i + 1).to_string(),
                 s.src.to_string(),
                 s.dst.to_string(),
                 fmt_rate(s.gbps * 1e9),
                 format!("{:.0} %", 100.0 * s.share_of_median),
-                why.join("; "),
+                reason_words(&why),
             ]
         })
         .collect();
