@@ -13,6 +13,8 @@ per collector. OUT_DIR receives one Parquet directory per table:
 - pfc:    PFC/PAUSE per tap, source MAC and priority, with the pause time, as the pfc table of `stats`
 - hops:   the same packet seen at two collectors, per pair of collectors and direction of traffic (src, dst):
           matched packets and the delay between the sightings
+- pairs:  per ordered host pair that carried RoCE data, as the pairs of `roce-analyzer fabric`
+- hosts:  per host, as the hosts of `roce-analyzer fabric`
 
 The definitions, and why each one is what it is, are in docs/spark.md. Only PySpark's own API is used (no
 pandas or pyarrow), so `pip install pyspark` and a Java runtime are all a machine needs.
@@ -74,11 +76,13 @@ def read_frames(spark, dataset):
 
 
 def check_schema(frames):
-    """Refuses datasets of another schema version, and returns the last timestamp over all frames (the end of
-    the merged capture, where pauses still running are cut, as `stats` cuts them)."""
+    """Refuses datasets of another schema version, and returns the first and last timestamps over all frames
+    (the span of the merged capture, over which `fabric` gives its rates; pauses still running at its end are
+    cut there, as `stats` cuts them)."""
     row = frames.agg(
         F.min("schema_version").alias("lo"),
         F.max("schema_version").alias("hi"),
+        F.min("time_ns").alias("start_ns"),
         F.max("time_ns").alias("end_ns"),
     ).first()
     if row["lo"] is not None and (row["lo"] != SCHEMA_VERSION or row["hi"] != SCHEMA_VERSION):
@@ -86,7 +90,7 @@ def check_schema(frames):
             f"rocetrace_job: the dataset has schema versions {row['lo']}..{row['hi']}; this job reads "
             f"version {SCHEMA_VERSION} (rewrite the datasets with the matching roce-analyzer, or use its job)"
         )
-    return row["end_ns"] or 0
+    return row["start_ns"] or 0, row["end_ns"] or 0
 
 
 # IBTA's operation names by operation code (the BTH opcode's low five bits), and the transports by the high
@@ -343,19 +347,19 @@ def pause_events(row):
             yield (row["collector"], row["tap"], mac, prio), event(row[f"pfc_quanta_{prio}"])
 
 
-def pause_time(key, events, link_bps, end_ns):
+def pause_fold(events, link_bps, end_ns):
     """The pause accounting of `stats`, in picoseconds as it does it (a quantum at 100 Gb/s is 5.12 ns): an
     XOFF starts a pause or moves its end to quanta x 512 bit times after the frame, an XON ends it at once, a
     pause ends by itself when its time runs out, and one still running at the capture's end is cut there. A
-    pause never ends before it began, whatever order the timestamps come in."""
+    pause never ends before it began, whatever order the timestamps come in. Returns (frames, xoff, xon,
+    pauses, paused_ps, intervals), the intervals as (start_ps, end_ps)."""
     frames = xoff = xon = pauses = 0
-    paused_ps = 0
+    intervals = []
     since = None
     until = 0
 
     def close(start, end):
-        nonlocal paused_ps
-        paused_ps += max(end, start) - start
+        intervals.append((start, max(end, start)))
 
     for _, ts_ns, quanta in sorted(events):
         t = ts_ns * 1000
@@ -376,15 +380,20 @@ def pause_time(key, events, link_bps, end_ns):
             until = t + quanta * BITS_PER_QUANTUM * 10**12 // link_bps
     if since is not None:
         close(since, max(min(until, end_ns * 1000), since))
+    paused_ps = sum(b - a for a, b in intervals)
+    return frames, xoff, xon, pauses, paused_ps, intervals
+
+
+def pause_time(key, events, link_bps, end_ns):
+    """One row of the pfc table: a (tap, MAC, priority)'s frames folded by `pause_fold`."""
+    frames, xoff, xon, pauses, paused_ps, _ = pause_fold(events, link_bps, end_ns)
     collector, tap, mac, prio = key
     kind = "pause" if prio is None else "pfc"
     return (collector, tap, mac, kind, prio, frames, xoff, xon, pauses, paused_ps // 1000)
 
 
-def pfc_table(spark, frames, link_bps, end_ns):
-    """PFC and PAUSE per tap, source MAC and priority. The pause state of a priority depends on the order of
-    its frames, so each (tap, MAC, priority) is folded in frame order by one task; these frames are few next
-    to the data frames."""
+def pause_control(frames):
+    """The PFC and PAUSE frames, grouped per (tap, MAC, priority) as `pause_events` keys them."""
     control = frames.where(F.col("kind").isin("pfc", "pause")).select(
         "collector",
         "tap",
@@ -396,12 +405,30 @@ def pfc_table(spark, frames, link_bps, end_ns):
         "pause_quanta",
         *[f"pfc_quanta_{p}" for p in range(8)],
     )
-    rows = (
-        control.rdd.flatMap(pause_events)
-        .groupByKey()
-        .map(lambda kv: pause_time(kv[0], kv[1], link_bps, end_ns))
-    )
+    return control.rdd.flatMap(pause_events).groupByKey()
+
+
+def pfc_table(spark, frames, link_bps, end_ns):
+    """PFC and PAUSE per tap, source MAC and priority. The pause state of a priority depends on the order of
+    its frames, so each (tap, MAC, priority) is folded in frame order by one task; these frames are few next
+    to the data frames."""
+    rows = pause_control(frames).map(lambda kv: pause_time(kv[0], kv[1], link_bps, end_ns))
     return spark.createDataFrame(rows, PFC_SCHEMA)
+
+
+def pause_intervals(frames, link_bps, end_ns):
+    """Every pause as `stats` finds it: (collector, tap, MAC, priority, start_ns, end_ns), each end rounded down
+    to the ns as the analyzer's pause intervals are."""
+    return (
+        pause_control(frames)
+        .flatMap(
+            lambda kv: [
+                (*kv[0], a // 1000, b // 1000)
+                for a, b in pause_fold(kv[1], link_bps, end_ns)[5]
+            ]
+        )
+        .collect()
+    )
 
 
 def hops_table(frames):
@@ -431,14 +458,274 @@ def hops_table(frames):
         F.max("delay_ns").alias("delay_max_ns"),
     )
 
+# The fabric view (docs/fabric.md): hosts and ordered host pairs, as `roce-analyzer fabric` gives them over the
+# same frames merged on one machine. The per-flow counts are aggregations over the data frames; what follows
+# them (the pairs, the hosts, which pause stopped whom) has a row per host pair, host or pause, and is folded
+# on the driver.
+
+TAP = ["collector", "tap"]
+
+
+def priority_col():
+    """A flow's priority as the analyzer gives it without a DSCP map recorded by the tracer or given with
+    --dscp-map: the PCP of a tagged frame, else DSCP/8 (docs/priority.md)."""
+    return F.coalesce(F.col("pcp"), F.shiftright(F.col("dscp"), 3))
+
+
+def flows_once(frames, flows):
+    """Each data flow once over the taps that saw it carry data (packets with payload): the most any tap saw of
+    its packets, bytes, CE marks and retransmissions, the fewest PSNs a tap missed, and its priorities."""
+    data = frames.where(
+        (F.col("kind") == "roce")
+        & F.col("src").isNotNull()
+        & F.col("opcode").isNotNull()
+        & (F.col("payload_len") > 0)
+    )
+    per_tap = data.groupBy(*FLOW_KEY).agg(
+        F.count(F.lit(1)).alias("packets"),
+        F.sum("len").cast("long").alias("bytes"),
+        count_where(F.col("ecn") == ECN_CE).alias("ce_packets"),
+    )
+    rows = flows.select(
+        *[F.col(k).alias(f"_{k}") for k in FLOW_KEY],
+        "psn_gaps",
+        "retransmissions",
+        priority_col().alias("priority"),
+    )
+    return join_on_flow(per_tap, rows).groupBy("src", "dst", "dest_qp").agg(
+        F.max("packets").alias("packets"),
+        F.max("bytes").alias("bytes"),
+        F.max("ce_packets").alias("ce_packets"),
+        F.min("psn_gaps").alias("psn_gaps"),
+        F.max("retransmissions").alias("retransmitted"),
+        F.collect_set("priority").alias("priorities"),
+    )
+
+
+def host_links(flows, cnps):
+    """{(collector, tap): host} for every tap on one host's own link: the host is on every flow and CNP stream
+    the tap saw, every stream of the host that any tap saw passed this one, and no other host is both."""
+    streams = flows.select(*TAP, F.lit(False).alias("cnp"), "src", "dst", "dest_qp").unionByName(
+        cnps.select(*TAP, F.lit(True).alias("cnp"), "src", "dst", "dest_qp")
+    )
+    ends = streams.withColumn("ip", F.explode(F.array_distinct(F.array("src", "dst"))))
+    at_tap = ends.groupBy(*TAP, "ip").agg(F.count(F.lit(1)).alias("here"))
+    per_tap = streams.groupBy(*[F.col(k).alias(f"_{k}") for k in TAP]).agg(
+        F.count(F.lit(1)).alias("at_tap")
+    )
+    of_host = (
+        ends.select("cnp", "src", "dst", "dest_qp", F.col("ip").alias("_ip"))
+        .distinct()
+        .groupBy("_ip")
+        .agg(F.count(F.lit(1)).alias("anywhere"))
+    )
+    whole = (
+        at_tap.join(per_tap, on=[at_tap[k].eqNullSafe(per_tap[f"_{k}"]) for k in TAP])
+        .join(of_host, on=at_tap["ip"] == of_host["_ip"])
+        .where((F.col("here") == F.col("at_tap")) & (F.col("here") == F.col("anywhere")))
+    )
+    links = whole.groupBy(*TAP).agg(F.count(F.lit(1)).alias("n"), F.first("ip").alias("ip"))
+    return {(r["collector"], r["tap"]): r["ip"] for r in links.where(F.col("n") == 1).collect()}
+
+
+def mac_owners(frames):
+    """{MAC: IP} for every MAC whose RoCE and CNP frames all carried one source address."""
+    roce = frames.where(
+        F.col("kind").isin("roce", "cnp") & F.col("src_mac").isNotNull() & F.col("src").isNotNull()
+    )
+    owners = roce.groupBy("src_mac").agg(
+        F.countDistinct("src").alias("n"), F.first("src").alias("ip")
+    )
+    return {r["src_mac"]: r["ip"] for r in owners.where(F.col("n") == 1).collect()}
+
+
+def union_ns(intervals, priorities):
+    """The time covered by the pauses (priority, start_ns, end_ns) that stop `priorities` (a PAUSE, priority
+    None, stops every one), overlaps counted once."""
+    spans = sorted((a, max(a, b)) for p, a, b in intervals if p is None or p in priorities)
+    total = 0
+    open_span = None
+    for a, b in spans:
+        if open_span is not None and a <= open_span[1]:
+            open_span = (open_span[0], max(open_span[1], b))
+        else:
+            if open_span is not None:
+                total += open_span[1] - open_span[0]
+            open_span = (a, b)
+    return total + (open_span[1] - open_span[0] if open_span else 0)
+
+
+class Pauses:
+    """Which host each pause stopped: one from a host's own MAC stops the traffic to it, one on a host's own
+    link from another MAC stops the host's sending, and the rest (a switch pausing a switch) are unplaced."""
+
+    def __init__(self, intervals, links, owners, pfc_rows):
+        self.links = links
+        self.linked = set(links.values())
+        self.owners = owners
+        self.pfc_rows = pfc_rows
+        self.stop_sending = {}
+        self.stop_receiving = {}
+        self.unplaced = []
+        for collector, tap, mac, prio, start, end in intervals:
+            where = (collector, tap)
+            if mac in owners:
+                self.stop_receiving.setdefault(owners[mac], {}).setdefault(where, []).append((prio, start, end))
+            elif where in links:
+                self.stop_sending.setdefault(links[where], {}).setdefault(where, []).append((prio, start, end))
+            else:
+                self.unplaced.append(prio)
+
+    def mac_of(self, host):
+        macs = sorted(m for m, ip in self.owners.items() if ip == host)
+        return ",".join(macs) if macs else None
+
+    def pauses_sent(self, host):
+        most = {}
+        for r in self.pfc_rows:
+            if self.owners.get(r["src_mac"]) == host:
+                key = (r["src_mac"], r["kind"], r["priority"])
+                most[key] = max(most.get(key, 0), r["pauses"])
+        sent = sum(most.values())
+        known = self.mac_of(host) is not None and (host in self.linked or sent > 0)
+        return sent if known else None
+
+    def host_paused_ns(self, host, priorities):
+        if host not in self.linked:
+            return None
+        taps = self.stop_sending.get(host, {})
+        return max((union_ns(ivs, priorities) for ivs in taps.values()), default=0)
+
+    def pair_paused_ns(self, src, dst, priorities):
+        if src not in self.linked or dst not in self.linked:
+            return None
+        if any(p is None or p in priorities for p in self.unplaced):
+            return None
+        by_tap = {}
+        for taps in (self.stop_sending.get(src, {}), self.stop_receiving.get(dst, {})):
+            for where, ivs in taps.items():
+                by_tap.setdefault(where, []).extend(ivs)
+        return max((union_ns(ivs, priorities) for ivs in by_tap.values()), default=0)
+
+
+PAIRS_SCHEMA = T.StructType(
+    [T.StructField(name, t) for name, t in [
+        ("src", T.StringType()),
+        ("dst", T.StringType()),
+        ("flows", T.LongType()),
+        ("packets", T.LongType()),
+        ("bytes", T.LongType()),
+        ("gbps", T.DoubleType()),
+        ("ce_packets", T.LongType()),
+        ("ce_fraction", T.DoubleType()),
+        ("cnps", T.LongType()),
+        ("psn_gaps", T.LongType()),
+        ("retransmitted", T.LongType()),
+        ("priority", T.IntegerType()),
+        ("paused_ns", T.LongType()),
+    ]]
+)
+
+HOSTS_SCHEMA = T.StructType(
+    [T.StructField(name, t) for name, t in [
+        ("host", T.StringType()),
+        ("mac", T.StringType()),
+        ("tx_gbps", T.DoubleType()),
+        ("rx_gbps", T.DoubleType()),
+        ("cnps_sent", T.LongType()),
+        ("cnps_received", T.LongType()),
+        ("pauses_sent", T.LongType()),
+        ("paused_ns", T.LongType()),
+        ("retransmitted", T.LongType()),
+    ]]
+)
+
+
+def fabric_tables(spark, frames, flows, cnps, pfc, link_bps, start_ns, end_ns):
+    """The pairs and hosts tables of `roce-analyzer fabric`: rates over the span of all the datasets, each
+    flow and CNP stream counted once over the taps, pauses tied to the hosts they stopped where the capture
+    shows it (docs/fabric.md)."""
+    span = end_ns - start_ns
+
+    def rate(b):
+        return b * 8.0 / span if span > 0 else None
+
+    pair_rows = (
+        flows_once(frames, flows)
+        .groupBy("src", "dst")
+        .agg(
+            F.count(F.lit(1)).alias("flows"),
+            F.sum("packets").alias("packets"),
+            F.sum("bytes").alias("bytes"),
+            F.sum("ce_packets").alias("ce_packets"),
+            F.sum("psn_gaps").alias("psn_gaps"),
+            F.sum("retransmitted").alias("retransmitted"),
+            F.array_distinct(F.flatten(F.collect_list("priorities"))).alias("priorities"),
+        )
+        .collect()
+    )
+    streams = cnps.groupBy("src", "dst", "dest_qp").agg(F.max("count").alias("count"))
+    cnp_pairs = {
+        (r["src"], r["dst"]): r["n"]
+        for r in streams.groupBy("src", "dst").agg(F.sum("count").alias("n")).collect()
+    }
+    pauses = Pauses(
+        pause_intervals(frames, link_bps, end_ns),
+        host_links(flows, cnps),
+        mac_owners(frames),
+        pfc.collect(),
+    )
+    pairs = []
+    for r in pair_rows:
+        prios = set(r["priorities"])
+        pairs.append({
+            "src": r["src"],
+            "dst": r["dst"],
+            "flows": r["flows"],
+            "packets": r["packets"],
+            "bytes": r["bytes"],
+            "gbps": rate(r["bytes"]),
+            "ce_packets": r["ce_packets"],
+            "ce_fraction": r["ce_packets"] / max(r["packets"], 1),
+            "cnps": cnp_pairs.get((r["dst"], r["src"]), 0),
+            "psn_gaps": r["psn_gaps"],
+            "retransmitted": r["retransmitted"],
+            "priority": next(iter(prios)) if len(prios) == 1 else None,
+            "paused_ns": pauses.pair_paused_ns(r["src"], r["dst"], prios),
+            "_priorities": prios,
+        })
+    addresses = flows.select(F.col("src").alias("ip")).union(flows.select("dst")).union(
+        cnps.select("src")
+    ).union(cnps.select("dst"))
+    hosts = []
+    for host in sorted(r["ip"] for r in addresses.distinct().collect()):
+        sent = [p for p in pairs if p["src"] == host]
+        hosts.append({
+            "host": host,
+            "mac": pauses.mac_of(host),
+            "tx_gbps": rate(sum(p["bytes"] for p in sent)),
+            "rx_gbps": rate(sum(p["bytes"] for p in pairs if p["dst"] == host)),
+            "cnps_sent": sum(n for (np, _), n in cnp_pairs.items() if np == host),
+            "cnps_received": sum(n for (_, rp), n in cnp_pairs.items() if rp == host),
+            "pauses_sent": pauses.pauses_sent(host),
+            "paused_ns": pauses.host_paused_ns(host, set().union(*[p["_priorities"] for p in sent])),
+            "retransmitted": sum(p["retransmitted"] for p in sent),
+        })
+    as_rows = lambda rows, schema: [tuple(r[f.name] for f in schema.fields) for r in rows]  # noqa: E731
+    return (
+        spark.createDataFrame(as_rows(pairs, PAIRS_SCHEMA), PAIRS_SCHEMA),
+        spark.createDataFrame(as_rows(hosts, HOSTS_SCHEMA), HOSTS_SCHEMA),
+    )
+
 
 def main(argv):
     parser = argparse.ArgumentParser(
         prog="rocetrace_job.py",
-        description="Flows, CNP streams, PFC pause time and cross-collector hops of rocetrace datasets.",
+        description="Flows, CNP streams, PFC pause time, cross-collector hops, and host pairs and hosts of rocetrace "
+        "datasets.",
     )
     parser.add_argument("dataset", help="directory of collector=NAME/ datasets (local, hdfs://, s3a://)")
-    parser.add_argument("out", help="directory for the flows, cnps, pfc and hops tables (replaced)")
+    parser.add_argument("out", help="directory for the flows, cnps, pfc, hops, pairs and hosts tables (replaced)")
     parser.add_argument(
         "--link-speed",
         type=parse_speed,
@@ -453,7 +740,7 @@ def main(argv):
         .getOrCreate()
     )
     frames = read_frames(spark, args.dataset)
-    end_ns = check_schema(frames)
+    start_ns, end_ns = check_schema(frames)
     out = args.out.rstrip("/")
     tables = {
         "flows": flows_table(spark, frames),
@@ -461,6 +748,12 @@ def main(argv):
         "pfc": pfc_table(spark, frames, args.link_speed, end_ns),
         "hops": hops_table(frames),
     }
+    # The flows, CNP and PFC tables are read again by the fabric tables: kept rather than computed twice.
+    for name in ("flows", "cnps", "pfc"):
+        tables[name] = tables[name].cache()
+    tables["pairs"], tables["hosts"] = fabric_tables(
+        spark, frames, tables["flows"], tables["cnps"], tables["pfc"], args.link_speed, start_ns, end_ns
+    )
     for name, table in tables.items():
         table.write.mode("overwrite").parquet(f"{out}/{name}")
     spark.stop()

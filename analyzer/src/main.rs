@@ -10,11 +10,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use analyzer::analysis::dcqcn::{DcqcnPass, Options};
+use analyzer::analysis::fabric::FabricPass;
 use analyzer::analysis::findings::Severity;
 use analyzer::analysis::hops::{self as hops_analysis, HopsOptions};
 use analyzer::analysis::model_log::{self, ModelLog};
 use analyzer::analysis::{self as pipeline, PipelineOptions};
 use analyzer::output::dataset;
+use analyzer::output::fabric::print_fabric;
 use analyzer::output::frames as print;
 use analyzer::output::hops::print_hops;
 use analyzer::output::report::export::{self, write_kernel_tables};
@@ -62,6 +64,34 @@ enum Command {
     Report(ReportArgs),
     /// The same packets at several taps: per-hop delay, each switch queue's depth and its ECN marking curve.
     Hops(HopsArgs),
+    /// The hosts side by side: each host pair's rate, CE, CNPs, losses and pauses, and the slow pairs with why.
+    Fabric(FabricArgs),
+}
+
+#[derive(Debug, Args)]
+struct FabricArgs {
+    #[command(flatten)]
+    input: Input,
+    #[command(flatten)]
+    tables: TableArgs,
+    /// One JSON document with the keys hosts, pairs, slowest (see docs/fabric.md).
+    #[arg(long)]
+    json: bool,
+}
+
+/// How the per-tap tables of `stats` and `fabric` turn pause quanta into time and give untagged frames a
+/// priority.
+#[derive(Debug, Args)]
+struct TableArgs {
+    /// Line rate of every tap, which converts PFC/PAUSE quanta into time (512 bit times each). By default
+    /// each tap's own, as the capture recorded it (pcapng if_speed), else 100 Gb/s assumed. A number alone is
+    /// Gb/s (25); or 25G, 400Gbps, 100000M.
+    #[arg(long, value_name = "SPEED", value_parser = units::parse_speed)]
+    link_speed: Option<u64>,
+    /// DSCP → priority entries for untagged frames (e.g. 26=3,48=6), on top of the map the tracer recorded
+    /// in the capture, else of DSCP/8; they win over both. See docs/priority.md.
+    #[arg(long, value_name = "DSCP=PRIO,...", value_parser = parse_dscp_map)]
+    dscp_map: Option<PriorityMap>,
 }
 
 #[derive(Debug, Args)]
@@ -257,15 +287,8 @@ struct StatsArgs {
     /// decodes on the reading thread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     threads: Option<u32>,
-    /// Line rate of every tap, which converts PFC/PAUSE quanta into time (512 bit times each). By default
-    /// each tap's own, as the capture recorded it (pcapng if_speed), else 100 Gb/s assumed. A number alone is
-    /// Gb/s (25); or 25G, 400Gbps, 100000M.
-    #[arg(long, value_name = "SPEED", value_parser = units::parse_speed)]
-    link_speed: Option<u64>,
-    /// DSCP → priority entries for untagged frames (e.g. 26=3,48=6), on top of the map the tracer recorded
-    /// in the capture, else of DSCP/8; they win over both. See docs/priority.md.
-    #[arg(long, value_name = "DSCP=PRIO,...", value_parser = parse_dscp_map)]
-    dscp_map: Option<PriorityMap>,
+    #[command(flatten)]
+    tables: TableArgs,
     /// One JSON document with the keys capture, flows, cnps, pfc.
     #[arg(long)]
     json: bool,
@@ -299,6 +322,7 @@ fn main() -> ExitCode {
         Command::Dcqcn(a) => dcqcn(a),
         Command::Report(a) => report(a),
         Command::Hops(a) => hops(a),
+        Command::Fabric(a) => fabric(a),
     };
     match result {
         Ok(code) => code,
@@ -427,6 +451,26 @@ fn hops(a: HopsArgs) -> Result<ExitCode> {
     Ok(finish(&capture))
 }
 
+fn fabric(a: FabricArgs) -> Result<ExitCode> {
+    let mut capture = open(&a.input)?;
+    let mut pass = FabricPass::new(
+        LineRates::flag(a.tables.link_speed),
+        a.tables.dscp_map.unwrap_or_default(),
+    );
+    Frames::new(&mut capture, decoder(&a.input)).for_each(|f| pass.frame(f));
+    capture.check_window()?;
+    let report = pass.finish(&capture);
+    let mut out = BufWriter::new(io::stdout().lock());
+    if a.json {
+        analyzer::output::json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        print_fabric(&mut out, &report)?;
+    }
+    out.flush()?;
+    Ok(finish(&capture))
+}
+
 fn decode(a: DecodeArgs) -> Result<ExitCode> {
     let filter: Option<Filter> = a.filter.as_deref().map(str::parse).transpose()?;
     let mut capture = open(&a.input)?;
@@ -507,8 +551,8 @@ fn parse_dscp_map(s: &str) -> Result<PriorityMap, String> {
 fn stats(a: StatsArgs) -> Result<ExitCode> {
     let mut capture = open(&a.input)?;
     let make = || {
-        Stats::new(LineRates::flag(a.link_speed))
-            .with_priorities(a.dscp_map.clone().unwrap_or_default())
+        Stats::new(LineRates::flag(a.tables.link_speed))
+            .with_priorities(a.tables.dscp_map.clone().unwrap_or_default())
     };
     let stats = stats_on_threads(&mut capture, decoder(&a.input), threads(a.threads), make);
     capture.check_window()?;
@@ -680,6 +724,7 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
         pauses: &analysis.pauses,
         findings: &analysis.findings,
         hops: analysis.hops.as_ref(),
+        fabric: &analysis.fabric,
     };
     let files = write_report_with(&a.out, &input, &analysis.recorded.kernel_events)
         .with_context(|| format!("writing the report into {}", a.out.display()))?;

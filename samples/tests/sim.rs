@@ -241,9 +241,20 @@ fn every_scenario_keeps_the_invariants() {
 
 fn sample(name: &str) -> &'static str {
     match name {
-        "clean_line_rate" | "incast_dcqcn" | "incast_clamp" | "pfc_only" | "pfc_storm_hol"
-        | "lossy_gbn" | "cnp_ignored" | "ce_no_cnp" | "read_incast" | "app_limited"
-        | "rp_release" | "marking_curve" | "queue_moves" => "ok",
+        "clean_line_rate"
+        | "incast_dcqcn"
+        | "incast_clamp"
+        | "pfc_only"
+        | "pfc_storm_hol"
+        | "lossy_gbn"
+        | "cnp_ignored"
+        | "ce_no_cnp"
+        | "read_incast"
+        | "app_limited"
+        | "rp_release"
+        | "marking_curve"
+        | "queue_moves"
+        | "all_to_all_slow_pair" => "ok",
         _ => "unknown",
     }
 }
@@ -633,6 +644,30 @@ fn each_sample_shows_its_behaviour() {
             .any(|p| p.node == "sw2" && p.port == "r")
     );
     assert!(storm.pauses.iter().any(|p| p.node == "v" && p.prio == 3));
+
+    // The all-to-all: every pair sends what it offered but h1 -> h4, whose queue drains at what priority 3
+    // leaves of h4's link; it alone is marked and cut, and nothing is lost or paused.
+    let a2a = t("all_to_all_slow_pair");
+    let sent = |name: &str| {
+        a2a.flows
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap()
+            .data_payload_bytes_sent
+    };
+    let job: Vec<&sim::truth::FlowTruth> = a2a.flows.iter().filter(|f| f.name != "st-h4").collect();
+    assert_eq!(job.len(), 12);
+    for f in &job {
+        let slow = f.name == "h1-h4";
+        assert_eq!(f.ce_received > 0, slow, "{}", f.name);
+        assert_eq!(f.cuts > 0, slow, "{}", f.name);
+        if !slow {
+            assert_eq!(f.data_payload_bytes_sent, sent("h2-h4"), "{}", f.name);
+        }
+    }
+    assert!(2 * sent("h1-h4") < sent("h1-h2") + sent("h1-h2") / 10);
+    assert_eq!(a2a.totals.packets_dropped, 0);
+    assert!(a2a.pauses.is_empty());
 }
 
 fn err(text: &str) -> String {

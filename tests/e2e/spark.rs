@@ -1,8 +1,10 @@
-//! The Spark job (spark/rocetrace_job.py) in Spark's local mode on four captures written as four
-//! collectors' datasets, against `roce-analyzer stats --json` on the same four files merged: every number of
-//! the flows (their PSN analysis too: one capture has losses and retransmissions), CNP and PFC tables must
-//! agree. Two of the captures are the two taps of one switch, so the hops table is checked against the
-//! simulator's truth for that hop.
+//! The Spark job (spark/rocetrace_job.py) in Spark's local mode on five captures written as five
+//! collectors' datasets, against `roce-analyzer stats --json` and `fabric --json` on the same five files
+//! merged: every number of the flows (their PSN analysis too: one capture has losses and retransmissions), CNP
+//! and PFC tables, and of the fabric's pairs and hosts, must agree. Two of the captures are the two taps of one
+//! switch, so the hops table is checked against the simulator's truth for that hop; one is made here, three
+//! hosts' links with pauses a host sent and a switch sent to a host, so that every rule of the fabric's pause
+//! placement is on both sides.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,6 +13,7 @@ use std::process::Command;
 use serde_json::{Map, Value};
 
 use crate::common::{analyzer, parquet_rows, run, workspace};
+use testkit::frames::{Net, pfc_frame, write_taps};
 
 /// The variable that makes a missing Java or PySpark a failure (set by `.ci/run`).
 const REQUIRE_SPARK: &str = "ROCETRACE_REQUIRE_SPARK";
@@ -135,18 +138,19 @@ fn same_table(
 }
 
 #[test]
-fn the_spark_job_gives_the_numbers_of_stats_on_four_collectors() {
+fn the_spark_job_gives_the_numbers_of_stats_and_fabric_on_five_collectors() {
     let Some(submit) = spark_submit() else {
         return;
     };
+    let dir = tempfile::tempdir().unwrap();
     let collectors = [
         ("leaf01", sample("marking_curve")),
         ("leaf02", sample("marking_curve.rx")),
         ("spine01", sample("incast_dcqcn")),
         // Losses and go-back-N retransmissions, for the PSN analysis.
         ("spine02", sample("lossy_gbn")),
+        ("fabric01", three_hosts_pausing(dir.path())),
     ];
-    let dir = tempfile::tempdir().unwrap();
     let dataset = dir.path().join("dataset");
     for (name, file) in &collectors {
         // One collector's dataset in many small row groups and files (dictionaries restarting with each
@@ -190,15 +194,8 @@ fn the_spark_job_gives_the_numbers_of_stats_on_four_collectors() {
         "spark-submit failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let stats = run(analyzer()
-        .args(["stats", "--json", "--link-speed", "25G"])
-        .args(collectors.iter().map(|(_, f)| f)));
-    assert!(
-        stats.status.success(),
-        "{}",
-        String::from_utf8_lossy(&stats.stderr)
-    );
-    let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let files: Vec<&PathBuf> = collectors.iter().map(|(_, f)| f).collect();
+    let stats = merged_json("stats", &files);
     let read = |t: &str| parquet_rows(&tables.join(t));
     let key = ["tap", "src", "dst", "dest_qp"];
     let mut flow_fields = vec![
@@ -272,6 +269,64 @@ fn the_spark_job_gives_the_numbers_of_stats_on_four_collectors() {
         );
     }
     hops_match_the_truth(&read("hops"));
+
+    let fabric = merged_json("fabric", &files);
+    // Every column `fabric --json` prints, of every row.
+    for (table, key) in [("pairs", &["src", "dst"][..]), ("hosts", &["host"][..])] {
+        let rows = fabric[table].as_array().unwrap();
+        let columns: Vec<String> = rows[0].as_object().unwrap().keys().cloned().collect();
+        let fields: Vec<(&str, &str)> = columns.iter().map(|c| (c.as_str(), c.as_str())).collect();
+        same_table(table, rows, read(table), key, &fields);
+    }
+    // The comparison reaches the pause rules: a pair stopped at its ends, a host that paused, and nulls.
+    let pairs = fabric["pairs"].as_array().unwrap();
+    assert!(
+        pairs.iter().any(|p| p["paused_ns"].as_u64() > Some(0)),
+        "{pairs:?}"
+    );
+    assert!(pairs.iter().any(|p| p["paused_ns"].is_null()), "{pairs:?}");
+    let hosts = fabric["hosts"].as_array().unwrap();
+    assert!(
+        hosts.iter().any(|h| h["pauses_sent"].as_u64() > Some(0)),
+        "{hosts:?}"
+    );
+    assert!(
+        hosts.iter().any(|h| h["paused_ns"].as_u64() > Some(0)),
+        "{hosts:?}"
+    );
+}
+
+/// `roce-analyzer COMMAND --json` on `files` merged, at the line rate the job is given.
+fn merged_json(command: &str, files: &[&PathBuf]) -> Value {
+    let out = run(analyzer()
+        .args([command, "--json", "--link-speed", "25G"])
+        .args(files));
+    assert!(
+        out.status.success(),
+        "{command}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Three hosts of their own addresses (10.1.0.1-3) and priority (4: DSCP 34), each host's link a tap: the
+/// switch pauses host 1 on its link for 200 µs, and host 3 pauses its switch for 50 µs.
+fn three_hosts_pausing(dir: &std::path::Path) -> PathBuf {
+    let net = Net {
+        prefix: [10, 1, 0],
+        dscp: 34,
+    };
+    let mut frames = net.sends((1, 2), 400, 0, &[0, 1], |i| i % 4 == 0);
+    frames.extend(net.sends((1, 3), 400, 100, &[0, 2], |_| false));
+    frames.extend(net.sends((2, 3), 300, 200, &[1, 2], |_| false));
+    let switch = [2, 0, 1, 0, 1, 1];
+    frames.push((0, 100_000, pfc_frame(switch, 4, 65535)));
+    frames.push((0, 300_000, pfc_frame(switch, 4, 0)));
+    frames.push((2, 500_000, pfc_frame(net.mac(3), 4, 65535)));
+    frames.push((2, 550_000, pfc_frame(net.mac(3), 4, 0)));
+    let path = dir.join("fabric.pcapng");
+    write_taps(&path, &["h1", "h2", "h3"], frames);
+    path
 }
 
 /// The data of marking_curve crosses the switch from its ingress tap (leaf01) to its egress tap (leaf02):

@@ -4,6 +4,7 @@
 
 mod beside;
 pub mod dcqcn;
+pub mod fabric;
 pub mod findings;
 pub mod hist;
 pub mod hops;
@@ -74,6 +75,8 @@ pub struct Analysis {
     /// model took their part of it, and the outputs take the kernel events from here.
     #[serde(skip)]
     pub recorded: Recorded,
+    /// The hosts side by side: each host pair's rate and what slowed it.
+    pub fabric: fabric::FabricReport,
 }
 
 /// Runs every analysis over `capture`. A damaged file still yields the analysis of everything before the
@@ -142,6 +145,12 @@ pub fn run_with_model_events(
         end_ns: stats.capture.last_ns.unwrap_or(0),
         storm_threshold_ns: opts.storm_threshold_ns,
     });
+    let fabric = fabric::analyse(fabric::FabricInputs {
+        stats: &stats,
+        intervals: &pauses.intervals,
+        hosts: &hosts,
+        series: &series.flows,
+    });
     let mut findings = findings::diagnose(&stats, &dcqcn, &pauses, &opts.rules);
     let hops = match hops {
         LazyHops::Waiting { .. } => None,
@@ -161,6 +170,7 @@ pub fn run_with_model_events(
         findings,
         hops,
         recorded,
+        fabric,
     })
 }
 

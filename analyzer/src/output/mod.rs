@@ -4,6 +4,7 @@
 #[cfg(feature = "tables")]
 pub mod dataset;
 pub mod empty;
+pub mod fabric;
 pub mod frames;
 pub mod hops;
 pub mod json;

@@ -89,28 +89,10 @@ pub fn tshark_fields(file: &Path, decode_as: &[&str], fields: &[&str]) -> Vec<Ve
         .collect()
 }
 
-pub use testkit::frames::{v4_frame, v4_frame_on, v6_frame};
+pub use testkit::frames::{pfc_frame, v4_frame, v4_frame_on, v6_frame};
 
 /// The rows of every `*.parquet` file under `dir` (in path order, so part-00000 first), each row a JSON
 /// object of its columns: what the dataset and Spark tests compare with `decode --json` and `stats --json`.
 pub fn parquet_rows(dir: &Path) -> Vec<serde_json::Map<String, Value>> {
     analyzer::output::tables::read_rows(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-}
-
-/// A PFC frame from `src_mac` pausing `priority` for `quanta` (0 resumes it).
-pub fn pfc_frame(src_mac: [u8; 6], priority: usize, quanta: u16) -> Vec<u8> {
-    let mut q = [0u16; 8];
-    q[priority] = quanta;
-    let mut buf = [0u8; 64];
-    let n = roce_wire::build::emit_mac_control(
-        src_mac,
-        None,
-        &roce_wire::pfc::MacControlRepr::Pfc(roce_wire::pfc::PfcRepr {
-            enable: 1 << priority,
-            quanta: q,
-        }),
-        &mut buf,
-    )
-    .expect("a PFC frame fits 64 bytes");
-    buf[..n].to_vec()
 }

@@ -34,6 +34,7 @@ fn headline_of(a: &Analysis) -> Headline {
         pauses: &a.pauses,
         findings: &a.findings,
         hops: a.hops.as_ref(),
+        fabric: &a.fabric,
     })
 }
 
@@ -190,6 +191,33 @@ fn two_taps_that_see_every_packet_count_each_once() {
         assert_eq!(h2.mean_gbps, h1.mean_gbps, "{name}");
         assert!(h2.peak_gbps.unwrap() <= 25.0, "{name}");
     }
+}
+
+/// Every packet of the all-to-all sample is seen at its sender's link and at its receiver's, with the same
+/// count at both, and its CE marks only at the receiver's: the headline counts each packet once and each
+/// mark as the simulator made it, not as the sender's tap (the first on a tie) saw none.
+#[test]
+fn ce_marks_count_where_the_tap_past_the_switch_saw_them() {
+    let truth: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            workspace().join("samples/captures/all_to_all_slow_pair.truth.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let sum = |field: &str| -> u64 {
+        truth["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f[field].as_u64().unwrap())
+            .sum()
+    };
+    let h = headline_of(&analyse(&sample("all_to_all_slow_pair")));
+    assert_eq!(h.data_packets, sum("data_packets_sent"));
+    let marked = (h.ce_fraction * h.data_packets as f64).round() as u64;
+    assert_eq!(marked, sum("ce_received"));
+    assert!(marked > 0);
 }
 
 /// A capture that records no line rate, analysed without `--link-speed`: the headline, the `dcqcn` header,

@@ -817,6 +817,7 @@ fn report_has_the_queue_section() {
         pauses: &a.pauses,
         findings: &a.findings,
         hops: a.hops.as_ref(),
+        fabric: &a.fabric,
     };
     let files = write_report(dir.path(), &input).unwrap();
     let html = std::fs::read_to_string(&files.index).unwrap();
@@ -838,6 +839,7 @@ fn report_has_the_queue_section() {
         pauses: &a.pauses,
         findings: &a.findings,
         hops: None,
+        fabric: &a.fabric,
     };
     let files = write_report(dir.path(), &input).unwrap();
     let html = std::fs::read_to_string(&files.index).unwrap();

@@ -11,6 +11,7 @@ mod decode_framings;
 mod doc_examples;
 mod docs_tables;
 mod empty_tables;
+mod fabric;
 mod findings;
 mod flow_table;
 mod headline;

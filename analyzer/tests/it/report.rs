@@ -66,6 +66,7 @@ fn report(name: &str, link_gbps: u64, findings: &[Finding]) -> (tempfile::TempDi
         pauses: &inputs.pauses,
         findings,
         hops: inputs.hops.as_ref(),
+        fabric: &inputs.fabric,
     };
     write_report(dir.path(), &input).unwrap();
     (dir, inputs)
@@ -86,6 +87,8 @@ fn writes_every_file_self_contained_and_escaped() {
         "aggregate.png".into(),
         "cnp_rate.png".into(),
         "alpha.png".into(),
+        "fabric_rate.png".into(),
+        "fabric_ce.png".into(),
     ];
     let charted = inputs
         .dcqcn
@@ -93,7 +96,14 @@ fn writes_every_file_self_contained_and_escaped() {
         .len()
         .min(analyzer::output::report::MAX_FLOW_CHARTS);
     expected.extend((1..=charted).map(|i| format!("flow_{i:02}.png")));
-    for t in ["flows", "cnps", "dcqcn_flows", "findings"] {
+    for t in [
+        "flows",
+        "cnps",
+        "dcqcn_flows",
+        "findings",
+        "fabric_pairs",
+        "fabric_hosts",
+    ] {
         expected.push(format!("{t}.csv"));
         expected.push(format!("{t}.parquet"));
     }
@@ -133,12 +143,13 @@ fn writes_every_file_self_contained_and_escaped() {
     assert!(html.contains("&amp; &quot;nothing&quot;"));
     // Findings come first, the worst severity leading.
     let f = html.find("id=\"findings\"").unwrap();
+    let fabric = html.find("id=\"fabric\"").unwrap();
     let flows = html.find("id=\"flows\"").unwrap();
     let table = html.find("id=\"table\"").unwrap();
-    assert!(f < flows && flows < table);
+    assert!(f < fabric && fabric < flows && flows < table);
     assert!(html.find("PFC storm").unwrap() < html.find("CE marks without CNPs").unwrap());
-    // One inline SVG per chart.
-    assert_eq!(html.matches("<svg").count(), charted + 3);
+    // One inline SVG per chart: the flows', the aggregate, CNP rate and alpha, the fabric's two heatmaps.
+    assert_eq!(html.matches("<svg").count(), charted + 5);
 
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap();
@@ -210,6 +221,7 @@ fn many_flows_chart_the_worst_and_table_the_rest() {
         pauses: &inputs.pauses,
         findings: &[],
         hops: inputs.hops.as_ref(),
+        fabric: &inputs.fabric,
     };
     let files = write_report(dir.path(), &input).unwrap();
     let flow_charts = files
@@ -527,6 +539,7 @@ fn a_clean_capture_shows_its_throughput_and_says_it_was_clean() {
         pauses: &inputs.pauses,
         findings: &[],
         hops: None,
+        fabric: &inputs.fabric,
     });
     assert!(h.verdict.starts_with("Clean at 99."), "{}", h.verdict);
     assert!(html.contains(&h.verdict));
@@ -550,6 +563,7 @@ fn an_incast_headline_names_the_incast() {
         pauses: &inputs.pauses,
         findings: &[],
         hops: None,
+        fabric: &inputs.fabric,
     });
     assert!(
         h.verdict

@@ -34,6 +34,7 @@ fn input(a: &Analysis) -> ReportInput<'_> {
         pauses: &a.pauses,
         findings: &a.findings,
         hops: a.hops.as_ref(),
+        fabric: &a.fabric,
     }
 }
 

@@ -118,7 +118,7 @@ impl DcqcnPass {
         let paused = Paused::new(pauses);
         let mut np = NpChecks::new(opts);
         let mut aggregate = Aggregate::default();
-        let traffic = Traffic::of(&chosen, grid, peak, |i| opts.line_of(i));
+        let traffic = Traffic::of(&chosen, &series, grid, peak, |i| opts.line_of(i));
         // The flows DCQCN acted on, with their CNP streams, in the order their models run.
         let mut work = Vec::new();
         for s in chosen {

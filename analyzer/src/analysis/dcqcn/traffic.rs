@@ -5,7 +5,10 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use rustc_hash::FxHashMap;
+
 use roce_core::line::LineRate;
+use roce_core::passes::flows::FlowKey;
 use roce_core::passes::occupancy::Peak;
 use roce_core::passes::rates::{Bin, FlowSeries, gbps, within_line};
 
@@ -17,19 +20,29 @@ pub const BUSIEST_FLOWS: usize = 8;
 
 impl Traffic {
     /// The view of `chosen` (one series per flow, at the tap that saw most of it), with `peak`, the busiest
-    /// link bin the rates pass found; the taps' names are filled in later.
+    /// link bin the rates pass found; the taps' names are filled in later. `every` holds each flow's series
+    /// at every tap: a CE mark is made on the way and never cleared, so each flow's marks are those of the
+    /// tap that saw most of them (the furthest along its path), where the tap that saw most of its packets
+    /// may be the sender's, which saw none.
     pub(super) fn of(
         chosen: &[&FlowSeries],
+        every: &[FlowSeries],
         grid: Grid,
         peak: Option<Peak>,
         line_of: impl Fn(u32) -> LineRate,
     ) -> Traffic {
+        let mut marks: FxHashMap<FlowKey, u64> = FxHashMap::default();
+        for s in every {
+            let ce = s.bins.iter().map(|b| u64::from(b.ce)).sum::<u64>();
+            let m = marks.entry(s.key).or_default();
+            *m = (*m).max(ce);
+        }
         let mut all = Aggregate::default();
         let (mut data_packets, mut ce_packets) = (0u64, 0u64);
         for s in chosen {
             all.add(s);
             data_packets += s.packets();
-            ce_packets += s.bins.iter().map(|b| u64::from(b.ce)).sum::<u64>();
+            ce_packets += marks.get(&s.key).copied().unwrap_or(0);
         }
         let bytes = |s: &FlowSeries| s.bins.iter().map(|b| b.bytes).sum::<u64>();
         let mut by_bytes: Vec<(u64, &FlowSeries)> = chosen.iter().map(|s| (bytes(s), *s)).collect();

@@ -12,6 +12,7 @@ use plotters::coord::Shift;
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::ReportError;
 
@@ -129,6 +130,39 @@ pub struct Timeline {
     pub alarm_label: String,
 }
 
+/// One cell of a [`Heatmap`]: its value on the colour scale, and the text written in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    /// Where the cell's colour sits between 0 and the map's `max`.
+    pub value: f64,
+    /// What the cell says (the value in its unit), written when the cells are large enough.
+    pub text: String,
+}
+
+/// A grid of coloured cells (a value per row and column: host × host), as data, so what it shows can be
+/// tested without drawing it.
+#[derive(Debug, Clone)]
+pub struct Heatmap {
+    /// The caption above the grid.
+    pub title: String,
+    /// What the columns are (left to right).
+    pub x_label: String,
+    /// What the rows are (top to bottom).
+    pub y_label: String,
+    /// The columns' names.
+    pub columns: Vec<String>,
+    /// The rows' names.
+    pub rows: Vec<String>,
+    /// `cells[row][column]`; `None` for a cell with nothing in it, drawn grey.
+    pub cells: Vec<Vec<Option<Cell>>>,
+    /// The value drawn in the full colour; 0 is white.
+    pub max: f64,
+    /// The full colour.
+    pub color: RGBColor,
+    /// The colour scale's legend: what 0 and `max` read as.
+    pub scale: (String, String),
+}
+
 /// Any chart of the report, so the section builders and the SVG/PNG drawing deal with one type.
 #[derive(Debug, Clone)]
 pub enum Chart {
@@ -136,15 +170,19 @@ pub enum Chart {
     Line(LineChart),
     /// Lanes of intervals over time.
     Timeline(Timeline),
+    /// A grid of coloured cells.
+    Heatmap(Heatmap),
 }
 
 impl Chart {
-    /// Pixels high the chart is drawn: a timeline grows with its lanes, a line chart does not.
+    /// Pixels high the chart is drawn: a timeline grows with its lanes, a heatmap with its rows, a line chart
+    /// does not.
     pub fn height(&self) -> u32 {
         match self {
             Chart::Line(_) => HEIGHT,
             // Room for every lane at a readable height.
             Chart::Timeline(t) => (120 + 28 * t.lanes.len() as u32).max(200),
+            Chart::Heatmap(h) => (150 + 30 * h.rows.len() as u32).clamp(240, 1_000),
         }
     }
 }
@@ -250,6 +288,7 @@ fn title(chart: &Chart) -> &str {
     match chart {
         Chart::Line(c) => &c.title,
         Chart::Timeline(t) => &t.title,
+        Chart::Heatmap(h) => &h.title,
     }
 }
 
@@ -258,7 +297,126 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Res
     match chart {
         Chart::Line(c) => draw_line_chart(root, c),
         Chart::Timeline(t) => draw_timeline(root, t),
+        Chart::Heatmap(h) => draw_heatmap(root, h),
     }
+}
+
+/// The colour of `value` on a scale from white (0) to `color` (`max` and above).
+pub fn shade(value: f64, max: f64, color: RGBColor) -> RGBColor {
+    let t = if max > 0.0 && value.is_finite() {
+        (value / max).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let mix = |c: u8| (255.0 - t * (255.0 - f64::from(c))).round() as u8;
+    RGBColor(mix(color.0), mix(color.1), mix(color.2))
+}
+
+/// Cells narrower or lower than this (pixels) go without their text, which would not fit.
+const MIN_TEXT_CELL: (i32, i32) = (56, 18);
+
+fn draw_heatmap<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    h: &Heatmap,
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let (w, _) = root.dim_in_pixel();
+    let (grid, legend) = root.split_horizontally(w.saturating_sub(120));
+    let (nx, ny) = (h.columns.len().max(1), h.rows.len().max(1));
+    let longest = h.rows.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+    let mut chart = ChartBuilder::on(&grid)
+        .caption(&h.title, ("sans-serif", 24))
+        .margin(12)
+        .x_label_area_size(56)
+        .y_label_area_size((longest as u32 * 8 + 40).clamp(60, 320))
+        // A segmented 0..n has a segment for each of 0..=n: one per row and column is 0..n - 1.
+        .build_cartesian_2d((0..nx - 1).into_segmented(), (0..ny - 1).into_segmented())
+        .map_err(e)?;
+    // Rows from the top, as a table reads: row r is drawn at y = ny - 1 - r.
+    let name = |names: &[String], v: &SegmentValue<usize>| match v {
+        SegmentValue::CenterOf(i) => names.get(*i).cloned().unwrap_or_default(),
+        _ => String::new(),
+    };
+    let x_fmt = |v: &SegmentValue<usize>| name(&h.columns, v);
+    let y_fmt = |v: &SegmentValue<usize>| match v {
+        SegmentValue::CenterOf(i) if *i < ny => name(&h.rows, &SegmentValue::CenterOf(ny - 1 - i)),
+        _ => String::new(),
+    };
+    chart
+        .configure_mesh()
+        .x_desc(&h.x_label)
+        .y_desc(&h.y_label)
+        .axis_desc_style(("sans-serif", 17))
+        .label_style(("sans-serif", 14))
+        .x_labels(nx)
+        .y_labels(ny)
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&y_fmt)
+        .disable_mesh()
+        .draw()
+        .map_err(e)?;
+    let cell_px = {
+        let (x0, y0) = chart.backend_coord(&(SegmentValue::Exact(0), SegmentValue::Exact(0)));
+        let (x1, y1) = chart.backend_coord(&(SegmentValue::Exact(1), SegmentValue::Exact(1)));
+        ((x1 - x0).abs(), (y1 - y0).abs())
+    };
+    let room = cell_px.0 >= MIN_TEXT_CELL.0 && cell_px.1 >= MIN_TEXT_CELL.1;
+    let grey = RGBColor(235, 235, 235);
+    let mut rects = Vec::new();
+    let mut texts = Vec::new();
+    for (r, row) in h.cells.iter().enumerate().take(ny) {
+        let y = ny - 1 - r;
+        for (x, cell) in row.iter().enumerate().take(nx) {
+            let corners = [
+                (SegmentValue::Exact(x), SegmentValue::Exact(y)),
+                (SegmentValue::Exact(x + 1), SegmentValue::Exact(y + 1)),
+            ];
+            let fill = cell
+                .as_ref()
+                .map_or(grey, |v| shade(v.value, h.max, h.color));
+            rects.push(Rectangle::new(corners.clone(), fill.filled()));
+            rects.push(Rectangle::new(corners, WHITE.stroke_width(2)));
+            if let Some(v) = cell.as_ref().filter(|_| room) {
+                let dark = h.max > 0.0 && v.value / h.max > 0.6;
+                let style = ("sans-serif", 13)
+                    .into_font()
+                    .color(if dark { &WHITE } else { &BLACK })
+                    .pos(Pos::new(HPos::Center, VPos::Center));
+                let at = (SegmentValue::CenterOf(x), SegmentValue::CenterOf(y));
+                texts.push(Text::new(v.text.clone(), at, style));
+            }
+        }
+    }
+    chart.draw_series(rects).map_err(e)?;
+    chart.draw_series(texts).map_err(e)?;
+    draw_scale(&legend, h).map_err(|e| e.to_string())
+}
+
+/// The heatmap's colour scale: a strip from the full colour (top) to white, with what each end reads as.
+fn draw_scale<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    h: &Heatmap,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let (_, height) = area.dim_in_pixel();
+    let (top, bottom) = (60i32, height as i32 - 70);
+    let steps = 40;
+    for k in 0..steps {
+        let y0 = top + (bottom - top) * k / steps;
+        let y1 = top + (bottom - top) * (k + 1) / steps;
+        let v = h.max * f64::from(steps - k) / f64::from(steps);
+        area.draw(&Rectangle::new(
+            [(10, y0), (34, y1)],
+            shade(v, h.max, h.color).filled(),
+        ))?;
+    }
+    area.draw(&Rectangle::new(
+        [(10, top), (34, bottom)],
+        RGBColor(160, 160, 160).stroke_width(1),
+    ))?;
+    let font = ("sans-serif", 14).into_font();
+    area.draw(&Text::new(h.scale.1.clone(), (40, top - 6), font.clone()))?;
+    area.draw(&Text::new(h.scale.0.clone(), (40, bottom - 8), font))?;
+    Ok(())
 }
 
 /// A range plotters accepts: finite, and not empty.
@@ -505,6 +663,20 @@ mod tests {
         assert!(d.windows(2).all(|w| w[0].0 <= w[1].0));
         assert_eq!(d.first(), pts.first());
         assert_eq!(d.last(), pts.last());
+    }
+
+    #[test]
+    fn shades_run_from_white_to_the_full_colour_and_stop_there() {
+        let blue = PALETTE[0];
+        assert_eq!(shade(0.0, 10.0, blue), RGBColor(255, 255, 255));
+        assert_eq!(shade(10.0, 10.0, blue), blue);
+        assert_eq!(shade(25.0, 10.0, blue), blue);
+        assert_eq!(
+            shade(5.0, 10.0, RGBColor(55, 155, 255)),
+            RGBColor(155, 205, 255)
+        );
+        assert_eq!(shade(f64::NAN, 10.0, blue), RGBColor(255, 255, 255));
+        assert_eq!(shade(3.0, 0.0, blue), RGBColor(255, 255, 255));
     }
 
     #[test]

@@ -297,6 +297,8 @@ pub(super) fn write_tables(
     out.extend(whole(dir, "pause_intervals", &input.pauses.intervals, f)?);
     out.extend(whole(dir, "storms", &input.pauses.storms, f)?);
     out.extend(whole(dir, "findings", input.findings, f)?);
+    out.extend(whole(dir, "fabric_pairs", &input.fabric.pairs, f)?);
+    out.extend(whole(dir, "fabric_hosts", &input.fabric.hosts, f)?);
     // Only captures made with `roce-tracer --counters` / `--kernel-events` carry these.
     if !input.stats.counters.is_empty() {
         out.extend(whole(dir, "counters", &input.stats.counters, f)?);

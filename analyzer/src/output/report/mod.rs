@@ -10,7 +10,7 @@
 //! evidence, worst flows first.
 //!
 //! This module only orders the work. Each section of the page is a module that owns its charts, its HTML
-//! tables and its notes ([`findings`], [`flows`], [`pfc`], [`kernel`], [`cnp`], [`alpha`], [`queues`], [`qp_table`]) and
+//! tables and its notes ([`findings`], [`fabric`], [`flows`], [`pfc`], [`kernel`], [`cnp`], [`alpha`], [`queues`], [`qp_table`]) and
 //! writes them through [`Report`]; [`summary`] writes `summary.json` and [`export`] the CSV and Parquet
 //! tables, [`trace`] the timeline for Perfetto. A new section is a module with a `write(&mut Report)` and one line in [`write_report_with`].
 //!
@@ -22,6 +22,7 @@ pub mod axis;
 pub mod charts;
 pub mod cnp;
 pub mod export;
+pub mod fabric;
 pub mod findings;
 pub mod flows;
 pub mod header;
@@ -41,6 +42,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::analysis::dcqcn::{DcqcnReport, FlowDcqcn};
+use crate::analysis::fabric::FabricReport;
 use crate::analysis::findings::Finding;
 use crate::analysis::hops::HopsReport;
 use crate::analysis::pauses::PauseReport;
@@ -73,6 +75,8 @@ pub struct ReportInput<'a> {
     pub findings: &'a [Finding],
     /// Hops, queues and marking, when the capture has taps that saw the same packets.
     pub hops: Option<&'a HopsReport>,
+    /// The hosts side by side: the fabric section's heatmaps and slow pairs.
+    pub fabric: &'a FabricReport,
 }
 
 /// The files written, for the CLI to list.
@@ -249,6 +253,7 @@ fn join<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
 fn write_sections(r: &mut Report<'_>) -> Result<(), ReportError> {
     header::write(r);
     findings::write(r);
+    fabric::write(r)?;
     flows::write(r)?;
     pfc::write(r)?;
     kernel::write(r)?;

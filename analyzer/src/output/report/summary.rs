@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::headline::{Headline, headline};
 use super::{Report, ReportError, ReportInput, html};
 use crate::analysis::dcqcn::{FlowDcqcn, FlowSummary, UnpairedCnps};
+use crate::analysis::fabric::FabricReport;
 use crate::analysis::findings::Finding;
 use crate::analysis::pauses::PauseReport;
 use crate::output::tables::{TableRow, examples};
@@ -64,6 +65,8 @@ struct Summary<'a> {
     dcqcn: DcqcnSummary<'a>,
     pauses: &'a PauseReport,
     findings: &'a [Finding],
+    /// The hosts side by side: hosts, pairs and the slow pairs with their reasons.
+    fabric: &'a FabricReport,
     /// File names (not paths: the directory may be moved).
     charts: Vec<String>,
     tables: Vec<String>,
@@ -96,6 +99,7 @@ fn summary<'a>(input: &ReportInput<'a>, charts: &[PathBuf], tables: &[PathBuf]) 
         },
         pauses: input.pauses,
         findings: input.findings,
+        fabric: input.fabric,
         charts: file_names(charts),
         tables: file_names(tables),
         kernel_events: None,

@@ -10,6 +10,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use super::TableRow;
 use crate::analysis::dcqcn::{Fit, FlowSummary, NpPort, NpStream, UnpairedCnps};
+use crate::analysis::fabric::{HostRow, PairRow};
 use crate::analysis::findings::{Finding, Severity};
 use crate::analysis::hist::Percentiles;
 use crate::analysis::model_log::ModelEventRow;
@@ -53,6 +54,42 @@ impl TableRow for FlowRow {
             dscp: 0,
             priority: Some(0),
             priority_source: Some(PrioritySource::Pcp),
+        }
+    }
+}
+
+impl TableRow for PairRow {
+    fn example() -> Self {
+        PairRow {
+            src: IP,
+            dst: IP,
+            flows: 0,
+            packets: 0,
+            bytes: 0,
+            gbps: Some(0.0),
+            ce_packets: 0,
+            ce_fraction: 0.0,
+            cnps: 0,
+            psn_gaps: 0,
+            retransmitted: 0,
+            priority: Some(0),
+            paused_ns: Some(0),
+        }
+    }
+}
+
+impl TableRow for HostRow {
+    fn example() -> Self {
+        HostRow {
+            host: IP,
+            mac: Some(String::new()),
+            tx_gbps: Some(0.0),
+            rx_gbps: Some(0.0),
+            cnps_sent: 0,
+            cnps_received: 0,
+            pauses_sent: Some(0),
+            paused_ns: Some(0),
+            retransmitted: 0,
         }
     }
 }
