@@ -12,7 +12,7 @@
  * Environment: FAKEVERBS_FRAMES (how many frames, default 20), FAKEVERBS_FLOW_ERRNO / FAKEVERBS_QP_ERRNO
  * (make ibv_create_flow / ibv_create_qp fail with that errno), FAKEVERBS_OOB_FILE (a file that gets the
  * value 5 once every frame is delivered, like the port's out_of_buffer counter), FAKEVERBS_LOG (a file each
- * destroy call appends its name to). */
+ * destroy call appends its name to, and ibv_create_qp the send queue it was asked for). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -368,6 +368,10 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 		errno = e;
 		return NULL;
 	}
+	char line[80];
+	snprintf(line, sizeof(line), "create_qp max_send_wr=%u max_send_sge=%u", attr->cap.max_send_wr,
+		 attr->cap.max_send_sge);
+	note(line);
 	if (attr->qp_type != IBV_QPT_RAW_PACKET || attr->cap.max_recv_wr > MAX_RECV) {
 		errno = EINVAL;
 		return NULL;

@@ -168,14 +168,7 @@ impl Sniffer {
         self.create_cq()?;
         // SAFETY: as above.
         unsafe {
-            let mut init: ffi::IbvQpInitAttr = ffi::zeroed();
-            init.send_cq = self.cq.cast();
-            init.recv_cq = self.cq.cast();
-            init.cap.max_send_wr = 1;
-            init.cap.max_send_sge = 1;
-            init.cap.max_recv_wr = BUFFERS as u32;
-            init.cap.max_recv_sge = 1;
-            init.qp_type = ffi::IBV_QPT_RAW_PACKET;
+            let mut init = sniffer_qp_attr(self.cq.cast());
             self.qp = (v.create_qp)(self.pd, &mut init);
             if self.qp.is_null() {
                 return Err(fail("ibv_create_qp (raw packet)"));
@@ -633,10 +626,40 @@ impl Drop for Sniffer {
     }
 }
 
+/// The raw QP's attributes: a receive queue with room for every buffer, and no send queue. The sniffer never
+/// sends (libpcap's rdmasniff asks for none either); a send queue would pin memory for nothing, and on mlx5
+/// the driver checks the send side's timestamp format against the CQ as well as the receive side's.
+fn sniffer_qp_attr(cq: *mut ffi::IbvCq) -> ffi::IbvQpInitAttr {
+    let mut init: ffi::IbvQpInitAttr = ffi::zeroed();
+    // ibv_create_qp wants a send CQ even for a QP that never sends.
+    init.send_cq = cq;
+    init.recv_cq = cq;
+    init.cap.max_send_wr = 0;
+    init.cap.max_send_sge = 0;
+    init.cap.max_recv_wr = BUFFERS as u32;
+    init.cap.max_recv_sge = 1;
+    init.qp_type = ffi::IBV_QPT_RAW_PACKET;
+    init
+}
+
 /// The MTU of the port's netdev, to size the receive buffers.
 fn netdev_mtu(sysfs_root: &Path, spec: &PortSpec) -> Option<usize> {
     let port = crate::ports::rdma_ports(sysfs_root)
         .into_iter()
         .find(|p| p.device == spec.device && p.port == u32::from(spec.port))?;
     crate::ports::netdev_mtu(sysfs_root, &port.netdev?).map(|m| m as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sniffers_qp_receives_only() {
+        let init = sniffer_qp_attr(std::ptr::null_mut());
+        assert_eq!((init.cap.max_send_wr, init.cap.max_send_sge), (0, 0));
+        assert_eq!(init.cap.max_recv_wr as usize, BUFFERS);
+        assert_eq!(init.cap.max_recv_sge, 1);
+        assert_eq!(init.qp_type, ffi::IBV_QPT_RAW_PACKET);
+    }
 }
