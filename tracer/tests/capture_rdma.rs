@@ -611,6 +611,37 @@ fn fake_verbs(dir: &Path) -> Option<PathBuf> {
     }
 }
 
+/// `roce-tracer capture --engine rdma -i mlx5_0 -q` into `DIR/fake.pcapng` on the fake provider, with `env`
+/// for it and `extra` arguments; what it printed and the calls the provider logged.
+fn on_fake(
+    lib: &Path,
+    root: &Path,
+    dir: &Path,
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> (Output, String) {
+    let log = dir.join("calls.log");
+    let _ = std::fs::remove_file(&log);
+    let o = Command::new(TRACER)
+        .args(RDMA_CAPTURE)
+        .arg("--sysfs-root")
+        .arg(root)
+        .arg("-w")
+        .arg(dir.join("fake.pcapng"))
+        .args(extra)
+        .env("ROCETRACE_LIBIBVERBS", lib)
+        .env("FAKEVERBS_LOG", &log)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (o, std::fs::read_to_string(&log).unwrap_or_default())
+}
+
+/// The calls that undid something, in order.
+fn undone_calls(calls: &str) -> Vec<&str> {
+    calls.lines().filter(|l| !l.starts_with("create")).collect()
+}
+
 fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -631,21 +662,18 @@ fn the_sniffer_runs_through_a_fake_provider() {
         "class/infiniband/mlx5_0/ports/1/hw_counters/out_of_buffer",
         "0",
     );
-    let log = dir.path().join("calls.log");
     let out = dir.path().join("fake.pcapng");
     let start = now_ns();
-    let o = Command::new(TRACER)
-        .args(RDMA_CAPTURE)
-        .args(["--all-frames", "--duration", "2500ms", "--sysfs-root"])
-        .arg(&root)
-        .arg("-w")
-        .arg(&out)
-        .env("ROCETRACE_LIBIBVERBS", &lib)
-        .env("FAKEVERBS_FRAMES", "50")
-        .env("FAKEVERBS_OOB_FILE", &oob)
-        .env("FAKEVERBS_LOG", &log)
-        .output()
-        .unwrap();
+    let (o, calls) = on_fake(
+        &lib,
+        &root,
+        dir.path(),
+        &[
+            ("FAKEVERBS_FRAMES", "50"),
+            ("FAKEVERBS_OOB_FILE", oob.to_str().unwrap()),
+        ],
+        &["--all-frames", "--duration", "2500ms"],
+    );
     let end = now_ns();
     assert!(o.status.success(), "{}", stderr(&o));
 
@@ -689,17 +717,13 @@ fn the_sniffer_runs_through_a_fake_provider() {
         ),
         "the interface description says how frames were stamped"
     );
-    let calls = std::fs::read_to_string(&log).unwrap();
     assert!(
         calls.contains("create_qp max_send_wr=0 max_send_sge=0\n"),
         "the sniffer asks for no send queue: {calls}"
     );
     // Everything made is undone, newest first.
     assert_eq!(
-        calls
-            .lines()
-            .filter(|l| !l.starts_with("create"))
-            .collect::<Vec<_>>(),
+        undone_calls(&calls),
         [
             "destroy_flow",
             "destroy_qp",
@@ -734,42 +758,41 @@ fn the_sniffer_runs_through_a_fake_provider() {
     );
 
     // Refusals, and the undoing of what was made before them.
-    for (var, errno, says) in [
+    const MADE_TO_PD: [&str; 2] = ["dealloc_pd", "close_device"];
+    let to_qp = ["destroy_cq", "destroy_comp_channel"];
+    let to_flow = ["destroy_qp", "dereg_mr"];
+    for (var, errno, says, undone) in [
         (
             "FAKEVERBS_FLOW_ERRNO",
             "95",
             "the NIC refused the sniffer flow rule on mlx5_0:1",
+            [&to_flow[..], &to_qp, &MADE_TO_PD].concat(),
         ),
         (
             "FAKEVERBS_FLOW_ERRNO",
             "1",
             "ibv_create_flow on mlx5_0:1 is not permitted",
+            [&to_flow[..], &to_qp, &MADE_TO_PD].concat(),
         ),
         (
             "FAKEVERBS_QP_ERRNO",
             "1",
             "ibv_create_qp (raw packet) on mlx5_0:1 is not permitted",
+            [&to_qp[..], &MADE_TO_PD].concat(),
+        ),
+        // The errno is the one ibv_open_device left, not what freeing the device list after it left.
+        (
+            "FAKEVERBS_OPEN_ERRNO",
+            "19",
+            "ibv_open_device on mlx5_0:1 failed: No such device",
+            Vec::new(),
         ),
     ] {
-        let _ = std::fs::remove_file(&log);
-        let o = Command::new(TRACER)
-            .args(RDMA_CAPTURE)
-            .arg("--sysfs-root")
-            .arg(&root)
-            .arg("-w")
-            .arg(dir.path().join("refused.pcapng"))
-            .env("ROCETRACE_LIBIBVERBS", &lib)
-            .env(var, errno)
-            .env("FAKEVERBS_LOG", &log)
-            .output()
-            .unwrap();
+        let (o, calls) = on_fake(&lib, &root, dir.path(), &[(var, errno)], &[]);
         assert!(!o.status.success());
         let e = stderr(&o);
         assert!(e.contains(says), "{var}={errno}: {e}");
-        let calls = std::fs::read_to_string(&log).unwrap_or_default();
-        assert!(
-            calls.ends_with("dealloc_pd\nclose_device\n"),
-            "{var}={errno}: {calls}"
-        );
+        assert!(!e.contains("Inappropriate ioctl"), "{var}={errno}: {e}");
+        assert_eq!(undone_calls(&calls), undone, "{var}={errno}: {calls}");
     }
 }

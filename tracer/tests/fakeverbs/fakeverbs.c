@@ -9,10 +9,11 @@
  * fake NIC clock that counts nanoseconds (1 GHz) from an offset, in 48 bits: the first when it is polled,
  * each next one 1 us later.
  *
- * Environment: FAKEVERBS_FRAMES (how many frames, default 20), FAKEVERBS_FLOW_ERRNO / FAKEVERBS_QP_ERRNO
- * (make ibv_create_flow / ibv_create_qp fail with that errno), FAKEVERBS_OOB_FILE (a file that gets the
- * value 5 once every frame is delivered, like the port's out_of_buffer counter), FAKEVERBS_LOG (a file each
- * destroy call appends its name to, and ibv_create_qp the send queue it was asked for). */
+ * Environment: FAKEVERBS_FRAMES (how many frames, default 20), FAKEVERBS_OPEN_ERRNO / FAKEVERBS_FLOW_ERRNO /
+ * FAKEVERBS_QP_ERRNO (make ibv_open_device / ibv_create_flow / ibv_create_qp fail with that errno; freeing
+ * the device list always leaves errno at ENOTTY), FAKEVERBS_OOB_FILE (a file that gets the value 5 once
+ * every frame is delivered, like the port's out_of_buffer counter), FAKEVERBS_LOG (a file each destroy call
+ * appends its name to, and ibv_create_qp the send queue it was asked for). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -255,10 +256,18 @@ struct ibv_device **ibv_get_device_list(int *n)
 void ibv_free_device_list(struct ibv_device **list)
 {
 	free(list);
+	/* The real one may leave errno changed (it frees and closes things); this one always does, so that a
+	 * caller reading errno after it reads this. */
+	errno = ENOTTY;
 }
 
 struct ibv_context *ibv_open_device(struct ibv_device *dev)
 {
+	int e = env_int("FAKEVERBS_OPEN_ERRNO", 0);
+	if (e) {
+		errno = e;
+		return NULL;
+	}
 	struct verbs_context *v = calloc(1, sizeof(*v));
 	v->sz = sizeof(*v);
 	v->context.device = dev;

@@ -88,12 +88,16 @@ impl Sniffer {
         snaplen: u32,
         sysfs_root: &Path,
     ) -> Result<Sniffer, RdmaError> {
-        let ctx = verbs
+        let (ctx, open_errno) = verbs
             .with_device(|list| {
                 list.iter()
                     .find(|(name, _)| *name == spec.device)
-                    // SAFETY: a device pointer from the list that is still alive.
-                    .map(|&(_, dev)| unsafe { (verbs.open_device)(dev) })
+                    .map(|&(_, dev)| {
+                        // SAFETY: a device pointer from the list that is still alive.
+                        let ctx = unsafe { (verbs.open_device)(dev) };
+                        // Read here: freeing the list, once this returns, may change errno.
+                        (ctx, if ctx.is_null() { errno() } else { 0 })
+                    })
                     .ok_or_else(|| list.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>())
             })
             .map_err(|e| RdmaError::NotInVerbs {
@@ -109,7 +113,7 @@ impl Sniffer {
                 },
             })?;
         if ctx.is_null() {
-            return Err(verb_error("ibv_open_device", spec, errno()));
+            return Err(verb_error("ibv_open_device", spec, open_errno));
         }
         let buf_size = buffer_size(netdev_mtu(sysfs_root, spec).unwrap_or(DEFAULT_MTU));
         let mut s = Sniffer {
