@@ -620,9 +620,29 @@ fn on_fake(
     env: &[(&str, &str)],
     extra: &[&str],
 ) -> (Output, String) {
+    on_fake_under(&[], lib, root, dir, env, extra)
+}
+
+/// [`on_fake`] with the tracer run by `wrapper` (a program and its arguments, the tracer's path after them).
+fn on_fake_under(
+    wrapper: &[&str],
+    lib: &Path,
+    root: &Path,
+    dir: &Path,
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> (Output, String) {
     let log = dir.join("calls.log");
     let _ = std::fs::remove_file(&log);
-    let o = Command::new(TRACER)
+    let mut c = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(TRACER);
+            c
+        }
+        None => Command::new(TRACER),
+    };
+    let o = c
         .args(RDMA_CAPTURE)
         .arg("--sysfs-root")
         .arg(root)
@@ -760,6 +780,7 @@ fn the_sniffer_runs_through_a_fake_provider() {
     // Refusals, and the undoing of what was made before them.
     const MADE_TO_PD: [&str; 2] = ["dealloc_pd", "close_device"];
     let to_qp = ["destroy_cq", "destroy_comp_channel"];
+    let to_mr = ["destroy_qp"];
     let to_flow = ["destroy_qp", "dereg_mr"];
     for (var, errno, says, undone) in [
         (
@@ -780,6 +801,13 @@ fn the_sniffer_runs_through_a_fake_provider() {
             "ibv_create_qp (raw packet) on mlx5_0:1 is not permitted",
             [&to_qp[..], &MADE_TO_PD].concat(),
         ),
+        // Not the locked-memory limit, which root's CAP_IPC_LOCK lifts: the errno as it is.
+        (
+            "FAKEVERBS_MR_ERRNO",
+            "14",
+            "pinning 16 MiB of receive buffers on mlx5_0:1 failed: Bad address",
+            [&to_mr[..], &to_qp, &MADE_TO_PD].concat(),
+        ),
         // The errno is the one ibv_open_device left, not what freeing the device list after it left.
         (
             "FAKEVERBS_OPEN_ERRNO",
@@ -795,4 +823,34 @@ fn the_sniffer_runs_through_a_fake_provider() {
         assert!(!e.contains("Inappropriate ioctl"), "{var}={errno}: {e}");
         assert_eq!(undone_calls(&calls), undone, "{var}={errno}: {calls}");
     }
+
+    // ENOMEM from ibv_reg_mr blames the locked-memory limit only where it binds: not for root, whose
+    // CAP_IPC_LOCK lifts it, but for a process without that capability under a small limit.
+    let enomem = [("FAKEVERBS_MR_ERRNO", "12")];
+    let (o, _) = on_fake(&lib, &root, dir.path(), &enomem, &[]);
+    let e = stderr(&o);
+    assert!(
+        e.contains("Cannot allocate memory") && e.contains("not the locked-memory limit"),
+        "{e}"
+    );
+    if !is_root() || !have("setpriv") || !have("prlimit") {
+        cannot_run_here(
+            "the rdma engine's locked-memory advice under a binding limit: needs root, setpriv and prlimit",
+        );
+        return;
+    }
+    let bound = [
+        "setpriv",
+        "--bounding-set",
+        "-ipc_lock",
+        "prlimit",
+        "--memlock=65536:65536",
+        "--",
+    ];
+    let (o, _) = on_fake_under(&bound, &lib, &root, dir.path(), &enomem, &[]);
+    let e = stderr(&o);
+    assert!(
+        e.contains("under a locked-memory limit of 64 KiB") && e.contains("ulimit -l unlimited"),
+        "{e}"
+    );
 }

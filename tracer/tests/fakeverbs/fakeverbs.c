@@ -9,9 +9,9 @@
  * fake NIC clock that counts nanoseconds (1 GHz) from an offset, in 48 bits: the first when it is polled,
  * each next one 1 us later.
  *
- * Environment: FAKEVERBS_FRAMES (how many frames, default 20), FAKEVERBS_OPEN_ERRNO / FAKEVERBS_FLOW_ERRNO /
- * FAKEVERBS_QP_ERRNO (make ibv_open_device / ibv_create_flow / ibv_create_qp fail with that errno; freeing
- * the device list always leaves errno at ENOTTY), FAKEVERBS_OOB_FILE (a file that gets the value 5 once
+ * Environment: FAKEVERBS_FRAMES (how many frames, default 20), FAKEVERBS_OPEN_ERRNO / FAKEVERBS_QP_ERRNO /
+ * FAKEVERBS_MR_ERRNO / FAKEVERBS_FLOW_ERRNO (make ibv_open_device / ibv_create_qp / ibv_reg_mr /
+ * ibv_create_flow fail with that errno; freeing the device list always leaves errno at ENOTTY), FAKEVERBS_OOB_FILE (a file that gets the value 5 once
  * every frame is delivered, like the port's out_of_buffer counter), FAKEVERBS_LOG (a file each destroy call
  * appends its name to, and ibv_create_qp the send queue it was asked for). */
 #define _GNU_SOURCE
@@ -312,6 +312,11 @@ int ibv_dealloc_pd(struct ibv_pd *pd)
 
 struct ibv_mr *(ibv_reg_mr)(struct ibv_pd *pd, void *addr, size_t len, int access)
 {
+	int e = env_int("FAKEVERBS_MR_ERRNO", 0);
+	if (e) {
+		errno = e;
+		return NULL;
+	}
 	if (!(access & IBV_ACCESS_LOCAL_WRITE)) {
 		errno = EINVAL;
 		return NULL;

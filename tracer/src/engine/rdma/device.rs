@@ -197,11 +197,14 @@ impl Sniffer {
                 ffi::IBV_ACCESS_LOCAL_WRITE,
             );
             if self.mr.is_null() {
-                return Err(RdmaError::MemLock {
-                    spec: spec.to_string(),
-                    mib: self.buffers.len() >> 20,
-                    errno: std::io::Error::last_os_error(),
-                });
+                let errno = errno();
+                return Err(super::pin_error(
+                    &spec,
+                    self.buffers.len(),
+                    errno,
+                    crate::sys::memlock_limit(),
+                    crate::sys::effective_caps(),
+                ));
             }
         }
         self.repost = (0..BUFFERS as u64).collect();
