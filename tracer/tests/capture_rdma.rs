@@ -662,6 +662,17 @@ fn undone_calls(calls: &str) -> Vec<&str> {
     calls.lines().filter(|l| !l.starts_with("create")).collect()
 }
 
+/// [`fake_verbs`] built in `dir`, and a recorded sysfs tree for its device under `dir/sys`.
+fn fake_provider(dir: &Path) -> Option<(PathBuf, PathBuf)> {
+    let lib = fake_verbs(dir)?;
+    Some((lib, fake_sysfs(&dir.join("sys"))))
+}
+
+/// The fake provider's frame number: the low 16 bits of the PSN.
+fn fake_frame_number(data: &[u8]) -> usize {
+    usize::from(u16::from_be_bytes([data[52], data[53]]))
+}
+
 fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -672,10 +683,9 @@ fn now_ns() -> u64 {
 #[test]
 fn the_sniffer_runs_through_a_fake_provider() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(lib) = fake_verbs(dir.path()) else {
+    let Some((lib, root)) = fake_provider(dir.path()) else {
         return;
     };
-    let root = fake_sysfs(&dir.path().join("sys"));
     let oob = root.join("class/infiniband/mlx5_0/ports/1/hw_counters/out_of_buffer");
     put(
         &root,
@@ -702,8 +712,7 @@ fn the_sniffer_runs_through_a_fake_provider() {
     let mut prev = 0;
     for (i, (ts, len, data)) in got.iter().enumerate() {
         assert_eq!((*len, data.len()), (74, 74), "frame {i}");
-        // The PSN's low 16 bits are the frame's number.
-        assert_eq!(u16::from_be_bytes([data[52], data[53]]) as usize, i);
+        assert_eq!(fake_frame_number(data), i);
         // Stamped by the fake NIC clock, converted to wall time: within the run, and 1 us apart as the
         // NIC stamped them (the host's clock at polling would not space them so).
         assert!(
@@ -853,4 +862,43 @@ fn the_sniffer_runs_through_a_fake_provider() {
         e.contains("under a locked-memory limit of 64 KiB") && e.contains("ulimit -l unlimited"),
         "{e}"
     );
+}
+
+#[test]
+fn a_failing_poll_ends_the_port_loudly_and_a_busy_one_is_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((lib, root)) = fake_provider(dir.path()) else {
+        return;
+    };
+    // 50 frames, ibv_next_poll failing with `errno` on the 11th: whether the tracer succeeded, what it said,
+    // and the frames written.
+    let failing_at_10 = |errno: &str, duration: &str| {
+        let env = [
+            ("FAKEVERBS_FRAMES", "50"),
+            ("FAKEVERBS_POLL_ERRNO", errno),
+            ("FAKEVERBS_POLL_AT", "10"),
+        ];
+        let (o, _) = on_fake(&lib, &root, dir.path(), &env, &["--duration", duration]);
+        let written: Vec<usize> = records(&dir.path().join("fake.pcapng"))
+            .iter()
+            .map(|(_, _, d)| fake_frame_number(d))
+            .collect();
+        (o.status.success(), stderr(&o), written)
+    };
+    // An error: the ten frames before it are written, and the port's capture ends with the call, the port,
+    // the errno and the count, instead of going on without that frame.
+    let (_, e, written) = failing_at_10("5", "5s");
+    assert!(
+        e.contains(
+            "ibv_next_poll on mlx5_0:1 failed (Input/output error (os error 5)) after 10 completions"
+        ) && e.contains("its capture ended"),
+        "{e}"
+    );
+    assert_eq!(written, (0..10).collect::<Vec<_>>(), "{e}");
+    // EBUSY (a clock update racing the poll) leaves the completion queued: every frame arrives, and
+    // nothing is said.
+    let (ok, e, written) = failing_at_10("16", "1500ms");
+    assert!(ok, "{e}");
+    assert!(!e.contains("failed") && !e.contains("EBUSY"), "{e}");
+    assert_eq!(written, (0..50).collect::<Vec<_>>(), "{e}");
 }

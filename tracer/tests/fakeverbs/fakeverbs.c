@@ -12,7 +12,8 @@
  * Environment: FAKEVERBS_FRAMES (how many frames, default 20), FAKEVERBS_OPEN_ERRNO / FAKEVERBS_QP_ERRNO /
  * FAKEVERBS_MR_ERRNO / FAKEVERBS_FLOW_ERRNO (make ibv_open_device / ibv_create_qp / ibv_reg_mr /
  * ibv_create_flow fail with that errno; freeing the device list always leaves errno at ENOTTY), FAKEVERBS_OOB_FILE (a file that gets the value 5 once
- * every frame is delivered, like the port's out_of_buffer counter), FAKEVERBS_LOG (a file each destroy call
+ * every frame is delivered, like the port's out_of_buffer counter), FAKEVERBS_POLL_ERRNO and
+ * FAKEVERBS_POLL_AT (ibv_next_poll fails on that frame: see next_poll), FAKEVERBS_LOG (a file each destroy call
  * appends its name to, and ibv_create_qp the send queue it was asked for). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -130,9 +131,30 @@ static int start_poll(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr)
 	return complete_one((struct fake_cq *)cq);
 }
 
+/* FAKEVERBS_POLL_ERRNO at frame FAKEVERBS_POLL_AT: EBUSY once, with the completion left for the next poll
+ * (what rdma-core documents for a clock update racing the poll); any other errno with the completion
+ * consumed and lost, as a provider that cannot parse a CQE moves past it. */
 static int next_poll(struct ibv_cq_ex *cq)
 {
-	return complete_one((struct fake_cq *)cq);
+	struct fake_cq *c = (struct fake_cq *)cq;
+	static int busy_given;
+	int e = env_int("FAKEVERBS_POLL_ERRNO", 0);
+	if (e && c->psn == env_int("FAKEVERBS_POLL_AT", 0) && frames_left > 0 && the_qp &&
+	    the_qp->count > 0) {
+		if (e == EBUSY) {
+			if (!busy_given) {
+				busy_given = 1;
+				return EBUSY;
+			}
+		} else {
+			the_qp->head = (the_qp->head + 1) % MAX_RECV;
+			the_qp->count--;
+			frames_left--;
+			c->psn++;
+			return e;
+		}
+	}
+	return complete_one(c);
 }
 
 static void end_poll(struct ibv_cq_ex *cq)

@@ -29,6 +29,8 @@ use super::{CompletionSource, Item, PortSpec, RdmaError, SourceError, Stamp, ver
 const BUFFERS: usize = 4096;
 /// A new clock anchor and a look at the loss counter this often.
 const ANCHOR_EVERY: Duration = Duration::from_secs(1);
+/// How long polling may answer EBUSY before the source gives up (see [`Sniffer::busy`]).
+const BUSY_LIMIT: Duration = Duration::from_secs(1);
 /// Room for two VLAN tags, the Ethernet header and a margin, above the netdev's MTU.
 const FRAME_OVERHEAD: usize = 64;
 const DEFAULT_MTU: usize = 9000;
@@ -71,6 +73,8 @@ pub struct Sniffer {
     out_of_buffer_seen: Option<u64>,
     /// Completions in error not yet reported as lost.
     errors: u64,
+    /// Since when polling has answered EBUSY, without a completion since.
+    busy_since: Option<Instant>,
     unacked_events: u32,
     /// Buffers to give back to the QP after the current poll.
     repost: Vec<u64>,
@@ -140,6 +144,7 @@ impl Sniffer {
                 .join("hw_counters/out_of_buffer"),
             out_of_buffer_seen: None,
             errors: 0,
+            busy_since: None,
             unacked_events: 0,
             repost: Vec::with_capacity(BUFFERS),
         };
@@ -414,14 +419,17 @@ impl Sniffer {
         let mut attr = ffi::IbvPollCqAttr::default();
         // SAFETY: as above.
         let mut rc = unsafe { start(cq, &mut attr) };
-        if rc == libc::ENOENT {
-            return Ok(0);
-        }
-        if rc != 0 {
-            return Err(SourceError::Verb {
-                what: "ibv_start_poll",
-                errno: std::io::Error::from_raw_os_error(rc),
-            });
+        match rc {
+            0 => self.busy_since = None,
+            libc::ENOENT => return Ok(0),
+            // Nothing was taken and the CQ stays valid, so neither end_poll nor anything else is due.
+            libc::EBUSY => return self.busy().map(|()| 0),
+            _ => {
+                return Err(SourceError::Verb {
+                    what: "ibv_start_poll",
+                    errno: std::io::Error::from_raw_os_error(rc),
+                });
+            }
         }
         let mut n = 0;
         let mut keep = true;
@@ -500,7 +508,39 @@ impl Sniffer {
                 self.spec
             )));
         }
+        match rc {
+            // The batch is over, or stopped early by the reader (rc is still 0).
+            0 | libc::ENOENT => {}
+            // The completion stays in the CQ for the next start_poll.
+            libc::EBUSY => self.busy()?,
+            // A completion the provider could not read: lost, and likely not the last, so say so rather
+            // than go on as if the queue had merely run dry.
+            _ => {
+                return Err(SourceError::Poll {
+                    what: "ibv_next_poll",
+                    spec: self.spec.to_string(),
+                    taken: n,
+                    errno: std::io::Error::from_raw_os_error(rc),
+                });
+            }
+        }
         Ok(n)
+    }
+
+    /// Notes an EBUSY from the CQ: the provider could not read the clock information the kernel was
+    /// updating at that moment (only with wall-clock stamps), and the completion waits for the next poll.
+    /// That lasts microseconds; a second of it is a fault.
+    fn busy(&mut self) -> Result<(), SourceError> {
+        let since = *self.busy_since.get_or_insert_with(Instant::now);
+        if since.elapsed() > BUSY_LIMIT {
+            return Err(SourceError::Other(format!(
+                "polling the CQ on {} has answered EBUSY (the provider cannot read the NIC clock's \
+                 information) for over {} s",
+                self.spec,
+                BUSY_LIMIT.as_secs()
+            )));
+        }
+        Ok(())
     }
 
     /// Asks for an event on the next completion; false when the provider cannot (the caller then naps
@@ -572,6 +612,11 @@ impl CompletionSource for Sniffer {
             }
         }
         if self.drain(each)? > 0 || wait.is_zero() {
+            return Ok(true);
+        }
+        if self.busy_since.is_some() {
+            // A completion is waiting for the provider: poll again at once rather than sleep.
+            std::thread::yield_now();
             return Ok(true);
         }
         if !self.arm()? {

@@ -94,6 +94,23 @@ pub enum SourceError {
         /// The errno it returned.
         errno: std::io::Error,
     },
+    /// Polling the CQ failed partway through a batch. What was taken before is written; the completion
+    /// that failed is lost, and so may be those queued behind it, so the port's capture ends here.
+    #[error(
+        "{what} on {spec} failed ({errno}) after {taken} completions of a batch, which are kept: the \
+         completion it could not read is lost, and the capture of this port stops rather than go on \
+         missing frames unseen; `dmesg` may say why"
+    )]
+    Poll {
+        /// The call.
+        what: &'static str,
+        /// `DEVICE:PORT`.
+        spec: String,
+        /// Completions taken in the batch before the failure.
+        taken: usize,
+        /// The errno it returned.
+        errno: std::io::Error,
+    },
     /// Anything else that ends a source, already worded for the user.
     #[error("{0}")]
     Other(String),
