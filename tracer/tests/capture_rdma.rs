@@ -673,6 +673,28 @@ fn fake_frame_number(data: &[u8]) -> usize {
     usize::from(u16::from_be_bytes([data[52], data[53]]))
 }
 
+/// Checks the fake provider's frames, all of them in order, as stamped by its NIC and turned into wall time:
+/// within the run, and 1 us apart as the NIC stamped them (the host's clock at polling would not space them
+/// so).
+fn assert_stamped_by_the_fake_nic(got: &[(u64, u32, Vec<u8>)], run: std::ops::RangeInclusive<u64>) {
+    let mut prev = 0;
+    for (i, (ts, len, data)) in got.iter().enumerate() {
+        assert_eq!((*len, data.len()), (74, 74), "frame {i}");
+        assert_eq!(fake_frame_number(data), i);
+        assert!(run.contains(ts), "frame {i}: {ts} not in {run:?}");
+        if i > 0 {
+            assert_eq!(*ts - prev, 1000, "frame {i}");
+        }
+        prev = *ts;
+    }
+}
+
+/// Whether the file holds `text` (an interface description, say).
+fn holds(path: &Path, text: &str) -> bool {
+    let raw = std::fs::read(path).unwrap();
+    raw.windows(text.len()).any(|w| w == text.as_bytes())
+}
+
 fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -709,21 +731,7 @@ fn the_sniffer_runs_through_a_fake_provider() {
 
     let got = records(&out);
     assert_eq!(got.len(), 50, "{}", stderr(&o));
-    let mut prev = 0;
-    for (i, (ts, len, data)) in got.iter().enumerate() {
-        assert_eq!((*len, data.len()), (74, 74), "frame {i}");
-        assert_eq!(fake_frame_number(data), i);
-        // Stamped by the fake NIC clock, converted to wall time: within the run, and 1 us apart as the
-        // NIC stamped them (the host's clock at polling would not space them so).
-        assert!(
-            *ts >= start && *ts <= end,
-            "frame {i}: {ts} not in {start}..{end}"
-        );
-        if i > 0 {
-            assert_eq!(*ts - prev, 1000, "frame {i}");
-        }
-        prev = *ts;
-    }
+    assert_stamped_by_the_fake_nic(&got, start..=end);
     let (views, reader) = frames(&out);
     assert_eq!(views.len(), 50);
     assert!(
@@ -738,10 +746,9 @@ fn the_sniffer_runs_through_a_fake_provider() {
         5,
         "the out-of-buffer rise"
     );
-    let raw = std::fs::read(&out).unwrap();
-    let has = |needle: &str| raw.windows(needle.len()).any(|w| w == needle.as_bytes());
     assert!(
-        has(
+        holds(
+            &out,
             "device=mlx5_0:1 sniffer buffers=4096x4288 clock=nic(1000000 kHz, mask 0xffffffffffff)"
         ),
         "the interface description says how frames were stamped"
@@ -901,4 +908,74 @@ fn a_failing_poll_ends_the_port_loudly_and_a_busy_one_is_retried() {
     assert!(ok, "{e}");
     assert!(!e.contains("failed") && !e.contains("EBUSY"), "{e}");
     assert_eq!(written, (0..50).collect::<Vec<_>>(), "{e}");
+}
+
+#[test]
+fn a_nic_that_refuses_the_raw_counter_is_captured_with_the_best_stamps_it_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((lib, root)) = fake_provider(dir.path()) else {
+        return;
+    };
+    let out = dir.path().join("fake.pcapng");
+    let run = |clock: &str| {
+        let env = [("FAKEVERBS_FRAMES", "50"), ("FAKEVERBS_CLOCK", clock)];
+        let start = now_ns();
+        let (o, calls) = on_fake(&lib, &root, dir.path(), &env, &["--duration", "1500ms"]);
+        let e = stderr(&o);
+        assert!(o.status.success(), "{clock}: {e}");
+        (start..=now_ns(), e, calls)
+    };
+    let qp = "create_qp max_send_wr=0 max_send_sge=0";
+
+    // A NIC set to real-time timestamps: the raw QP refuses a CQ that asks for the free-running counter,
+    // and takes one that asks for wall-clock stamps, which the NIC writes as seconds:nanoseconds.
+    let (span, e, calls) = run("real-time");
+    assert_eq!(
+        calls.lines().take(5).collect::<Vec<_>>(),
+        [
+            "create_cq timestamps=free-running",
+            qp,
+            "destroy_cq",
+            "create_cq timestamps=wallclock",
+            qp
+        ],
+    );
+    assert!(
+        e.contains(
+            "roce-tracer: mlx5_0: timestamps from the NIC's stamps in wall-clock time, as the provider \
+             gives them (ibv_wc_read_completion_wallclock_ns): the time of its PTP hardware clock, \
+             because ibv_create_qp (raw packet) refused free-running NIC timestamps (Operation not \
+             supported (os error 95)), as mlx5 does when the NIC's clock is set to real time"
+        ),
+        "{e}"
+    );
+    let got = records(&out);
+    assert_eq!(got.len(), 50, "{e}");
+    assert_stamped_by_the_fake_nic(&got, span);
+    assert!(holds(&out, "clock=nic(wallclock)"));
+
+    // A NIC that stamps nothing: both kinds of stamps are refused with the CQ, and the host stamps.
+    let (span, e, calls) = run("none");
+    assert_eq!(
+        calls.lines().take(4).collect::<Vec<_>>(),
+        [
+            "create_cq timestamps=free-running",
+            "create_cq timestamps=wallclock",
+            "create_cq timestamps=none",
+            qp
+        ],
+    );
+    assert!(
+        e.contains(
+            "roce-tracer: mlx5_0: timestamps from the host's clock when each completion is polled"
+        ) && e.contains(
+            "because ibv_create_cq_ex refused free-running NIC timestamps (Operation not supported \
+             (os error 95)), then ibv_create_cq_ex refused wall-clock NIC timestamps"
+        ),
+        "{e}"
+    );
+    let got = records(&out);
+    assert_eq!(got.len(), 50, "{e}");
+    assert!(got.iter().all(|(ts, _, _)| span.contains(ts)));
+    assert!(holds(&out, "clock=host(when polled)"));
 }

@@ -5,7 +5,9 @@
 //! protection domain, a completion channel (so that an idle capture sleeps in `poll(2)` instead of
 //! spinning), an extended CQ that stamps each completion with the NIC clock, the raw-packet QP moved to
 //! INIT on the port and then to RTR, one registered region cut into receive buffers all posted to the QP,
-//! and last the sniffer rule, so that nothing arrives before there is room for it.
+//! and last the sniffer rule, so that nothing arrives before there is room for it. The CQ and the QP are
+//! made as a pair: a device may accept a CQ's stamps and refuse them on the QP, and the pair is then made
+//! again asking for the next best stamps ([`Stamping`]), down to none, the host stamping when it polls.
 //!
 //! Each buffer holds a whole frame of the port's MTU: a raw-packet QP cannot scatter a frame's head into a
 //! small buffer and drop its tail. The snap length applies when the frame is copied out, and the buffer goes
@@ -20,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::clock::{self, Anchor, NicClock};
+use super::clock::{self, Anchor, NicClock, Stamping};
 use super::ffi::{self, Verbs};
 use super::{CompletionSource, Item, PortSpec, RdmaError, SourceError, Stamp, verb_error};
 
@@ -64,7 +66,11 @@ pub struct Sniffer {
     buffers: Vec<u8>,
     buf_size: usize,
     snaplen: usize,
-    /// `None` when the CQ could not stamp completions: the host clock stamps them when polled.
+    /// How completions are stamped.
+    stamping: Stamping,
+    /// Why `stamping` is not the first way, each refusal in turn, for the start line.
+    fallbacks: Vec<String>,
+    /// The raw counter's rate and width, with [`Stamping::FreeRunning`] only.
     clock: Option<NicClock>,
     /// The NIC's clock runs in real-time format (see [`clock::looks_real_time`]).
     real_time: bool,
@@ -133,6 +139,8 @@ impl Sniffer {
             buffers: Vec::new(),
             buf_size,
             snaplen: snaplen.max(1) as usize,
+            stamping: Stamping::FreeRunning,
+            fallbacks: Vec::new(),
             clock: None,
             real_time: false,
             last_anchor: None,
@@ -157,7 +165,7 @@ impl Sniffer {
         let v = Arc::clone(&self.verbs);
         let spec = self.spec.clone();
         let fail = |what| verb_error(what, &spec, errno());
-        self.clock = self.query_clock();
+        self.choose_stamping();
         // SAFETY (this block and the calls below): every pointer passed is one libibverbs returned for this
         // context and has not been destroyed; every struct passed is a zeroed #[repr(C)] copy of the
         // header's, filled as the verb's documentation asks.
@@ -174,14 +182,9 @@ impl Sniffer {
             let flags = libc::fcntl(fd, libc::F_GETFL);
             libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
         }
-        self.create_cq()?;
+        self.create_cq_and_qp()?;
         // SAFETY: as above.
         unsafe {
-            let mut init = sniffer_qp_attr(self.cq.cast());
-            self.qp = (v.create_qp)(self.pd, &mut init);
-            if self.qp.is_null() {
-                return Err(fail("ibv_create_qp (raw packet)"));
-            }
             for (state, mask) in [
                 (ffi::IBV_QPS_INIT, ffi::IBV_QP_STATE | ffi::IBV_QP_PORT),
                 (ffi::IBV_QPS_RTR, ffi::IBV_QP_STATE),
@@ -218,18 +221,13 @@ impl Sniffer {
         // The loss counter's starting point, as close to the rule's start as can be.
         self.out_of_buffer_rise();
         self.create_flow()?;
-        // A device whose clock cannot be read now and then cannot have its stamps converted: stamp in the
-        // host instead, and say so in the interface description.
-        if self.anchor().is_none() {
-            self.clock = None;
-        }
         // The first poll takes the first anchor and hands it on before any frame.
         self.last_anchor = None;
         Ok(())
     }
 
     /// The device's clock rate and counter width, from `ibv_query_device_ex`; `None` when the provider
-    /// does not say (the CQ is then made without timestamps).
+    /// does not say.
     fn query_clock(&self) -> Option<NicClock> {
         type QueryEx = unsafe extern "C" fn(
             *mut ffi::IbvContext,
@@ -256,7 +254,35 @@ impl Sniffer {
         NicClock::new(attr.hca_core_clock, attr.completion_timestamp_mask).ok()
     }
 
-    fn create_cq(&mut self) -> Result<(), RdmaError> {
+    /// The first way of stamping to try: the raw counter needs the clock's rate and width, and a reading
+    /// of it now and then to anchor it; without them the provider's wall clock comes first.
+    fn choose_stamping(&mut self) {
+        self.clock = self.query_clock();
+        self.stamping = Stamping::FreeRunning;
+        let why = if self.clock.is_none() {
+            "the device does not report its clock's rate and width (ibv_query_device_ex)"
+        } else if self.anchor().is_none() {
+            "the device's clock cannot be read (ibv_query_rt_values_ex)"
+        } else {
+            return;
+        };
+        self.fallbacks.push(why.to_owned());
+        self.use_stamping(Stamping::WallClock);
+    }
+
+    fn use_stamping(&mut self, stamping: Stamping) {
+        self.stamping = stamping;
+        if stamping != Stamping::FreeRunning {
+            // Anchors and the counter's format belong to the raw counter alone.
+            self.clock = None;
+            self.real_time = false;
+        }
+    }
+
+    /// Makes the CQ and the raw QP, asking for the best stamps the device gives both of them (see
+    /// [`Stamping`]): a refusal of either while stamps are asked for is noted and the pair made again
+    /// with the next way; a refusal the stamps cannot explain, or of the last way, is the error.
+    fn create_cq_and_qp(&mut self) -> Result<(), RdmaError> {
         type CreateCqEx = unsafe extern "C" fn(
             *mut ffi::IbvContext,
             *mut ffi::IbvCqInitAttrEx,
@@ -265,31 +291,48 @@ impl Sniffer {
         let Some(op) = (unsafe { Verbs::verbs_op(self.ctx, ffi::VOP_CREATE_CQ_EX) }) else {
             return Err(verb_error("ibv_create_cq_ex", &self.spec, libc::EOPNOTSUPP));
         };
-        let f: CreateCqEx = unsafe { std::mem::transmute(op) };
-        let mut want_ts = self.clock.is_some();
+        let create_cq: CreateCqEx = unsafe { std::mem::transmute(op) };
         loop {
+            let stamping = self.stamping;
             let mut init: ffi::IbvCqInitAttrEx = ffi::zeroed();
             init.cqe = BUFFERS as u32;
             init.channel = self.channel;
-            init.wc_flags = ffi::IBV_WC_EX_WITH_BYTE_LEN
-                | if want_ts {
-                    ffi::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP
-                } else {
-                    0
-                };
+            init.wc_flags = ffi::IBV_WC_EX_WITH_BYTE_LEN | wc_stamp_flag(stamping);
             // SAFETY: a zeroed init struct with the fields above, for an open context.
-            self.cq = unsafe { f(self.ctx, &mut init) };
-            if !self.cq.is_null() {
-                break;
-            }
-            if !want_ts {
-                return Err(verb_error("ibv_create_cq_ex", &self.spec, errno()));
-            }
-            // Timestamps refused: stamp in the host when polled rather than not capture at all.
-            want_ts = false;
-            self.clock = None;
+            self.cq = unsafe { create_cq(self.ctx, &mut init) };
+            let (what, errno, ours) = if self.cq.is_null() {
+                // Any refusal of the CQ may be the stamps': the next way asks for less.
+                ("ibv_create_cq_ex", errno(), true)
+            } else {
+                let mut qp_init = sniffer_qp_attr(self.cq.cast());
+                // SAFETY: our PD and the CQ just made; the attributes as `sniffer_qp_attr` fills them.
+                self.qp = unsafe { (self.verbs.create_qp)(self.pd, &mut qp_init) };
+                if !self.qp.is_null() {
+                    return Ok(());
+                }
+                let errno = errno();
+                // SAFETY: the CQ just made, which nothing uses.
+                unsafe { (self.verbs.destroy_cq)(self.cq.cast()) };
+                self.cq = std::ptr::null_mut();
+                let ours = stamping.qp_refusal_may_be_ours(errno);
+                ("ibv_create_qp (raw packet)", errno, ours)
+            };
+            let Some(next) = stamping.fallback().filter(|_| ours) else {
+                return Err(verb_error(what, &self.spec, errno));
+            };
+            // What mlx5 does on a NIC whose timestamps are set to real time (the firmware's choice).
+            let hint = if what.starts_with("ibv_create_qp") && stamping == Stamping::FreeRunning {
+                ", as mlx5 does when the NIC's clock is set to real time"
+            } else {
+                ""
+            };
+            self.fallbacks.push(format!(
+                "{what} refused {} ({}){hint}",
+                stamping.asked(),
+                std::io::Error::from_raw_os_error(errno)
+            ));
+            self.use_stamping(next);
         }
-        Ok(())
     }
 
     fn create_flow(&mut self) -> Result<(), RdmaError> {
@@ -441,38 +484,16 @@ impl Sniffer {
             // work request id to read.
             let (status, wr_id) = unsafe { ((*cq).status, (*cq).wr_id) };
             let ok = status == ffi::IBV_WC_SUCCESS;
-            // SAFETY: as above, for a successful completion.
-            let (byte_len, raw_ts) = unsafe {
-                (
-                    (*cq).read_byte_len.filter(|_| ok).map(|f| f(cq)),
-                    (*cq)
-                        .read_completion_ts
-                        .filter(|_| ok && self.clock.is_some())
-                        .map(|f| f(cq)),
-                )
-            };
             if wr_id < BUFFERS as u64 {
                 self.repost.push(wr_id);
             }
             if ok && keep {
+                // SAFETY: as above, for a successful completion.
+                let (byte_len, stamp) =
+                    unsafe { ((*cq).read_byte_len.map(|f| f(cq)), self.stamp(cq)) };
                 let len = byte_len.unwrap_or(self.buf_size as u32);
                 let start_at = (wr_id as usize).saturating_mul(self.buf_size);
                 let take = (len as usize).min(self.snaplen).min(self.buf_size);
-                if !self.real_time
-                    && let Some(t) = raw_ts
-                    && clock::looks_real_time(t, crate::sys::now_ns())
-                {
-                    // The anchor's reading did not show it (a provider that reads the free-running
-                    // counter there), the completions do.
-                    self.real_time = true;
-                }
-                let stamp = match (raw_ts, self.clock) {
-                    (Some(t), Some(_)) if self.real_time => {
-                        Stamp::Wall(clock::real_time_ns(t).unwrap_or_else(crate::sys::now_ns))
-                    }
-                    (Some(t), Some(c)) => Stamp::Nic(t & c.mask),
-                    _ => Stamp::Wall(crate::sys::now_ns()),
-                };
                 if let Some(data) = self.buffers.get(start_at..start_at + take) {
                     keep = each(Item::Frame { data, len, stamp });
                 }
@@ -525,6 +546,40 @@ impl Sniffer {
             }
         }
         Ok(n)
+    }
+
+    /// The stamp of the CQ's current completion, as [`Stamping`] asked for it; the host's clock now when
+    /// the provider gave no reader for it.
+    ///
+    /// # Safety
+    /// `cq` must be our CQ, between a successful start/next_poll and the next call, on a successful
+    /// completion.
+    unsafe fn stamp(&mut self, cq: *mut ffi::IbvCqEx) -> Stamp {
+        let now = crate::sys::now_ns();
+        match (self.stamping, self.clock) {
+            (Stamping::FreeRunning, Some(c)) => {
+                // SAFETY: the caller's completion is readable.
+                let Some(t) = (unsafe { (*cq).read_completion_ts.map(|f| f(cq)) }) else {
+                    return Stamp::Wall(now);
+                };
+                if !self.real_time && clock::looks_real_time(t, now) {
+                    // The anchor's reading did not show it (a provider that reads the free-running
+                    // counter there), the completions do.
+                    self.real_time = true;
+                }
+                if self.real_time {
+                    Stamp::Wall(clock::real_time_ns(t).unwrap_or(now))
+                } else {
+                    Stamp::Nic(t & c.mask)
+                }
+            }
+            (Stamping::WallClock, _) => {
+                // SAFETY: the caller's completion is readable.
+                let ns = unsafe { (*cq).read_completion_wallclock_ns.map(|f| f(cq)) };
+                Stamp::Wall(ns.map_or(now, |ns| clock::provider_wall_ns(ns, now)))
+            }
+            _ => Stamp::Wall(now),
+        }
     }
 
     /// Notes an EBUSY from the CQ: the provider could not read the clock information the kernel was
@@ -629,11 +684,40 @@ impl CompletionSource for Sniffer {
         Ok(true)
     }
 
+    fn timestamps(&self) -> String {
+        let source = match (self.stamping, self.clock, self.real_time) {
+            (Stamping::FreeRunning, Some(_), true) => {
+                "the NIC's clock in real-time format, as stamped: the time of its PTP hardware clock"
+                    .to_owned()
+            }
+            (Stamping::FreeRunning, Some(c), false) => format!(
+                "the NIC's free-running clock ({} kHz), turned into wall time with an anchor every second",
+                c.khz
+            ),
+            (Stamping::WallClock, _, _) => {
+                "the NIC's stamps in wall-clock time, as the provider gives them \
+                 (ibv_wc_read_completion_wallclock_ns): the time of its PTP hardware clock"
+                    .to_owned()
+            }
+            _ => "the host's clock when each completion is polled, not the NIC's: later than the wire \
+                  by the time to the poll, and bunched by poll"
+                .to_owned(),
+        };
+        if self.fallbacks.is_empty() {
+            source
+        } else {
+            format!("{source}, because {}", self.fallbacks.join(", then "))
+        }
+    }
+
     fn describe(&self) -> String {
-        let clock = match (self.clock, self.real_time) {
-            (Some(_), true) => "clock=nic(real-time)".to_owned(),
-            (Some(c), false) => format!("clock=nic({} kHz, mask {:#x})", c.khz, c.mask),
-            (None, _) => "clock=host(when polled)".to_owned(),
+        let clock = match (self.stamping, self.clock, self.real_time) {
+            (Stamping::FreeRunning, Some(_), true) => "clock=nic(real-time)".to_owned(),
+            (Stamping::FreeRunning, Some(c), false) => {
+                format!("clock=nic({} kHz, mask {:#x})", c.khz, c.mask)
+            }
+            (Stamping::WallClock, _, _) => "clock=nic(wallclock)".to_owned(),
+            _ => "clock=host(when polled)".to_owned(),
         };
         format!(
             "device={} sniffer buffers={}x{} {clock}",
@@ -675,6 +759,15 @@ impl Drop for Sniffer {
             }
             (v.close_device)(self.ctx);
         }
+    }
+}
+
+/// The completion flag that asks for `stamping`'s stamps.
+fn wc_stamp_flag(stamping: Stamping) -> u64 {
+    match stamping {
+        Stamping::FreeRunning => ffi::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+        Stamping::WallClock => ffi::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
+        Stamping::Host => 0,
     }
 }
 

@@ -33,6 +33,7 @@ pub const IBV_ACCESS_LOCAL_WRITE: c_int = 1;
 pub const IBV_FLOW_ATTR_SNIFFER: c_int = 3;
 pub const IBV_WC_EX_WITH_BYTE_LEN: u64 = 1 << 0;
 pub const IBV_WC_EX_WITH_COMPLETION_TIMESTAMP: u64 = 1 << 7;
+pub const IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK: u64 = 1 << 11;
 pub const IBV_VALUES_MASK_RAW_CLOCK: u32 = 1 << 0;
 pub const IBV_WC_SUCCESS: c_int = 0;
 /// What every receive still posted completes with once the QP is destroyed or moved to the error state.
@@ -727,6 +728,7 @@ pub fn layout() -> Vec<(&'static str, usize)> {
         konst!(IBV_FLOW_ATTR_SNIFFER),
         konst!(IBV_WC_EX_WITH_BYTE_LEN),
         konst!(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP),
+        konst!(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK),
         konst!(IBV_VALUES_MASK_RAW_CLOCK),
         konst!(IBV_WC_SUCCESS),
         konst!(IBV_WC_WR_FLUSH_ERR),

@@ -80,6 +80,9 @@ pub trait CompletionSource: Send {
     ) -> Result<bool, SourceError>;
     /// For the interface description: what the source is and how it stamps.
     fn describe(&self) -> String;
+    /// For the start line: where the frames' times come from, in words, and why not from a better source
+    /// when the device refused one.
+    fn timestamps(&self) -> String;
 }
 
 /// A source that stopped working mid-capture.
@@ -485,6 +488,12 @@ pub fn start_with(
             d
         })
         .collect();
+    for (source, name) in sources.iter().zip(&config.interfaces) {
+        crate::term::say(&format!(
+            "roce-tracer: {name}: timestamps from {}",
+            source.timestamps()
+        ));
+    }
     let mut readers = ReaderThreads::new(sources.len());
     for (i, source) in sources.into_iter().enumerate() {
         let filter = filter_text
