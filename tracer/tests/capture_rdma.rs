@@ -611,50 +611,53 @@ fn fake_verbs(dir: &Path) -> Option<PathBuf> {
     }
 }
 
-/// `roce-tracer capture --engine rdma -i mlx5_0 -q` into `DIR/fake.pcapng` on the fake provider, with `env`
-/// for it and `extra` arguments; what it printed and the calls the provider logged.
-fn on_fake(
-    lib: &Path,
-    root: &Path,
-    dir: &Path,
-    env: &[(&str, &str)],
-    extra: &[&str],
-) -> (Output, String) {
-    on_fake_under(&[], lib, root, dir, env, extra)
+/// The fake provider of [`fake_verbs`], built in `dir`, with a recorded sysfs tree for its device in
+/// `dir/sys`.
+struct Fake {
+    lib: PathBuf,
+    root: PathBuf,
+    dir: PathBuf,
 }
 
-/// [`on_fake`] with the tracer run by `wrapper` (a program and its arguments, the tracer's path after them).
-fn on_fake_under(
-    wrapper: &[&str],
-    lib: &Path,
-    root: &Path,
-    dir: &Path,
-    env: &[(&str, &str)],
-    extra: &[&str],
-) -> (Output, String) {
-    let log = dir.join("calls.log");
-    let _ = std::fs::remove_file(&log);
-    let mut c = match wrapper.split_first() {
-        Some((program, args)) => {
-            let mut c = Command::new(program);
-            c.args(args).arg(TRACER);
-            c
-        }
-        None => Command::new(TRACER),
-    };
-    let o = c
-        .args(RDMA_CAPTURE)
-        .arg("--sysfs-root")
-        .arg(root)
-        .arg("-w")
-        .arg(dir.join("fake.pcapng"))
-        .args(extra)
-        .env("ROCETRACE_LIBIBVERBS", lib)
-        .env("FAKEVERBS_LOG", &log)
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    (o, std::fs::read_to_string(&log).unwrap_or_default())
+impl Fake {
+    /// `roce-tracer capture --engine rdma -i mlx5_0 -q` into `DIR/fake.pcapng` on the fake provider, with
+    /// `env` for it and `extra` arguments; what it printed and the calls the provider logged.
+    fn capture(&self, env: &[(&str, &str)], extra: &[&str]) -> (Output, String) {
+        self.capture_under(&[], env, extra)
+    }
+
+    /// [`Fake::capture`] with the tracer run by `wrapper` (a program and its arguments, the tracer's path
+    /// after them).
+    fn capture_under(
+        &self,
+        wrapper: &[&str],
+        env: &[(&str, &str)],
+        extra: &[&str],
+    ) -> (Output, String) {
+        let log = self.dir.join("calls.log");
+        let _ = std::fs::remove_file(&log);
+        let mut c = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(TRACER);
+                c
+            }
+            None => Command::new(TRACER),
+        };
+        let o = c
+            .args(RDMA_CAPTURE)
+            .arg("--sysfs-root")
+            .arg(&self.root)
+            .arg("-w")
+            .arg(self.dir.join("fake.pcapng"))
+            .args(extra)
+            .env("ROCETRACE_LIBIBVERBS", &self.lib)
+            .env("FAKEVERBS_LOG", &log)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        (o, std::fs::read_to_string(&log).unwrap_or_default())
+    }
 }
 
 /// The calls that undid something, in order.
@@ -662,10 +665,13 @@ fn undone_calls(calls: &str) -> Vec<&str> {
     calls.lines().filter(|l| !l.starts_with("create")).collect()
 }
 
-/// [`fake_verbs`] built in `dir`, and a recorded sysfs tree for its device under `dir/sys`.
-fn fake_provider(dir: &Path) -> Option<(PathBuf, PathBuf)> {
-    let lib = fake_verbs(dir)?;
-    Some((lib, fake_sysfs(&dir.join("sys"))))
+/// [`Fake`] in `dir`; `None` (said) where it cannot be built.
+fn fake_provider(dir: &Path) -> Option<Fake> {
+    Some(Fake {
+        lib: fake_verbs(dir)?,
+        root: fake_sysfs(&dir.join("sys")),
+        dir: dir.to_path_buf(),
+    })
 }
 
 /// The fake provider's frame number: the low 16 bits of the PSN.
@@ -705,21 +711,20 @@ fn now_ns() -> u64 {
 #[test]
 fn the_sniffer_runs_through_a_fake_provider() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((lib, root)) = fake_provider(dir.path()) else {
+    let Some(fake) = fake_provider(dir.path()) else {
         return;
     };
-    let oob = root.join("class/infiniband/mlx5_0/ports/1/hw_counters/out_of_buffer");
+    let oob = fake
+        .root
+        .join("class/infiniband/mlx5_0/ports/1/hw_counters/out_of_buffer");
     put(
-        &root,
+        &fake.root,
         "class/infiniband/mlx5_0/ports/1/hw_counters/out_of_buffer",
         "0",
     );
     let out = dir.path().join("fake.pcapng");
     let start = now_ns();
-    let (o, calls) = on_fake(
-        &lib,
-        &root,
-        dir.path(),
+    let (o, calls) = fake.capture(
         &[
             ("FAKEVERBS_FRAMES", "50"),
             ("FAKEVERBS_OOB_FILE", oob.to_str().unwrap()),
@@ -781,8 +786,8 @@ fn the_sniffer_runs_through_a_fake_provider() {
             "1500ms",
             "--sysfs-root",
         ])
-        .arg(&root)
-        .env("ROCETRACE_LIBIBVERBS", &lib)
+        .arg(&fake.root)
+        .env("ROCETRACE_LIBIBVERBS", &fake.lib)
         .env("FAKEVERBS_FRAMES", "30")
         .output()
         .unwrap();
@@ -832,7 +837,7 @@ fn the_sniffer_runs_through_a_fake_provider() {
             Vec::new(),
         ),
     ] {
-        let (o, calls) = on_fake(&lib, &root, dir.path(), &[(var, errno)], &[]);
+        let (o, calls) = fake.capture(&[(var, errno)], &[]);
         assert!(!o.status.success());
         let e = stderr(&o);
         assert!(e.contains(says), "{var}={errno}: {e}");
@@ -843,7 +848,7 @@ fn the_sniffer_runs_through_a_fake_provider() {
     // ENOMEM from ibv_reg_mr blames the locked-memory limit only where it binds: not for root, whose
     // CAP_IPC_LOCK lifts it, but for a process without that capability under a small limit.
     let enomem = [("FAKEVERBS_MR_ERRNO", "12")];
-    let (o, _) = on_fake(&lib, &root, dir.path(), &enomem, &[]);
+    let (o, _) = fake.capture(&enomem, &[]);
     let e = stderr(&o);
     assert!(
         e.contains("Cannot allocate memory") && e.contains("not the locked-memory limit"),
@@ -863,7 +868,7 @@ fn the_sniffer_runs_through_a_fake_provider() {
         "--memlock=65536:65536",
         "--",
     ];
-    let (o, _) = on_fake_under(&bound, &lib, &root, dir.path(), &enomem, &[]);
+    let (o, _) = fake.capture_under(&bound, &enomem, &[]);
     let e = stderr(&o);
     assert!(
         e.contains("under a locked-memory limit of 64 KiB") && e.contains("ulimit -l unlimited"),
@@ -874,7 +879,7 @@ fn the_sniffer_runs_through_a_fake_provider() {
 #[test]
 fn a_failing_poll_ends_the_port_loudly_and_a_busy_one_is_retried() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((lib, root)) = fake_provider(dir.path()) else {
+    let Some(fake) = fake_provider(dir.path()) else {
         return;
     };
     // 50 frames, ibv_next_poll failing with `errno` on the 11th: whether the tracer succeeded, what it said,
@@ -885,7 +890,7 @@ fn a_failing_poll_ends_the_port_loudly_and_a_busy_one_is_retried() {
             ("FAKEVERBS_POLL_ERRNO", errno),
             ("FAKEVERBS_POLL_AT", "10"),
         ];
-        let (o, _) = on_fake(&lib, &root, dir.path(), &env, &["--duration", duration]);
+        let (o, _) = fake.capture(&env, &["--duration", duration]);
         let written: Vec<usize> = records(&dir.path().join("fake.pcapng"))
             .iter()
             .map(|(_, _, d)| fake_frame_number(d))
@@ -913,14 +918,14 @@ fn a_failing_poll_ends_the_port_loudly_and_a_busy_one_is_retried() {
 #[test]
 fn a_nic_that_refuses_the_raw_counter_is_captured_with_the_best_stamps_it_gives() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((lib, root)) = fake_provider(dir.path()) else {
+    let Some(fake) = fake_provider(dir.path()) else {
         return;
     };
     let out = dir.path().join("fake.pcapng");
     let run = |clock: &str| {
         let env = [("FAKEVERBS_FRAMES", "50"), ("FAKEVERBS_CLOCK", clock)];
         let start = now_ns();
-        let (o, calls) = on_fake(&lib, &root, dir.path(), &env, &["--duration", "1500ms"]);
+        let (o, calls) = fake.capture(&env, &["--duration", "1500ms"]);
         let e = stderr(&o);
         assert!(o.status.success(), "{clock}: {e}");
         (start..=now_ns(), e, calls)
