@@ -103,21 +103,12 @@ pub struct Host {
     pub libibverbs: String,
 }
 
-/// CAP_IPC_LOCK lifts the locked-memory limit.
-const CAP_IPC_LOCK: u32 = 14;
-
 impl Host {
     /// This process.
     pub fn this() -> Host {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: `lim` is valid to write.
-        let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) };
         Host {
             caps: crate::sys::effective_caps(),
-            memlock: (rc == 0 && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur),
+            memlock: crate::sys::memlock_limit(),
             libibverbs: libibverbs_status(),
         }
     }
@@ -148,7 +139,7 @@ fn permissions(host: &Host, pinned: u64) -> Vec<String> {
             )
         };
         if engine == "rdma" {
-            let lifted = host.caps & (1 << CAP_IPC_LOCK) != 0;
+            let lifted = missing_caps(host.caps, &[Cap::IpcLock]).is_empty();
             if let Some(limit) = host.memlock.filter(|&l| !lifted && l < pinned) {
                 let _ = write!(
                     line,

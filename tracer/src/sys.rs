@@ -25,6 +25,8 @@ pub enum Cap {
     NetAdmin = 12,
     /// `CAP_NET_RAW`: open packet sockets.
     NetRaw = 13,
+    /// `CAP_IPC_LOCK`: pin memory past the locked-memory limit (the rdma engine's receive buffers).
+    IpcLock = 14,
     /// `CAP_SYS_ADMIN`: what older kernels ask for BPF and perf instead.
     SysAdmin = 21,
     /// `CAP_PERFMON`: tracepoints and BPF ring buffers.
@@ -39,6 +41,7 @@ impl Cap {
         match self {
             Cap::NetAdmin => "cap_net_admin",
             Cap::NetRaw => "cap_net_raw",
+            Cap::IpcLock => "cap_ipc_lock",
             Cap::SysAdmin => "cap_sys_admin",
             Cap::Perfmon => "cap_perfmon",
             Cap::Bpf => "cap_bpf",
@@ -56,6 +59,18 @@ pub fn effective_caps() -> u64 {
                 .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
         })
         .unwrap_or(0)
+}
+
+/// The locked-memory limit (`RLIMIT_MEMLOCK`) in bytes; `None` when unlimited (or unreadable, which no
+/// Linux process meets).
+pub fn memlock_limit() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is valid to write.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) };
+    (rc == 0 && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur)
 }
 
 /// Which of `needed` the process lacks. CAP_SYS_ADMIN stands in for CAP_BPF and CAP_PERFMON, as on kernels

@@ -611,6 +611,96 @@ fn fake_verbs(dir: &Path) -> Option<PathBuf> {
     }
 }
 
+/// The fake provider of [`fake_verbs`], built in `dir`, with a recorded sysfs tree for its device in
+/// `dir/sys`.
+struct Fake {
+    lib: PathBuf,
+    root: PathBuf,
+    dir: PathBuf,
+}
+
+impl Fake {
+    /// `roce-tracer capture --engine rdma -i mlx5_0 -q` into `DIR/fake.pcapng` on the fake provider, with
+    /// `env` for it and `extra` arguments; what it printed and the calls the provider logged.
+    fn capture(&self, env: &[(&str, &str)], extra: &[&str]) -> (Output, String) {
+        self.capture_under(&[], env, extra)
+    }
+
+    /// [`Fake::capture`] with the tracer run by `wrapper` (a program and its arguments, the tracer's path
+    /// after them).
+    fn capture_under(
+        &self,
+        wrapper: &[&str],
+        env: &[(&str, &str)],
+        extra: &[&str],
+    ) -> (Output, String) {
+        let log = self.dir.join("calls.log");
+        let _ = std::fs::remove_file(&log);
+        let mut c = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(TRACER);
+                c
+            }
+            None => Command::new(TRACER),
+        };
+        let o = c
+            .args(RDMA_CAPTURE)
+            .arg("--sysfs-root")
+            .arg(&self.root)
+            .arg("-w")
+            .arg(self.dir.join("fake.pcapng"))
+            .args(extra)
+            .env("ROCETRACE_LIBIBVERBS", &self.lib)
+            .env("FAKEVERBS_LOG", &log)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        (o, std::fs::read_to_string(&log).unwrap_or_default())
+    }
+}
+
+/// The calls that undid something, in order.
+fn undone_calls(calls: &str) -> Vec<&str> {
+    calls.lines().filter(|l| !l.starts_with("create")).collect()
+}
+
+/// [`Fake`] in `dir`; `None` (said) where it cannot be built.
+fn fake_provider(dir: &Path) -> Option<Fake> {
+    Some(Fake {
+        lib: fake_verbs(dir)?,
+        root: fake_sysfs(&dir.join("sys")),
+        dir: dir.to_path_buf(),
+    })
+}
+
+/// The fake provider's frame number: the low 16 bits of the PSN.
+fn fake_frame_number(data: &[u8]) -> usize {
+    usize::from(u16::from_be_bytes([data[52], data[53]]))
+}
+
+/// Checks the fake provider's frames, all of them in order, as stamped by its NIC and turned into wall time:
+/// within the run, and 1 us apart as the NIC stamped them (the host's clock at polling would not space them
+/// so).
+fn assert_stamped_by_the_fake_nic(got: &[(u64, u32, Vec<u8>)], run: std::ops::RangeInclusive<u64>) {
+    let mut prev = 0;
+    for (i, (ts, len, data)) in got.iter().enumerate() {
+        assert_eq!((*len, data.len()), (74, 74), "frame {i}");
+        assert_eq!(fake_frame_number(data), i);
+        assert!(run.contains(ts), "frame {i}: {ts} not in {run:?}");
+        if i > 0 {
+            assert_eq!(*ts - prev, 1000, "frame {i}");
+        }
+        prev = *ts;
+    }
+}
+
+/// Whether the file holds `text` (an interface description, say).
+fn holds(path: &Path, text: &str) -> bool {
+    let raw = std::fs::read(path).unwrap();
+    raw.windows(text.len()).any(|w| w == text.as_bytes())
+}
+
 fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -621,52 +711,32 @@ fn now_ns() -> u64 {
 #[test]
 fn the_sniffer_runs_through_a_fake_provider() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(lib) = fake_verbs(dir.path()) else {
+    let Some(fake) = fake_provider(dir.path()) else {
         return;
     };
-    let root = fake_sysfs(&dir.path().join("sys"));
-    let oob = root.join("class/infiniband/mlx5_0/ports/1/hw_counters/out_of_buffer");
+    let oob = fake
+        .root
+        .join("class/infiniband/mlx5_0/ports/1/hw_counters/out_of_buffer");
     put(
-        &root,
+        &fake.root,
         "class/infiniband/mlx5_0/ports/1/hw_counters/out_of_buffer",
         "0",
     );
-    let log = dir.path().join("calls.log");
     let out = dir.path().join("fake.pcapng");
     let start = now_ns();
-    let o = Command::new(TRACER)
-        .args(RDMA_CAPTURE)
-        .args(["--all-frames", "--duration", "2500ms", "--sysfs-root"])
-        .arg(&root)
-        .arg("-w")
-        .arg(&out)
-        .env("ROCETRACE_LIBIBVERBS", &lib)
-        .env("FAKEVERBS_FRAMES", "50")
-        .env("FAKEVERBS_OOB_FILE", &oob)
-        .env("FAKEVERBS_LOG", &log)
-        .output()
-        .unwrap();
+    let (o, calls) = fake.capture(
+        &[
+            ("FAKEVERBS_FRAMES", "50"),
+            ("FAKEVERBS_OOB_FILE", oob.to_str().unwrap()),
+        ],
+        &["--all-frames", "--duration", "2500ms"],
+    );
     let end = now_ns();
     assert!(o.status.success(), "{}", stderr(&o));
 
     let got = records(&out);
     assert_eq!(got.len(), 50, "{}", stderr(&o));
-    let mut prev = 0;
-    for (i, (ts, len, data)) in got.iter().enumerate() {
-        assert_eq!((*len, data.len()), (74, 74), "frame {i}");
-        // The PSN's low 16 bits are the frame's number.
-        assert_eq!(u16::from_be_bytes([data[52], data[53]]) as usize, i);
-        // Stamped by the fake NIC clock, converted to wall time: within the run, and 1 us apart as the
-        // NIC stamped them (the host's clock at polling would not space them so).
-        assert!(
-            *ts >= start && *ts <= end,
-            "frame {i}: {ts} not in {start}..{end}"
-        );
-        if i > 0 {
-            assert_eq!(*ts - prev, 1000, "frame {i}");
-        }
-        prev = *ts;
-    }
+    assert_stamped_by_the_fake_nic(&got, start..=end);
     let (views, reader) = frames(&out);
     assert_eq!(views.len(), 50);
     assert!(
@@ -681,18 +751,20 @@ fn the_sniffer_runs_through_a_fake_provider() {
         5,
         "the out-of-buffer rise"
     );
-    let raw = std::fs::read(&out).unwrap();
-    let has = |needle: &str| raw.windows(needle.len()).any(|w| w == needle.as_bytes());
     assert!(
-        has(
+        holds(
+            &out,
             "device=mlx5_0:1 sniffer buffers=4096x4288 clock=nic(1000000 kHz, mask 0xffffffffffff)"
         ),
         "the interface description says how frames were stamped"
     );
+    assert!(
+        calls.contains("create_qp max_send_wr=0 max_send_sge=0\n"),
+        "the sniffer asks for no send queue: {calls}"
+    );
     // Everything made is undone, newest first.
-    let calls = std::fs::read_to_string(&log).unwrap();
     assert_eq!(
-        calls.lines().collect::<Vec<_>>(),
+        undone_calls(&calls),
         [
             "destroy_flow",
             "destroy_qp",
@@ -714,8 +786,8 @@ fn the_sniffer_runs_through_a_fake_provider() {
             "1500ms",
             "--sysfs-root",
         ])
-        .arg(&root)
-        .env("ROCETRACE_LIBIBVERBS", &lib)
+        .arg(&fake.root)
+        .env("ROCETRACE_LIBIBVERBS", &fake.lib)
         .env("FAKEVERBS_FRAMES", "30")
         .output()
         .unwrap();
@@ -727,42 +799,188 @@ fn the_sniffer_runs_through_a_fake_provider() {
     );
 
     // Refusals, and the undoing of what was made before them.
-    for (var, errno, says) in [
+    const MADE_TO_PD: [&str; 2] = ["dealloc_pd", "close_device"];
+    let to_qp = ["destroy_cq", "destroy_comp_channel"];
+    let to_mr = ["destroy_qp"];
+    let to_flow = ["destroy_qp", "dereg_mr"];
+    for (var, errno, says, undone) in [
         (
             "FAKEVERBS_FLOW_ERRNO",
             "95",
             "the NIC refused the sniffer flow rule on mlx5_0:1",
+            [&to_flow[..], &to_qp, &MADE_TO_PD].concat(),
         ),
         (
             "FAKEVERBS_FLOW_ERRNO",
             "1",
             "ibv_create_flow on mlx5_0:1 is not permitted",
+            [&to_flow[..], &to_qp, &MADE_TO_PD].concat(),
         ),
         (
             "FAKEVERBS_QP_ERRNO",
             "1",
             "ibv_create_qp (raw packet) on mlx5_0:1 is not permitted",
+            [&to_qp[..], &MADE_TO_PD].concat(),
+        ),
+        // Not the locked-memory limit, which root's CAP_IPC_LOCK lifts: the errno as it is.
+        (
+            "FAKEVERBS_MR_ERRNO",
+            "14",
+            "pinning 16 MiB of receive buffers on mlx5_0:1 failed: Bad address",
+            [&to_mr[..], &to_qp, &MADE_TO_PD].concat(),
+        ),
+        // The errno is the one ibv_open_device left, not what freeing the device list after it left.
+        (
+            "FAKEVERBS_OPEN_ERRNO",
+            "19",
+            "ibv_open_device on mlx5_0:1 failed: No such device",
+            Vec::new(),
         ),
     ] {
-        let _ = std::fs::remove_file(&log);
-        let o = Command::new(TRACER)
-            .args(RDMA_CAPTURE)
-            .arg("--sysfs-root")
-            .arg(&root)
-            .arg("-w")
-            .arg(dir.path().join("refused.pcapng"))
-            .env("ROCETRACE_LIBIBVERBS", &lib)
-            .env(var, errno)
-            .env("FAKEVERBS_LOG", &log)
-            .output()
-            .unwrap();
+        let (o, calls) = fake.capture(&[(var, errno)], &[]);
         assert!(!o.status.success());
         let e = stderr(&o);
         assert!(e.contains(says), "{var}={errno}: {e}");
-        let calls = std::fs::read_to_string(&log).unwrap_or_default();
-        assert!(
-            calls.ends_with("dealloc_pd\nclose_device\n"),
-            "{var}={errno}: {calls}"
-        );
+        assert!(!e.contains("Inappropriate ioctl"), "{var}={errno}: {e}");
+        assert_eq!(undone_calls(&calls), undone, "{var}={errno}: {calls}");
     }
+
+    // ENOMEM from ibv_reg_mr blames the locked-memory limit only where it binds: not for root, whose
+    // CAP_IPC_LOCK lifts it, but for a process without that capability under a small limit.
+    let enomem = [("FAKEVERBS_MR_ERRNO", "12")];
+    let (o, _) = fake.capture(&enomem, &[]);
+    let e = stderr(&o);
+    assert!(
+        e.contains("Cannot allocate memory") && e.contains("not the locked-memory limit"),
+        "{e}"
+    );
+    if !is_root() || !have("setpriv") || !have("prlimit") {
+        cannot_run_here(
+            "the rdma engine's locked-memory advice under a binding limit: needs root, setpriv and prlimit",
+        );
+        return;
+    }
+    let bound = [
+        "setpriv",
+        "--bounding-set",
+        "-ipc_lock",
+        "prlimit",
+        "--memlock=65536:65536",
+        "--",
+    ];
+    let (o, _) = fake.capture_under(&bound, &enomem, &[]);
+    let e = stderr(&o);
+    assert!(
+        e.contains("under a locked-memory limit of 64 KiB") && e.contains("ulimit -l unlimited"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_failing_poll_ends_the_port_loudly_and_a_busy_one_is_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(fake) = fake_provider(dir.path()) else {
+        return;
+    };
+    // 50 frames, ibv_next_poll failing with `errno` on the 11th: whether the tracer succeeded, what it said,
+    // and the frames written.
+    let failing_at_10 = |errno: &str, duration: &str| {
+        let env = [
+            ("FAKEVERBS_FRAMES", "50"),
+            ("FAKEVERBS_POLL_ERRNO", errno),
+            ("FAKEVERBS_POLL_AT", "10"),
+        ];
+        let (o, _) = fake.capture(&env, &["--duration", duration]);
+        let written: Vec<usize> = records(&dir.path().join("fake.pcapng"))
+            .iter()
+            .map(|(_, _, d)| fake_frame_number(d))
+            .collect();
+        (o.status.success(), stderr(&o), written)
+    };
+    // An error: the ten frames before it are written, and the port's capture ends with the call, the port,
+    // the errno and the count, instead of going on without that frame.
+    let (_, e, written) = failing_at_10("5", "5s");
+    assert!(
+        e.contains(
+            "ibv_next_poll on mlx5_0:1 failed (Input/output error (os error 5)) after 10 completions"
+        ) && e.contains("its capture ended"),
+        "{e}"
+    );
+    assert_eq!(written, (0..10).collect::<Vec<_>>(), "{e}");
+    // EBUSY (a clock update racing the poll) leaves the completion queued: every frame arrives, and
+    // nothing is said.
+    let (ok, e, written) = failing_at_10("16", "1500ms");
+    assert!(ok, "{e}");
+    assert!(!e.contains("failed") && !e.contains("EBUSY"), "{e}");
+    assert_eq!(written, (0..50).collect::<Vec<_>>(), "{e}");
+}
+
+#[test]
+fn a_nic_that_refuses_the_raw_counter_is_captured_with_the_best_stamps_it_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(fake) = fake_provider(dir.path()) else {
+        return;
+    };
+    let out = dir.path().join("fake.pcapng");
+    let run = |clock: &str| {
+        let env = [("FAKEVERBS_FRAMES", "50"), ("FAKEVERBS_CLOCK", clock)];
+        let start = now_ns();
+        let (o, calls) = fake.capture(&env, &["--duration", "1500ms"]);
+        let e = stderr(&o);
+        assert!(o.status.success(), "{clock}: {e}");
+        (start..=now_ns(), e, calls)
+    };
+    let qp = "create_qp max_send_wr=0 max_send_sge=0";
+
+    // A NIC set to real-time timestamps: the raw QP refuses a CQ that asks for the free-running counter,
+    // and takes one that asks for wall-clock stamps, which the NIC writes as seconds:nanoseconds.
+    let (span, e, calls) = run("real-time");
+    assert_eq!(
+        calls.lines().take(5).collect::<Vec<_>>(),
+        [
+            "create_cq timestamps=free-running",
+            qp,
+            "destroy_cq",
+            "create_cq timestamps=wallclock",
+            qp
+        ],
+    );
+    assert!(
+        e.contains(
+            "roce-tracer: mlx5_0: timestamps from the NIC's stamps in wall-clock time, as the provider \
+             gives them (ibv_wc_read_completion_wallclock_ns): the time of its PTP hardware clock, \
+             because ibv_create_qp (raw packet) refused free-running NIC timestamps (Operation not \
+             supported (os error 95)), as mlx5 does when the NIC's clock is set to real time"
+        ),
+        "{e}"
+    );
+    let got = records(&out);
+    assert_eq!(got.len(), 50, "{e}");
+    assert_stamped_by_the_fake_nic(&got, span);
+    assert!(holds(&out, "clock=nic(wallclock)"));
+
+    // A NIC that stamps nothing: both kinds of stamps are refused with the CQ, and the host stamps.
+    let (span, e, calls) = run("none");
+    assert_eq!(
+        calls.lines().take(4).collect::<Vec<_>>(),
+        [
+            "create_cq timestamps=free-running",
+            "create_cq timestamps=wallclock",
+            "create_cq timestamps=none",
+            qp
+        ],
+    );
+    assert!(
+        e.contains(
+            "roce-tracer: mlx5_0: timestamps from the host's clock when each completion is polled"
+        ) && e.contains(
+            "because ibv_create_cq_ex refused free-running NIC timestamps (Operation not supported \
+             (os error 95)), then ibv_create_cq_ex refused wall-clock NIC timestamps"
+        ),
+        "{e}"
+    );
+    let got = records(&out);
+    assert_eq!(got.len(), 50, "{e}");
+    assert!(got.iter().all(|(ts, _, _)| span.contains(ts)));
+    assert!(holds(&out, "clock=host(when polled)"));
 }

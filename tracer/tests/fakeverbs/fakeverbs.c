@@ -7,12 +7,20 @@
  * context->ops and in the extended CQ's function pointers. Once the sniffer flow rule exists, each poll of
  * the CQ completes one posted receive buffer with a RoCEv2 SEND ONLY frame (PSN = its number), stamped by a
  * fake NIC clock that counts nanoseconds (1 GHz) from an offset, in 48 bits: the first when it is polled,
- * each next one 1 us later.
+ * each next one 1 us later (or by the same times in real-time format, or as wall-clock nanoseconds, as the
+ * CQ asked).
  *
- * Environment: FAKEVERBS_FRAMES (how many frames, default 20), FAKEVERBS_FLOW_ERRNO / FAKEVERBS_QP_ERRNO
- * (make ibv_create_flow / ibv_create_qp fail with that errno), FAKEVERBS_OOB_FILE (a file that gets the
- * value 5 once every frame is delivered, like the port's out_of_buffer counter), FAKEVERBS_LOG (a file each
- * destroy call appends its name to). */
+ * Environment:
+ * - FAKEVERBS_FRAMES: how many frames (default 20);
+ * - FAKEVERBS_OPEN_ERRNO, FAKEVERBS_QP_ERRNO, FAKEVERBS_MR_ERRNO, FAKEVERBS_FLOW_ERRNO: make
+ *   ibv_open_device, ibv_create_qp, ibv_reg_mr or ibv_create_flow fail with that errno (freeing the device
+ *   list always leaves errno at ENOTTY);
+ * - FAKEVERBS_POLL_ERRNO and FAKEVERBS_POLL_AT: ibv_next_poll fails on that frame (see next_poll);
+ * - FAKEVERBS_CLOCK: how the NIC's clock is set (see enum clock_mode);
+ * - FAKEVERBS_OOB_FILE: a file that gets the value 5 once every frame is delivered, like the port's
+ *   out_of_buffer counter;
+ * - FAKEVERBS_LOG: a file each destroy call appends its name to, ibv_create_cq_ex the stamps it was asked
+ *   for and ibv_create_qp the send queue. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -43,8 +51,11 @@ struct fake_qp {
 struct fake_cq {
 	struct ibv_cq_ex cq;
 	uint32_t byte_len;
-	uint64_t ts;
+	/* The completion's stamp as the NIC wrote it, and as ibv_wc_read_completion_wallclock_ns gives it. */
+	uint64_t ts, wall_ns;
 	int psn;
+	/* Made with IBV_WC_EX_WITH_COMPLETION_TIMESTAMP. */
+	int free_running;
 };
 
 static struct fake_qp *the_qp;
@@ -67,11 +78,37 @@ static int env_int(const char *name, int dflt)
 	return v ? atoi(v) : dflt;
 }
 
-static uint64_t nic_ticks(void)
+/* FAKEVERBS_CLOCK: how the NIC's clock is set. */
+enum clock_mode {
+	/* The default: free-running counter, which the provider can also turn into wall-clock time. */
+	FREE_RUNNING,
+	/* "real-time": the NIC stamps seconds:nanoseconds of wall time, and mlx5_ib refuses a QP whose CQ
+	 * asks for the free-running counter (EOPNOTSUPP), while wall-clock stamps are served. */
+	REAL_TIME,
+	/* "none": no stamps at all; a CQ asking for any is refused (EOPNOTSUPP). */
+	NO_STAMPS,
+};
+
+static enum clock_mode clock_mode(void)
+{
+	const char *v = getenv("FAKEVERBS_CLOCK");
+	if (v && !strcmp(v, "real-time"))
+		return REAL_TIME;
+	if (v && !strcmp(v, "none"))
+		return NO_STAMPS;
+	return FREE_RUNNING;
+}
+
+static uint64_t wall_now(void)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_REALTIME, &t);
-	return ((uint64_t)t.tv_sec * 1000000000ULL + t.tv_nsec + CLOCK_OFFSET) & CLOCK_MASK;
+	return (uint64_t)t.tv_sec * 1000000000ULL + t.tv_nsec;
+}
+
+static uint64_t nic_ticks(void)
+{
+	return (wall_now() + CLOCK_OFFSET) & CLOCK_MASK;
 }
 
 /* The next posted buffer gets a frame: Ethernet, IPv4 (ECT(0)), UDP to 4791, BTH SEND ONLY to QP 0x11,
@@ -112,10 +149,18 @@ static int complete_one(struct fake_cq *c)
 	c->cq.wr_id = the_qp->wr_id[i];
 	c->byte_len = n;
 	/* The frames passed the port 1 us apart, starting when the first was polled. */
-	static uint64_t first_ts;
+	static uint64_t first_wall;
 	if (c->psn == 0)
-		first_ts = nic_ticks();
-	c->ts = (first_ts + (uint64_t)c->psn * 1000) & CLOCK_MASK;
+		first_wall = wall_now();
+	uint64_t wall = first_wall + (uint64_t)c->psn * 1000;
+	if (clock_mode() == REAL_TIME) {
+		/* mlx5 hands a real-time stamp on unconverted as the wall-clock reading too. */
+		c->ts = ((wall / 1000000000ULL) << 32) | (wall % 1000000000ULL);
+		c->wall_ns = c->ts;
+	} else {
+		c->ts = (wall + CLOCK_OFFSET) & CLOCK_MASK;
+		c->wall_ns = wall;
+	}
 	c->psn++;
 	the_qp->head = (i + 1) % MAX_RECV;
 	the_qp->count--;
@@ -129,9 +174,30 @@ static int start_poll(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr)
 	return complete_one((struct fake_cq *)cq);
 }
 
+/* FAKEVERBS_POLL_ERRNO at frame FAKEVERBS_POLL_AT: EBUSY once, with the completion left for the next poll
+ * (what rdma-core documents for a clock update racing the poll); any other errno with the completion
+ * consumed and lost, as a provider that cannot parse a CQE moves past it. */
 static int next_poll(struct ibv_cq_ex *cq)
 {
-	return complete_one((struct fake_cq *)cq);
+	struct fake_cq *c = (struct fake_cq *)cq;
+	static int busy_given;
+	int e = env_int("FAKEVERBS_POLL_ERRNO", 0);
+	if (e && c->psn == env_int("FAKEVERBS_POLL_AT", 0) && frames_left > 0 && the_qp &&
+	    the_qp->count > 0) {
+		if (e == EBUSY) {
+			if (!busy_given) {
+				busy_given = 1;
+				return EBUSY;
+			}
+		} else {
+			the_qp->head = (the_qp->head + 1) % MAX_RECV;
+			the_qp->count--;
+			frames_left--;
+			c->psn++;
+			return e;
+		}
+	}
+	return complete_one(c);
 }
 
 static void end_poll(struct ibv_cq_ex *cq)
@@ -149,10 +215,21 @@ static uint64_t read_completion_ts(struct ibv_cq_ex *cq)
 	return ((struct fake_cq *)cq)->ts;
 }
 
+static uint64_t read_completion_wallclock_ns(struct ibv_cq_ex *cq)
+{
+	return ((struct fake_cq *)cq)->wall_ns;
+}
+
 static struct ibv_cq_ex *create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr)
 {
-	if (!(attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)) {
-		errno = EINVAL;
+	int raw = !!(attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP);
+	int wall = !!(attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK);
+	char line[64];
+	snprintf(line, sizeof(line), "create_cq timestamps=%s",
+		 raw ? (wall ? "both" : "free-running") : (wall ? "wallclock" : "none"));
+	note(line);
+	if ((raw || wall) && clock_mode() == NO_STAMPS) {
+		errno = EOPNOTSUPP;
 		return NULL;
 	}
 	struct fake_cq *c = calloc(1, sizeof(*c));
@@ -162,7 +239,11 @@ static struct ibv_cq_ex *create_cq_ex(struct ibv_context *ctx, struct ibv_cq_ini
 	c->cq.next_poll = next_poll;
 	c->cq.end_poll = end_poll;
 	c->cq.read_byte_len = read_byte_len;
-	c->cq.read_completion_ts = read_completion_ts;
+	if (raw)
+		c->cq.read_completion_ts = read_completion_ts;
+	if (wall)
+		c->cq.read_completion_wallclock_ns = read_completion_wallclock_ns;
+	c->free_running = raw;
 	return &c->cq;
 }
 
@@ -255,10 +336,18 @@ struct ibv_device **ibv_get_device_list(int *n)
 void ibv_free_device_list(struct ibv_device **list)
 {
 	free(list);
+	/* The real one may leave errno changed (it frees and closes things); this one always does, so that a
+	 * caller reading errno after it reads this. */
+	errno = ENOTTY;
 }
 
 struct ibv_context *ibv_open_device(struct ibv_device *dev)
 {
+	int e = env_int("FAKEVERBS_OPEN_ERRNO", 0);
+	if (e) {
+		errno = e;
+		return NULL;
+	}
 	struct verbs_context *v = calloc(1, sizeof(*v));
 	v->sz = sizeof(*v);
 	v->context.device = dev;
@@ -303,6 +392,11 @@ int ibv_dealloc_pd(struct ibv_pd *pd)
 
 struct ibv_mr *(ibv_reg_mr)(struct ibv_pd *pd, void *addr, size_t len, int access)
 {
+	int e = env_int("FAKEVERBS_MR_ERRNO", 0);
+	if (e) {
+		errno = e;
+		return NULL;
+	}
 	if (!(access & IBV_ACCESS_LOCAL_WRITE)) {
 		errno = EINVAL;
 		return NULL;
@@ -368,8 +462,18 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 		errno = e;
 		return NULL;
 	}
+	char line[80];
+	snprintf(line, sizeof(line), "create_qp max_send_wr=%u max_send_sge=%u", attr->cap.max_send_wr,
+		 attr->cap.max_send_sge);
+	note(line);
 	if (attr->qp_type != IBV_QPT_RAW_PACKET || attr->cap.max_recv_wr > MAX_RECV) {
 		errno = EINVAL;
+		return NULL;
+	}
+	/* What mlx5_ib checks: a CQ asking for the raw counter gives the receive queue free-running
+	 * timestamps, which a NIC set to real-time timestamps cannot give. */
+	if (clock_mode() == REAL_TIME && ((struct fake_cq *)attr->recv_cq)->free_running) {
+		errno = EOPNOTSUPP;
 		return NULL;
 	}
 	struct fake_qp *q = calloc(1, sizeof(*q));

@@ -7,6 +7,9 @@
 //! anchor's count, taken modulo the mask so that a wrap of the counter between the two is no jump, and
 //! signed, since a completion polled just after a new anchor may have been stamped before it.
 //!
+//! When the device will not stamp with the raw counter, the engine asks the provider for wall-clock
+//! stamps instead, and failing that stamps in the host ([`Stamping`]).
+//!
 //! The engine takes a new anchor every second, so the NIC oscillator's drift against the host clock (tens
 //! of ppm) never adds up to more than tens of microseconds; each re-anchoring can move later timestamps by
 //! that much, and by the few microseconds the query itself takes.
@@ -84,6 +87,68 @@ pub fn looks_real_time(raw: u64, wall_ns: u64) -> bool {
 pub fn real_time_ns(raw: u64) -> Option<u64> {
     let (secs, ns) = (raw >> 32, raw & 0xffff_ffff);
     (ns < 1_000_000_000).then(|| secs * 1_000_000_000 + ns)
+}
+
+/// How the CQ is asked to stamp completions, in the order the engine tries them.
+///
+/// Asking for the raw counter is not only a property of the CQ: mlx5 then gives the raw QP's receive queue
+/// free-running timestamps, which a NIC set to real-time timestamps refuses, and the refusal comes when the
+/// QP is created, not the CQ. Wall-clock stamps are served in either mode. So a refusal of either object
+/// while stamps are asked for moves on to the next way rather than ending the capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stamping {
+    /// The NIC's free-running counter (`IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`), turned into wall time with
+    /// [`Anchor`]s.
+    FreeRunning,
+    /// Wall-clock time from the provider (`IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK`): the time of the
+    /// NIC's PTP hardware clock, which mlx5 reads straight off a NIC in real-time mode, or converts from
+    /// the counter with the clock information the kernel keeps for it. It agrees with the host's clock as
+    /// far as something (phc2sys, ptp4l on both) keeps the two together, where the anchors tie the raw
+    /// counter to the host's clock itself.
+    WallClock,
+    /// No NIC stamps: the host's clock when a completion is polled.
+    Host,
+}
+
+impl Stamping {
+    /// The way to try when this one is refused; `None` after the host's, which asks nothing of the device.
+    pub fn fallback(self) -> Option<Stamping> {
+        match self {
+            Stamping::FreeRunning => Some(Stamping::WallClock),
+            Stamping::WallClock => Some(Stamping::Host),
+            Stamping::Host => None,
+        }
+    }
+
+    /// Whether a refusal of the raw QP with `errno` may be down to the CQ's stamps, so that a CQ asking
+    /// for less is worth a try: EOPNOTSUPP is what mlx5 answers for a timestamp format the queue cannot
+    /// have, EINVAL what a provider may answer for a CQ it cannot pair with the QP. Any other errno (EPERM,
+    /// ENOMEM) would come back whatever the CQ asked for.
+    pub fn qp_refusal_may_be_ours(self, errno: i32) -> bool {
+        self != Stamping::Host && matches!(errno, libc::EOPNOTSUPP | libc::EINVAL)
+    }
+
+    /// The stamps this way asks for, for messages.
+    pub fn asked(self) -> &'static str {
+        match self {
+            Stamping::FreeRunning => "free-running NIC timestamps",
+            Stamping::WallClock => "wall-clock NIC timestamps",
+            Stamping::Host => "no timestamps",
+        }
+    }
+}
+
+/// The wall time (ns since the epoch) of a stamp from `ibv_wc_read_completion_wallclock_ns`, read at
+/// `now_ns`. On a NIC in real-time mode rdma-core's mlx5 provider hands the completion's stamp on as the
+/// NIC wrote it, seconds in the upper 32 bits and nanoseconds in the lower ones (the kernel's mlx5 driver
+/// decodes its own real-time stamps that way), not as a count of nanoseconds; a stamp that decodes so to
+/// within a minute of now is taken in that format, and any other as nanoseconds.
+pub fn provider_wall_ns(raw: u64, now_ns: u64) -> u64 {
+    if looks_real_time(raw, now_ns) {
+        real_time_ns(raw).unwrap_or(raw)
+    } else {
+        raw
+    }
 }
 
 #[cfg(test)]
@@ -168,5 +233,36 @@ mod tests {
         // A free-running counter a few hours after reset is not.
         assert!(!looks_real_time(156_250_000 * 3600 * 5, wall));
         assert_eq!(real_time_ns(0x0000_0001_ffff_ffff), None);
+    }
+
+    #[test]
+    fn the_providers_wall_clock_stamps_read_in_either_format() {
+        let wall = 1_764_000_000_123_456_789u64;
+        let now = wall + 3_000_000;
+        // Nanoseconds, as the provider converts a free-running counter.
+        assert_eq!(provider_wall_ns(wall, now), wall);
+        // Seconds:nanoseconds, as a real-time NIC stamps and mlx5 passes on.
+        let raw = ((wall / 1_000_000_000) << 32) | (wall % 1_000_000_000);
+        assert_eq!(provider_wall_ns(raw, now), wall);
+        // Nanoseconds whose low half happens to be below 10^9 do not pass for the other format.
+        let ns = 1_764_000_000_000_000_000u64 & !0xffff_ffff;
+        assert_eq!(provider_wall_ns(ns, ns + 5), ns);
+    }
+
+    #[test]
+    fn stamping_falls_back_from_the_raw_counter_to_the_wall_clock_to_the_host() {
+        use Stamping::*;
+        assert_eq!(FreeRunning.fallback(), Some(WallClock));
+        assert_eq!(WallClock.fallback(), Some(Host));
+        assert_eq!(Host.fallback(), None);
+        for s in [FreeRunning, WallClock] {
+            assert!(s.qp_refusal_may_be_ours(libc::EOPNOTSUPP));
+            assert!(s.qp_refusal_may_be_ours(libc::ENOTSUP));
+            assert!(s.qp_refusal_may_be_ours(libc::EINVAL));
+            assert!(!s.qp_refusal_may_be_ours(libc::EPERM));
+            assert!(!s.qp_refusal_may_be_ours(libc::ENOMEM));
+        }
+        // Without stamps a refusal is the QP's own.
+        assert!(!Host.qp_refusal_may_be_ours(libc::EOPNOTSUPP));
     }
 }

@@ -5,7 +5,9 @@
 //! protection domain, a completion channel (so that an idle capture sleeps in `poll(2)` instead of
 //! spinning), an extended CQ that stamps each completion with the NIC clock, the raw-packet QP moved to
 //! INIT on the port and then to RTR, one registered region cut into receive buffers all posted to the QP,
-//! and last the sniffer rule, so that nothing arrives before there is room for it.
+//! and last the sniffer rule, so that nothing arrives before there is room for it. The CQ and the QP are
+//! made as a pair: a device may accept a CQ's stamps and refuse them on the QP, and the pair is then made
+//! again asking for the next best stamps ([`Stamping`]), down to none, the host stamping when it polls.
 //!
 //! Each buffer holds a whole frame of the port's MTU: a raw-packet QP cannot scatter a frame's head into a
 //! small buffer and drop its tail. The snap length applies when the frame is copied out, and the buffer goes
@@ -20,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::clock::{self, Anchor, NicClock};
+use super::clock::{self, Anchor, NicClock, Stamping};
 use super::ffi::{self, Verbs};
 use super::{CompletionSource, Item, PortSpec, RdmaError, SourceError, Stamp, verb_error};
 
@@ -29,6 +31,8 @@ use super::{CompletionSource, Item, PortSpec, RdmaError, SourceError, Stamp, ver
 const BUFFERS: usize = 4096;
 /// A new clock anchor and a look at the loss counter this often.
 const ANCHOR_EVERY: Duration = Duration::from_secs(1);
+/// How long polling may answer EBUSY before the source gives up (see [`Sniffer::busy`]).
+const BUSY_LIMIT: Duration = Duration::from_secs(1);
 /// Room for two VLAN tags, the Ethernet header and a margin, above the netdev's MTU.
 const FRAME_OVERHEAD: usize = 64;
 const DEFAULT_MTU: usize = 9000;
@@ -62,7 +66,11 @@ pub struct Sniffer {
     buffers: Vec<u8>,
     buf_size: usize,
     snaplen: usize,
-    /// `None` when the CQ could not stamp completions: the host clock stamps them when polled.
+    /// How completions are stamped.
+    stamping: Stamping,
+    /// Why `stamping` is not the first way, each refusal in turn, for the start line.
+    fallbacks: Vec<String>,
+    /// The raw counter's rate and width, with [`Stamping::FreeRunning`] only.
     clock: Option<NicClock>,
     /// The NIC's clock runs in real-time format (see [`clock::looks_real_time`]).
     real_time: bool,
@@ -71,6 +79,8 @@ pub struct Sniffer {
     out_of_buffer_seen: Option<u64>,
     /// Completions in error not yet reported as lost.
     errors: u64,
+    /// Since when polling has answered EBUSY, without a completion since.
+    busy_since: Option<Instant>,
     unacked_events: u32,
     /// Buffers to give back to the QP after the current poll.
     repost: Vec<u64>,
@@ -88,12 +98,16 @@ impl Sniffer {
         snaplen: u32,
         sysfs_root: &Path,
     ) -> Result<Sniffer, RdmaError> {
-        let ctx = verbs
+        let (ctx, open_errno) = verbs
             .with_device(|list| {
                 list.iter()
                     .find(|(name, _)| *name == spec.device)
-                    // SAFETY: a device pointer from the list that is still alive.
-                    .map(|&(_, dev)| unsafe { (verbs.open_device)(dev) })
+                    .map(|&(_, dev)| {
+                        // SAFETY: a device pointer from the list that is still alive.
+                        let ctx = unsafe { (verbs.open_device)(dev) };
+                        // Read here: freeing the list, once this returns, may change errno.
+                        (ctx, if ctx.is_null() { errno() } else { 0 })
+                    })
                     .ok_or_else(|| list.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>())
             })
             .map_err(|e| RdmaError::NotInVerbs {
@@ -109,7 +123,7 @@ impl Sniffer {
                 },
             })?;
         if ctx.is_null() {
-            return Err(verb_error("ibv_open_device", spec, errno()));
+            return Err(verb_error("ibv_open_device", spec, open_errno));
         }
         let buf_size = buffer_size(netdev_mtu(sysfs_root, spec).unwrap_or(DEFAULT_MTU));
         let mut s = Sniffer {
@@ -125,6 +139,8 @@ impl Sniffer {
             buffers: Vec::new(),
             buf_size,
             snaplen: snaplen.max(1) as usize,
+            stamping: Stamping::FreeRunning,
+            fallbacks: Vec::new(),
             clock: None,
             real_time: false,
             last_anchor: None,
@@ -136,6 +152,7 @@ impl Sniffer {
                 .join("hw_counters/out_of_buffer"),
             out_of_buffer_seen: None,
             errors: 0,
+            busy_since: None,
             unacked_events: 0,
             repost: Vec::with_capacity(BUFFERS),
         };
@@ -148,7 +165,7 @@ impl Sniffer {
         let v = Arc::clone(&self.verbs);
         let spec = self.spec.clone();
         let fail = |what| verb_error(what, &spec, errno());
-        self.clock = self.query_clock();
+        self.choose_stamping();
         // SAFETY (this block and the calls below): every pointer passed is one libibverbs returned for this
         // context and has not been destroyed; every struct passed is a zeroed #[repr(C)] copy of the
         // header's, filled as the verb's documentation asks.
@@ -165,21 +182,9 @@ impl Sniffer {
             let flags = libc::fcntl(fd, libc::F_GETFL);
             libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
         }
-        self.create_cq()?;
+        self.create_cq_and_qp()?;
         // SAFETY: as above.
         unsafe {
-            let mut init: ffi::IbvQpInitAttr = ffi::zeroed();
-            init.send_cq = self.cq.cast();
-            init.recv_cq = self.cq.cast();
-            init.cap.max_send_wr = 1;
-            init.cap.max_send_sge = 1;
-            init.cap.max_recv_wr = BUFFERS as u32;
-            init.cap.max_recv_sge = 1;
-            init.qp_type = ffi::IBV_QPT_RAW_PACKET;
-            self.qp = (v.create_qp)(self.pd, &mut init);
-            if self.qp.is_null() {
-                return Err(fail("ibv_create_qp (raw packet)"));
-            }
             for (state, mask) in [
                 (ffi::IBV_QPS_INIT, ffi::IBV_QP_STATE | ffi::IBV_QP_PORT),
                 (ffi::IBV_QPS_RTR, ffi::IBV_QP_STATE),
@@ -200,11 +205,14 @@ impl Sniffer {
                 ffi::IBV_ACCESS_LOCAL_WRITE,
             );
             if self.mr.is_null() {
-                return Err(RdmaError::MemLock {
-                    spec: spec.to_string(),
-                    mib: self.buffers.len() >> 20,
-                    errno: std::io::Error::last_os_error(),
-                });
+                let errno = errno();
+                return Err(super::pin_error(
+                    &spec,
+                    self.buffers.len(),
+                    errno,
+                    crate::sys::memlock_limit(),
+                    crate::sys::effective_caps(),
+                ));
             }
         }
         self.repost = (0..BUFFERS as u64).collect();
@@ -213,18 +221,13 @@ impl Sniffer {
         // The loss counter's starting point, as close to the rule's start as can be.
         self.out_of_buffer_rise();
         self.create_flow()?;
-        // A device whose clock cannot be read now and then cannot have its stamps converted: stamp in the
-        // host instead, and say so in the interface description.
-        if self.anchor().is_none() {
-            self.clock = None;
-        }
         // The first poll takes the first anchor and hands it on before any frame.
         self.last_anchor = None;
         Ok(())
     }
 
     /// The device's clock rate and counter width, from `ibv_query_device_ex`; `None` when the provider
-    /// does not say (the CQ is then made without timestamps).
+    /// does not say.
     fn query_clock(&self) -> Option<NicClock> {
         type QueryEx = unsafe extern "C" fn(
             *mut ffi::IbvContext,
@@ -251,7 +254,35 @@ impl Sniffer {
         NicClock::new(attr.hca_core_clock, attr.completion_timestamp_mask).ok()
     }
 
-    fn create_cq(&mut self) -> Result<(), RdmaError> {
+    /// The first way of stamping to try: the raw counter needs the clock's rate and width, and a reading
+    /// of it now and then to anchor it; without them the provider's wall clock comes first.
+    fn choose_stamping(&mut self) {
+        self.clock = self.query_clock();
+        self.stamping = Stamping::FreeRunning;
+        let why = if self.clock.is_none() {
+            "the device does not report its clock's rate and width (ibv_query_device_ex)"
+        } else if self.anchor().is_none() {
+            "the device's clock cannot be read (ibv_query_rt_values_ex)"
+        } else {
+            return;
+        };
+        self.fallbacks.push(why.to_owned());
+        self.use_stamping(Stamping::WallClock);
+    }
+
+    fn use_stamping(&mut self, stamping: Stamping) {
+        self.stamping = stamping;
+        if stamping != Stamping::FreeRunning {
+            // Anchors and the counter's format belong to the raw counter alone.
+            self.clock = None;
+            self.real_time = false;
+        }
+    }
+
+    /// Makes the CQ and the raw QP, asking for the best stamps the device gives both of them (see
+    /// [`Stamping`]): a refusal of either while stamps are asked for is noted and the pair made again
+    /// with the next way; a refusal the stamps cannot explain, or of the last way, is the error.
+    fn create_cq_and_qp(&mut self) -> Result<(), RdmaError> {
         type CreateCqEx = unsafe extern "C" fn(
             *mut ffi::IbvContext,
             *mut ffi::IbvCqInitAttrEx,
@@ -260,31 +291,48 @@ impl Sniffer {
         let Some(op) = (unsafe { Verbs::verbs_op(self.ctx, ffi::VOP_CREATE_CQ_EX) }) else {
             return Err(verb_error("ibv_create_cq_ex", &self.spec, libc::EOPNOTSUPP));
         };
-        let f: CreateCqEx = unsafe { std::mem::transmute(op) };
-        let mut want_ts = self.clock.is_some();
+        let create_cq: CreateCqEx = unsafe { std::mem::transmute(op) };
         loop {
+            let stamping = self.stamping;
             let mut init: ffi::IbvCqInitAttrEx = ffi::zeroed();
             init.cqe = BUFFERS as u32;
             init.channel = self.channel;
-            init.wc_flags = ffi::IBV_WC_EX_WITH_BYTE_LEN
-                | if want_ts {
-                    ffi::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP
-                } else {
-                    0
-                };
+            init.wc_flags = ffi::IBV_WC_EX_WITH_BYTE_LEN | wc_stamp_flag(stamping);
             // SAFETY: a zeroed init struct with the fields above, for an open context.
-            self.cq = unsafe { f(self.ctx, &mut init) };
-            if !self.cq.is_null() {
-                break;
-            }
-            if !want_ts {
-                return Err(verb_error("ibv_create_cq_ex", &self.spec, errno()));
-            }
-            // Timestamps refused: stamp in the host when polled rather than not capture at all.
-            want_ts = false;
-            self.clock = None;
+            self.cq = unsafe { create_cq(self.ctx, &mut init) };
+            let (what, errno, ours) = if self.cq.is_null() {
+                // Any refusal of the CQ may be the stamps': the next way asks for less.
+                ("ibv_create_cq_ex", errno(), true)
+            } else {
+                let mut qp_init = sniffer_qp_attr(self.cq.cast());
+                // SAFETY: our PD and the CQ just made; the attributes as `sniffer_qp_attr` fills them.
+                self.qp = unsafe { (self.verbs.create_qp)(self.pd, &mut qp_init) };
+                if !self.qp.is_null() {
+                    return Ok(());
+                }
+                let errno = errno();
+                // SAFETY: the CQ just made, which nothing uses.
+                unsafe { (self.verbs.destroy_cq)(self.cq.cast()) };
+                self.cq = std::ptr::null_mut();
+                let ours = stamping.qp_refusal_may_be_ours(errno);
+                ("ibv_create_qp (raw packet)", errno, ours)
+            };
+            let Some(next) = stamping.fallback().filter(|_| ours) else {
+                return Err(verb_error(what, &self.spec, errno));
+            };
+            // What mlx5 does on a NIC whose timestamps are set to real time (the firmware's choice).
+            let hint = if what.starts_with("ibv_create_qp") && stamping == Stamping::FreeRunning {
+                ", as mlx5 does when the NIC's clock is set to real time"
+            } else {
+                ""
+            };
+            self.fallbacks.push(format!(
+                "{what} refused {} ({}){hint}",
+                stamping.asked(),
+                std::io::Error::from_raw_os_error(errno)
+            ));
+            self.use_stamping(next);
         }
-        Ok(())
     }
 
     fn create_flow(&mut self) -> Result<(), RdmaError> {
@@ -414,14 +462,17 @@ impl Sniffer {
         let mut attr = ffi::IbvPollCqAttr::default();
         // SAFETY: as above.
         let mut rc = unsafe { start(cq, &mut attr) };
-        if rc == libc::ENOENT {
-            return Ok(0);
-        }
-        if rc != 0 {
-            return Err(SourceError::Verb {
-                what: "ibv_start_poll",
-                errno: std::io::Error::from_raw_os_error(rc),
-            });
+        match rc {
+            0 => self.busy_since = None,
+            libc::ENOENT => return Ok(0),
+            // Nothing was taken and the CQ stays valid, so neither end_poll nor anything else is due.
+            libc::EBUSY => return self.busy().map(|()| 0),
+            _ => {
+                return Err(SourceError::Verb {
+                    what: "ibv_start_poll",
+                    errno: std::io::Error::from_raw_os_error(rc),
+                });
+            }
         }
         let mut n = 0;
         let mut keep = true;
@@ -433,38 +484,16 @@ impl Sniffer {
             // work request id to read.
             let (status, wr_id) = unsafe { ((*cq).status, (*cq).wr_id) };
             let ok = status == ffi::IBV_WC_SUCCESS;
-            // SAFETY: as above, for a successful completion.
-            let (byte_len, raw_ts) = unsafe {
-                (
-                    (*cq).read_byte_len.filter(|_| ok).map(|f| f(cq)),
-                    (*cq)
-                        .read_completion_ts
-                        .filter(|_| ok && self.clock.is_some())
-                        .map(|f| f(cq)),
-                )
-            };
             if wr_id < BUFFERS as u64 {
                 self.repost.push(wr_id);
             }
             if ok && keep {
+                // SAFETY: as above, for a successful completion.
+                let (byte_len, stamp) =
+                    unsafe { ((*cq).read_byte_len.map(|f| f(cq)), self.stamp(cq)) };
                 let len = byte_len.unwrap_or(self.buf_size as u32);
                 let start_at = (wr_id as usize).saturating_mul(self.buf_size);
                 let take = (len as usize).min(self.snaplen).min(self.buf_size);
-                if !self.real_time
-                    && let Some(t) = raw_ts
-                    && clock::looks_real_time(t, crate::sys::now_ns())
-                {
-                    // The anchor's reading did not show it (a provider that reads the free-running
-                    // counter there), the completions do.
-                    self.real_time = true;
-                }
-                let stamp = match (raw_ts, self.clock) {
-                    (Some(t), Some(_)) if self.real_time => {
-                        Stamp::Wall(clock::real_time_ns(t).unwrap_or_else(crate::sys::now_ns))
-                    }
-                    (Some(t), Some(c)) => Stamp::Nic(t & c.mask),
-                    _ => Stamp::Wall(crate::sys::now_ns()),
-                };
                 if let Some(data) = self.buffers.get(start_at..start_at + take) {
                     keep = each(Item::Frame { data, len, stamp });
                 }
@@ -500,7 +529,73 @@ impl Sniffer {
                 self.spec
             )));
         }
+        match rc {
+            // The batch is over, or stopped early by the reader (rc is still 0).
+            0 | libc::ENOENT => {}
+            // The completion stays in the CQ for the next start_poll.
+            libc::EBUSY => self.busy()?,
+            // A completion the provider could not read: lost, and likely not the last, so say so rather
+            // than go on as if the queue had merely run dry.
+            _ => {
+                return Err(SourceError::Poll {
+                    what: "ibv_next_poll",
+                    spec: self.spec.to_string(),
+                    taken: n,
+                    errno: std::io::Error::from_raw_os_error(rc),
+                });
+            }
+        }
         Ok(n)
+    }
+
+    /// The stamp of the CQ's current completion, as [`Stamping`] asked for it; the host's clock now when
+    /// the provider gave no reader for it.
+    ///
+    /// # Safety
+    /// `cq` must be our CQ, between a successful start/next_poll and the next call, on a successful
+    /// completion.
+    unsafe fn stamp(&mut self, cq: *mut ffi::IbvCqEx) -> Stamp {
+        let now = crate::sys::now_ns();
+        match (self.stamping, self.clock) {
+            (Stamping::FreeRunning, Some(c)) => {
+                // SAFETY: the caller's completion is readable.
+                let Some(t) = (unsafe { (*cq).read_completion_ts.map(|f| f(cq)) }) else {
+                    return Stamp::Wall(now);
+                };
+                if !self.real_time && clock::looks_real_time(t, now) {
+                    // The anchor's reading did not show it (a provider that reads the free-running
+                    // counter there), the completions do.
+                    self.real_time = true;
+                }
+                if self.real_time {
+                    Stamp::Wall(clock::real_time_ns(t).unwrap_or(now))
+                } else {
+                    Stamp::Nic(t & c.mask)
+                }
+            }
+            (Stamping::WallClock, _) => {
+                // SAFETY: the caller's completion is readable.
+                let ns = unsafe { (*cq).read_completion_wallclock_ns.map(|f| f(cq)) };
+                Stamp::Wall(ns.map_or(now, |ns| clock::provider_wall_ns(ns, now)))
+            }
+            _ => Stamp::Wall(now),
+        }
+    }
+
+    /// Notes an EBUSY from the CQ: the provider could not read the clock information the kernel was
+    /// updating at that moment (only with wall-clock stamps), and the completion waits for the next poll.
+    /// That lasts microseconds; a second of it is a fault.
+    fn busy(&mut self) -> Result<(), SourceError> {
+        let since = *self.busy_since.get_or_insert_with(Instant::now);
+        if since.elapsed() > BUSY_LIMIT {
+            return Err(SourceError::Other(format!(
+                "polling the CQ on {} has answered EBUSY (the provider cannot read the NIC clock's \
+                 information) for over {} s",
+                self.spec,
+                BUSY_LIMIT.as_secs()
+            )));
+        }
+        Ok(())
     }
 
     /// Asks for an event on the next completion; false when the provider cannot (the caller then naps
@@ -574,6 +669,11 @@ impl CompletionSource for Sniffer {
         if self.drain(each)? > 0 || wait.is_zero() {
             return Ok(true);
         }
+        if self.busy_since.is_some() {
+            // A completion is waiting for the provider: poll again at once rather than sleep.
+            std::thread::yield_now();
+            return Ok(true);
+        }
         if !self.arm()? {
             std::thread::sleep(wait.min(Duration::from_millis(1)));
         } else if self.drain(each)? == 0 {
@@ -584,11 +684,40 @@ impl CompletionSource for Sniffer {
         Ok(true)
     }
 
+    fn timestamps(&self) -> String {
+        let source = match (self.stamping, self.clock, self.real_time) {
+            (Stamping::FreeRunning, Some(_), true) => {
+                "the NIC's clock in real-time format, as stamped: the time of its PTP hardware clock"
+                    .to_owned()
+            }
+            (Stamping::FreeRunning, Some(c), false) => format!(
+                "the NIC's free-running clock ({} kHz), turned into wall time with an anchor every second",
+                c.khz
+            ),
+            (Stamping::WallClock, _, _) => {
+                "the NIC's stamps in wall-clock time, as the provider gives them \
+                 (ibv_wc_read_completion_wallclock_ns): the time of its PTP hardware clock"
+                    .to_owned()
+            }
+            _ => "the host's clock when each completion is polled, not the NIC's: later than the wire \
+                  by the time to the poll, and bunched by poll"
+                .to_owned(),
+        };
+        if self.fallbacks.is_empty() {
+            source
+        } else {
+            format!("{source}, because {}", self.fallbacks.join(", then "))
+        }
+    }
+
     fn describe(&self) -> String {
-        let clock = match (self.clock, self.real_time) {
-            (Some(_), true) => "clock=nic(real-time)".to_owned(),
-            (Some(c), false) => format!("clock=nic({} kHz, mask {:#x})", c.khz, c.mask),
-            (None, _) => "clock=host(when polled)".to_owned(),
+        let clock = match (self.stamping, self.clock, self.real_time) {
+            (Stamping::FreeRunning, Some(_), true) => "clock=nic(real-time)".to_owned(),
+            (Stamping::FreeRunning, Some(c), false) => {
+                format!("clock=nic({} kHz, mask {:#x})", c.khz, c.mask)
+            }
+            (Stamping::WallClock, _, _) => "clock=nic(wallclock)".to_owned(),
+            _ => "clock=host(when polled)".to_owned(),
         };
         format!(
             "device={} sniffer buffers={}x{} {clock}",
@@ -633,10 +762,49 @@ impl Drop for Sniffer {
     }
 }
 
+/// The completion flag that asks for `stamping`'s stamps.
+fn wc_stamp_flag(stamping: Stamping) -> u64 {
+    match stamping {
+        Stamping::FreeRunning => ffi::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+        Stamping::WallClock => ffi::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
+        Stamping::Host => 0,
+    }
+}
+
+/// The raw QP's attributes: a receive queue with room for every buffer, and no send queue. The sniffer never
+/// sends (libpcap's rdmasniff asks for none either); a send queue would pin memory for nothing, and on mlx5
+/// the driver checks the send side's timestamp format against the CQ as well as the receive side's.
+fn sniffer_qp_attr(cq: *mut ffi::IbvCq) -> ffi::IbvQpInitAttr {
+    let mut init: ffi::IbvQpInitAttr = ffi::zeroed();
+    // ibv_create_qp wants a send CQ even for a QP that never sends.
+    init.send_cq = cq;
+    init.recv_cq = cq;
+    init.cap.max_send_wr = 0;
+    init.cap.max_send_sge = 0;
+    init.cap.max_recv_wr = BUFFERS as u32;
+    init.cap.max_recv_sge = 1;
+    init.qp_type = ffi::IBV_QPT_RAW_PACKET;
+    init
+}
+
 /// The MTU of the port's netdev, to size the receive buffers.
 fn netdev_mtu(sysfs_root: &Path, spec: &PortSpec) -> Option<usize> {
     let port = crate::ports::rdma_ports(sysfs_root)
         .into_iter()
         .find(|p| p.device == spec.device && p.port == u32::from(spec.port))?;
     crate::ports::netdev_mtu(sysfs_root, &port.netdev?).map(|m| m as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sniffers_qp_receives_only() {
+        let init = sniffer_qp_attr(std::ptr::null_mut());
+        assert_eq!((init.cap.max_send_wr, init.cap.max_send_sge), (0, 0));
+        assert_eq!(init.cap.max_recv_wr as usize, BUFFERS);
+        assert_eq!(init.cap.max_recv_sge, 1);
+        assert_eq!(init.qp_type, ffi::IBV_QPT_RAW_PACKET);
+    }
 }

@@ -33,6 +33,7 @@ pub const IBV_ACCESS_LOCAL_WRITE: c_int = 1;
 pub const IBV_FLOW_ATTR_SNIFFER: c_int = 3;
 pub const IBV_WC_EX_WITH_BYTE_LEN: u64 = 1 << 0;
 pub const IBV_WC_EX_WITH_COMPLETION_TIMESTAMP: u64 = 1 << 7;
+pub const IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK: u64 = 1 << 11;
 pub const IBV_VALUES_MASK_RAW_CLOCK: u32 = 1 << 0;
 pub const IBV_WC_SUCCESS: c_int = 0;
 /// What every receive still posted completes with once the QP is destroyed or moved to the error state.
@@ -87,7 +88,9 @@ pub struct IbvContext {
 
 /// `struct verbs_context`: the extended operations, laid out *before* the `ibv_context` the library hands
 /// out, newest first ("grows up"). `sz` says how far back a given provider's copy reaches, so an operation
-/// exists only if `sz` covers its slot (see [`Verbs::verbs_op`]).
+/// exists only if `sz` covers its slot (see [`Verbs::verbs_op`]). Each rdma-core release may add slots at
+/// the front (v59 to v64 added six before the ones this copy names), so only the distance of a slot back from
+/// `context` is part of the ABI: that is all the code and the layout test rely on, never an absolute offset.
 #[repr(C)]
 #[derive(Debug)]
 pub struct VerbsContext {
@@ -595,8 +598,8 @@ pub unsafe fn ctx_op(ctx: *mut IbvContext, slot: usize) -> Option<*const c_void>
     (!p.is_null()).then_some(p)
 }
 
-/// `(name, offset or size)` of every field the code relies on, for the layout test: the same names the C
-/// side prints.
+/// `(C expression, value)` of every size, offset and constant the code relies on, for the layout test, which
+/// has a C program print each expression.
 #[cfg(test)]
 pub fn layout() -> Vec<(&'static str, usize)> {
     macro_rules! size {
@@ -621,6 +624,20 @@ pub fn layout() -> Vec<(&'static str, usize)> {
             )
         };
     }
+    // How far before `verbs_context.context` an extended operation's slot sits.
+    macro_rules! back {
+        ($f:literal, $i:expr) => {
+            (
+                concat!(
+                    "offsetof(struct verbs_context, context) - offsetof(struct verbs_context, ",
+                    $f,
+                    ")"
+                ),
+                offset_of!(VerbsContext, context)
+                    - (offset_of!(VerbsContext, slots) + $i * size_of::<*const c_void>()),
+            )
+        };
+    }
     macro_rules! konst {
         ($k:ident) => {
             (stringify!($k), $k as usize)
@@ -642,39 +659,21 @@ pub fn layout() -> Vec<(&'static str, usize)> {
         size!("ibv_context", IbvContext),
         off!("ibv_context", IbvContext, ops),
         off!("ibv_context", IbvContext, abi_compat),
-        size!("verbs_context", VerbsContext),
-        slot!(
-            "verbs_context",
-            VerbsContext,
-            "query_rt_values",
-            VOP_QUERY_RT_VALUES
+        // Distances back from `context`, never absolute offsets: see `VerbsContext`.
+        back!("query_rt_values", VOP_QUERY_RT_VALUES),
+        back!("create_cq_ex", VOP_CREATE_CQ_EX),
+        back!("query_device_ex", VOP_QUERY_DEVICE_EX),
+        back!("ibv_destroy_flow", VOP_DESTROY_FLOW),
+        back!("ibv_create_flow", VOP_CREATE_FLOW),
+        (
+            "offsetof(struct verbs_context, context) - offsetof(struct verbs_context, sz)",
+            offset_of!(VerbsContext, context) - offset_of!(VerbsContext, sz),
         ),
-        slot!(
-            "verbs_context",
-            VerbsContext,
-            "create_cq_ex",
-            VOP_CREATE_CQ_EX
+        // `context` is the last member, and nothing follows it.
+        (
+            "sizeof(struct verbs_context) - offsetof(struct verbs_context, context)",
+            size_of::<VerbsContext>() - offset_of!(VerbsContext, context),
         ),
-        slot!(
-            "verbs_context",
-            VerbsContext,
-            "query_device_ex",
-            VOP_QUERY_DEVICE_EX
-        ),
-        slot!(
-            "verbs_context",
-            VerbsContext,
-            "ibv_destroy_flow",
-            VOP_DESTROY_FLOW
-        ),
-        slot!(
-            "verbs_context",
-            VerbsContext,
-            "ibv_create_flow",
-            VOP_CREATE_FLOW
-        ),
-        off!("verbs_context", VerbsContext, sz),
-        off!("verbs_context", VerbsContext, context),
         size!("ibv_pd", IbvPd),
         size!("ibv_mr", IbvMr),
         off!("ibv_mr", IbvMr, lkey),
@@ -729,6 +728,7 @@ pub fn layout() -> Vec<(&'static str, usize)> {
         konst!(IBV_FLOW_ATTR_SNIFFER),
         konst!(IBV_WC_EX_WITH_BYTE_LEN),
         konst!(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP),
+        konst!(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK),
         konst!(IBV_VALUES_MASK_RAW_CLOCK),
         konst!(IBV_WC_SUCCESS),
         konst!(IBV_WC_WR_FLUSH_ERR),
@@ -739,12 +739,25 @@ pub fn layout() -> Vec<(&'static str, usize)> {
 mod tests {
     use super::*;
 
-    /// Compiles a C program against the installed `verbs.h` that prints the C side of [`layout`], and
-    /// compares. Runs where the headers and a C compiler exist (`cargo xtask install` brings libibverbs-dev).
+    /// Names a directory holding another rdma-core's `infiniband/verbs.h` to check the layouts against
+    /// instead of the installed one (a newer release's headers, say).
+    const INCLUDE_ENV: &str = "ROCETRACE_VERBS_INCLUDE";
+
+    /// Compiles a C program against `verbs.h` that prints the C side of [`layout`], and compares. Runs where
+    /// the headers and a C compiler exist (`cargo xtask install` brings libibverbs-dev), and says so where not.
     #[test]
     fn layout_matches_the_installed_headers() {
-        let header = std::path::Path::new("/usr/include/infiniband/verbs.h");
+        let asked = std::env::var_os(INCLUDE_ENV).filter(|v| !v.is_empty());
+        let include = asked
+            .clone()
+            .map_or_else(|| "/usr/include".into(), std::path::PathBuf::from);
+        let header = include.join("infiniband/verbs.h");
         if !header.exists() {
+            assert!(
+                asked.is_none(),
+                "{INCLUDE_ENV} names {}, which has no infiniband/verbs.h",
+                include.display()
+            );
             testkit::not_run_here(
                 "the libibverbs layout check: /usr/include/infiniband/verbs.h is missing \
                  (apt-get install libibverbs-dev)",
@@ -755,15 +768,10 @@ mod tests {
         let mut c = String::from(
             "#include <stdio.h>\n#include <stddef.h>\n#include <infiniband/verbs.h>\nint main(void) {\n",
         );
-        for (name, _) in &ours {
-            let expr = if let Some(rest) = name.strip_prefix("offsetof(") {
-                let (ty, field) = rest.trim_end_matches(')').split_once(", ").unwrap();
-                format!("offsetof({ty}, {field})")
-            } else {
-                name.to_string()
-            };
+        // Each name is the C expression that computes it.
+        for (expr, _) in &ours {
             c.push_str(&format!(
-                "  printf(\"%s=%lu\\n\", \"{name}\", (unsigned long)({expr}));\n"
+                "  printf(\"%s=%lu\\n\", \"{expr}\", (unsigned long)({expr}));\n"
             ));
         }
         c.push_str("  return 0;\n}\n");
@@ -772,6 +780,8 @@ mod tests {
         let exe = dir.path().join("layout");
         std::fs::write(&src, c).unwrap();
         let cc = std::process::Command::new("cc")
+            .arg("-I")
+            .arg(&include)
             .arg("-o")
             .arg(&exe)
             .arg(&src)
@@ -801,6 +811,56 @@ mod tests {
             .filter(|(name, v)| theirs.get(name) != Some(v))
             .map(|(name, v)| format!("{name}: ours {v}, verbs.h {:?}", theirs.get(name)))
             .collect();
-        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        assert!(
+            wrong.is_empty(),
+            "against {}:\n{}",
+            header.display(),
+            wrong.join("\n")
+        );
+    }
+
+    /// A provider's `verbs_context` laid out in words: `extra` slots more at the front than ours (a newer
+    /// rdma-core), or fewer when negative (an older one); `sz` covering all of it; each of our slots holding
+    /// its index plus one; the context marked extended. Also where `context` starts, in bytes.
+    fn provider_context(extra: isize) -> (Vec<u64>, usize) {
+        let word = size_of::<u64>();
+        let front = (offset_of!(VerbsContext, context) / word)
+            .checked_add_signed(extra)
+            .unwrap();
+        let total = front + size_of::<IbvContext>() / word;
+        let mut mem = vec![0u64; total];
+        // Slots, then `_abi_placeholder3` and `sz` just before `context`.
+        for (w, v) in mem.iter_mut().enumerate().take(front - 2) {
+            let ours = w as isize - extra;
+            *v = u64::try_from(ours + 1).unwrap_or(0);
+        }
+        mem[front - 1] = (total * word) as u64;
+        let ctx = front * word;
+        mem[(ctx + offset_of!(IbvContext, abi_compat)) / word] = u64::MAX;
+        (mem, ctx)
+    }
+
+    #[test]
+    fn extended_operations_are_found_back_from_the_context_whatever_the_front_holds() {
+        for extra in [0, 6, 20] {
+            let (mut mem, ctx) = provider_context(extra);
+            let ctx = mem.as_mut_ptr().cast::<u8>().wrapping_add(ctx).cast();
+            for slot in [VOP_QUERY_RT_VALUES, VOP_CREATE_CQ_EX, VOP_CREATE_FLOW] {
+                // SAFETY: `ctx` points into `mem`, laid out as a provider's context.
+                let got = unsafe { Verbs::verbs_op(ctx, slot) };
+                assert_eq!(
+                    got,
+                    Some((slot + 1) as *const c_void),
+                    "{extra} extra: {slot}"
+                );
+            }
+        }
+        // An old provider whose struct stops short of a slot does not have that operation.
+        let short = -(VOP_QUERY_RT_VALUES as isize) - 1;
+        let (mut mem, ctx) = provider_context(short);
+        let ctx = mem.as_mut_ptr().cast::<u8>().wrapping_add(ctx).cast();
+        // SAFETY: as above.
+        assert_eq!(unsafe { Verbs::verbs_op(ctx, VOP_QUERY_RT_VALUES) }, None);
+        assert!(unsafe { Verbs::verbs_op(ctx, VOP_CREATE_CQ_EX) }.is_some());
     }
 }

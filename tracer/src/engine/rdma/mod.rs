@@ -80,6 +80,9 @@ pub trait CompletionSource: Send {
     ) -> Result<bool, SourceError>;
     /// For the interface description: what the source is and how it stamps.
     fn describe(&self) -> String;
+    /// For the start line: where the frames' times come from, in words, and why not from a better source
+    /// when the device refused one.
+    fn timestamps(&self) -> String;
 }
 
 /// A source that stopped working mid-capture.
@@ -91,6 +94,23 @@ pub enum SourceError {
     Verb {
         /// The call, as the message names it.
         what: &'static str,
+        /// The errno it returned.
+        errno: std::io::Error,
+    },
+    /// Polling the CQ failed partway through a batch. What was taken before is written; the completion
+    /// that failed is lost, and so may be those queued behind it, so the port's capture ends here.
+    #[error(
+        "{what} on {spec} failed ({errno}) after {taken} completions of a batch, which are kept: the \
+         completion it could not read is lost, and the capture of this port stops rather than go on \
+         missing frames unseen; `dmesg` may say why"
+    )]
+    Poll {
+        /// The call.
+        what: &'static str,
+        /// `DEVICE:PORT`.
+        spec: String,
+        /// Completions taken in the batch before the failure.
+        taken: usize,
         /// The errno it returned.
         errno: std::io::Error,
     },
@@ -219,8 +239,9 @@ pub enum RdmaError {
         errno: std::io::Error,
     },
     #[error(
-        "pinning {mib} MiB of receive buffers on {spec} failed ({errno}): raise the locked-memory limit \
-         (`ulimit -l unlimited`, LimitMEMLOCK=infinity for a service) or run as root"
+        "pinning {mib} MiB of receive buffers on {spec} failed ({errno}) under a locked-memory limit of \
+         {limit_kib} KiB: raise the limit (`ulimit -l unlimited`, LimitMEMLOCK=infinity for a service) or run \
+         as root"
     )]
     /// Pinning the receive buffers hit the locked-memory limit.
     MemLock {
@@ -228,8 +249,22 @@ pub enum RdmaError {
         spec: String,
         /// The buffers' size.
         mib: usize,
+        /// The limit in force.
+        limit_kib: u64,
         /// The errno.
         errno: std::io::Error,
+    },
+    #[error("pinning {mib} MiB of receive buffers on {spec} failed: {errno}{why}")]
+    /// Pinning the receive buffers failed for a reason other than the locked-memory limit.
+    Pin {
+        /// `DEVICE:PORT`.
+        spec: String,
+        /// The buffers' size.
+        mib: usize,
+        /// The errno.
+        errno: std::io::Error,
+        /// What the errno does not say, or nothing.
+        why: &'static str,
     },
     /// Any other verbs call failed while setting up.
     #[error("{what} on {spec} failed")]
@@ -265,7 +300,7 @@ pub fn verb_error(what: &'static str, spec: &PortSpec, errno: i32) -> RdmaError 
     let error = std::io::Error::from_raw_os_error(errno);
     let spec = spec.to_string();
     match (what, errno) {
-        (_, libc::EPERM | libc::EACCES) if what != "ibv_reg_mr" => RdmaError::NotPermitted {
+        (_, libc::EPERM | libc::EACCES) => RdmaError::NotPermitted {
             what,
             spec,
             errno: error,
@@ -275,6 +310,46 @@ pub fn verb_error(what: &'static str, spec: &PortSpec, errno: i32) -> RdmaError 
             what,
             spec,
             source: error,
+        },
+    }
+}
+
+/// The error for `ibv_reg_mr` failing with `errno` on `bytes` of receive buffers, given the locked-memory
+/// limit (`None`: unlimited) and the effective capabilities. The kernel answers ENOMEM when the pages would
+/// pass the limit and EPERM when the limit is zero, but ENOMEM is also plain shortage; so the limit gets the
+/// blame, and its advice, only when it binds this process (finite, and no CAP_IPC_LOCK to lift it), and any
+/// other failure is reported with its own errno.
+pub fn pin_error(
+    spec: &PortSpec,
+    bytes: usize,
+    errno: i32,
+    memlock: Option<u64>,
+    caps: u64,
+) -> RdmaError {
+    let lifted = crate::sys::missing_caps(caps, &[crate::sys::Cap::IpcLock]).is_empty();
+    let (spec, mib, error) = (
+        spec.to_string(),
+        bytes >> 20,
+        std::io::Error::from_raw_os_error(errno),
+    );
+    let limit_refusal = matches!(errno, libc::ENOMEM | libc::EPERM);
+    match memlock.filter(|_| !lifted) {
+        Some(limit) if limit_refusal => RdmaError::MemLock {
+            spec,
+            mib,
+            limit_kib: limit >> 10,
+            errno: error,
+        },
+        _ => RdmaError::Pin {
+            spec,
+            mib,
+            errno: error,
+            why: if limit_refusal {
+                " (not the locked-memory limit, which does not bind this process: the host may be short of \
+                 memory)"
+            } else {
+                ""
+            },
         },
     }
 }
@@ -413,6 +488,12 @@ pub fn start_with(
             d
         })
         .collect();
+    for (source, name) in sources.iter().zip(&config.interfaces) {
+        crate::term::say(&format!(
+            "roce-tracer: {name}: timestamps from {}",
+            source.timestamps()
+        ));
+    }
     let mut readers = ReaderThreads::new(sources.len());
     for (i, source) in sources.into_iter().enumerate() {
         let filter = filter_text
@@ -618,5 +699,37 @@ mod tests {
         }
         let e = verb_error("ibv_alloc_pd", &spec, libc::ENOMEM).to_string();
         assert!(e.contains("ibv_alloc_pd on mlx5_0:1 failed"), "{e}");
+    }
+
+    #[test]
+    fn only_a_binding_locked_memory_limit_is_blamed_for_a_failed_pin() {
+        let spec = PortSpec::parse("mlx5_0").unwrap();
+        let ipc_lock = 1u64 << crate::sys::Cap::IpcLock as u32;
+        let pin = |errno, limit, caps| pin_error(&spec, 36 << 20, errno, limit, caps).to_string();
+        let advice = "raise the limit (`ulimit -l unlimited`";
+        // Past a finite limit (ENOMEM), or a limit of zero (EPERM), without CAP_IPC_LOCK: the limit.
+        for errno in [libc::ENOMEM, libc::EPERM] {
+            let e = pin(errno, Some(8 << 20), 0);
+            assert!(e.contains(advice) && e.contains("8192 KiB"), "{e}");
+            assert!(
+                e.starts_with("pinning 36 MiB of receive buffers on mlx5_0:1"),
+                "{e}"
+            );
+        }
+        // ENOMEM when no limit binds: memory is short, and the message says the limit is not it.
+        for (limit, caps) in [(None, 0), (Some(8 << 20), ipc_lock)] {
+            let e = pin(libc::ENOMEM, limit, caps);
+            assert!(!e.contains(advice), "{e}");
+            assert!(
+                e.contains("Cannot allocate memory") && e.contains("not the locked-memory limit"),
+                "{e}"
+            );
+        }
+        // Any other errno is said as it is, under a limit or not.
+        for limit in [None, Some(8 << 20)] {
+            let e = pin(libc::EFAULT, limit, 0);
+            assert!(!e.contains("locked-memory"), "{e}");
+            assert!(e.ends_with("failed: Bad address (os error 14)"), "{e}");
+        }
     }
 }

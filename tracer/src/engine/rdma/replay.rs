@@ -179,6 +179,16 @@ impl CompletionSource for Replay {
         Ok(true)
     }
 
+    fn timestamps(&self) -> String {
+        match self.clock {
+            Some(c) => format!(
+                "the recording {}: its NIC clock stamps ({} kHz), turned into wall time with its anchors",
+                self.path, c.khz
+            ),
+            None => format!("the recording {}: its wall-clock stamps", self.path),
+        }
+    }
+
     fn describe(&self) -> String {
         match self.clock {
             Some(c) => format!(
