@@ -14,6 +14,7 @@ use analyzer::analysis::findings::Severity;
 use analyzer::analysis::hops::{self as hops_analysis, HopsOptions};
 use analyzer::analysis::model_log::{self, ModelLog};
 use analyzer::analysis::{self as pipeline, PipelineOptions};
+use analyzer::output::annotate as annotation;
 use analyzer::output::dataset;
 use analyzer::output::frames as print;
 use analyzer::output::hops::print_hops;
@@ -60,6 +61,22 @@ enum Command {
     Report(ReportArgs),
     /// The same packets at several taps: per-hop delay, each switch queue's depth and its ECN marking curve.
     Hops(HopsArgs),
+    /// The capture written back as one pcapng file with the analysis in packet comments, for Wireshark.
+    Annotate(AnnotateArgs),
+}
+
+#[derive(Debug, Args)]
+struct AnnotateArgs {
+    #[command(flatten)]
+    input: Input,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// The pcapng file to write (replaced if it exists; never one of the inputs).
+    #[arg(short = 'o', long = "out", value_name = "OUT.pcapng")]
+    out: PathBuf,
+    /// A pause at least this long without a break is a PFC storm (as for `report`).
+    #[arg(long, default_value = "500us", value_parser = units::parse_positive_ns)]
+    storm_threshold: u64,
 }
 
 #[derive(Debug, Args)]
@@ -297,6 +314,7 @@ fn main() -> ExitCode {
         Command::Dcqcn(a) => dcqcn(a),
         Command::Report(a) => report(a),
         Command::Hops(a) => hops(a),
+        Command::Annotate(a) => annotate(a),
     };
     match result {
         Ok(code) => code,
@@ -746,6 +764,40 @@ fn write_model_table(dir: &Path, log: ModelLog) -> Result<()> {
     std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
     manifest::finish(dir)?;
     Ok(())
+}
+
+/// `annotate`: the analysis of `report`, then the capture read again and written with it in its comments.
+fn annotate(a: AnnotateArgs) -> Result<ExitCode> {
+    one_malloc_arena();
+    let opts = PipelineOptions {
+        decoder: decoder(&a.input),
+        dcqcn: model_options(&a.model)?,
+        storm_threshold_ns: a.storm_threshold,
+        ..PipelineOptions::default()
+    };
+    let mut capture = open(&a.input)?;
+    annotation::refuse_inputs(&capture, &a.out)?;
+    let progress = Progress::new(capture.progress().1, "analysing");
+    let mut models = annotation::CnpModels::default();
+    let analysis = pipeline::run_with_model_events(
+        &mut capture,
+        &opts,
+        |pos| progress.set_position(pos),
+        &mut |id, e| models.event(id, e),
+    )?;
+    progress.finish();
+    capture.check_window()?;
+    let progress = Progress::new(capture.progress().1, "annotating");
+    let done = annotation::annotate(&capture, &analysis, models, opts.decoder, &a.out, |pos| {
+        progress.set_position(pos)
+    })?;
+    progress.finish();
+    kept_read_back(&analysis.dcqcn)?;
+    writeln!(io::stdout().lock(), "{}", escape(&done.summary(&a.out)))?;
+    for w in done.warnings() {
+        say(&format!("warning: {w}"));
+    }
+    Ok(finish(&capture))
 }
 
 fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
