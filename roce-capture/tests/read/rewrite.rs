@@ -32,7 +32,14 @@ fn read(path: &Path) -> Read {
         interfaces: r
             .interfaces()
             .iter()
-            .map(|i| (i.link.0, i.name.clone(), i.ts_resol_desc.clone(), i.speed_bps))
+            .map(|i| {
+                (
+                    i.link.0,
+                    i.name.clone(),
+                    i.ts_resol_desc.clone(),
+                    i.speed_bps,
+                )
+            })
             .collect(),
         stats: r
             .if_stats()
@@ -235,7 +242,11 @@ fn every_block_a_reader_reads_comes_back_with_the_comments() {
 
     let bytes = std::fs::read(&output).unwrap();
     let types = block_types(&bytes);
-    assert_eq!(types.iter().filter(|&&t| t == 0x0A0D_0D0A).count(), 1, "one section");
+    assert_eq!(
+        types.iter().filter(|&&t| t == 0x0A0D_0D0A).count(),
+        1,
+        "one section"
+    );
     assert_eq!(types.iter().filter(|&&t| t == 0x0000_0004).count(), 1);
     assert_eq!(types.iter().filter(|&&t| t == 0x1234_5678).count(), 1);
     assert_eq!(types.iter().filter(|&&t| t == 5).count(), 2);
