@@ -154,8 +154,10 @@ pub fn annotate(
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
+    // Made as any new file is (0666 less the umask), not private as scratch files are: it becomes the output.
     let tmp = tempfile::Builder::new()
         .prefix(".annotate-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
         .tempfile_in(dir)
         .map_err(write_err)?;
     let note = format!(
