@@ -319,12 +319,14 @@ impl<'a> Cnps<'a> {
             s.receiver_qp,
             s.pairing.map_or("?", |m| m.key())
         );
-        if s.cnp_iface != Some(f.iface) {
+        match (s.cnp_iface, &s.cnp_tap) {
+            (Some(at), _) if at == f.iface => {}
             // A copy of the stream at another tap: the model took its CNPs where most of them were seen.
-            return format!(
-                "{pairing}; the model takes this stream's CNPs at {}",
-                s.cnp_tap.as_deref().unwrap_or("another tap")
-            );
+            (Some(_), Some(tap)) => {
+                return format!("{pairing}; the model takes this stream's CNPs at {tap}");
+            }
+            // The model was fed no CNP of this stream: there is nothing of it to say.
+            _ => return pairing,
         }
         let delay = self.report.cnp_delay_ns;
         let first_asks = self.first_asks;
