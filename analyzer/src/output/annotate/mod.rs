@@ -207,7 +207,11 @@ pub fn annotate(
         .into_inner()
         .map_err(|e| write_err(e.into_error()))?;
     check_same(capture, analysis, &copy, frames)?;
-    if let Some(e) = cnps.read_error() {
+    // A series that could not be read back left CNPs commented as unmatched: fail rather than keep them.
+    if let Some(e) = cnps
+        .read_error()
+        .or_else(|| analysis.dcqcn.kept_read_error())
+    {
         return Err(AnnotateError::Models(e));
     }
     let findings = marks.commented.clone();
