@@ -5,8 +5,10 @@
 //! (`| head`) on standard output ends quietly with 0; a closed standard error loses its notes and warnings,
 //! never the results or the exit code (every line for it goes through [`say`]).
 
+mod args;
+
 use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use analyzer::analysis::dcqcn::{DcqcnPass, Options};
@@ -15,6 +17,7 @@ use analyzer::analysis::findings::Severity;
 use analyzer::analysis::hops::{self as hops_analysis, HopsOptions};
 use analyzer::analysis::model_log::{self, ModelLog};
 use analyzer::analysis::{self as pipeline, PipelineOptions};
+use analyzer::output::annotate as annotation;
 use analyzer::output::dataset;
 use analyzer::output::fabric::print_fabric;
 use analyzer::output::frames as print;
@@ -25,280 +28,25 @@ use analyzer::output::report::{Progress, ReportInput, headline, write_report_wit
 use analyzer::output::tables::{self, TableFormat};
 use analyzer::output::text::{print_dcqcn, print_kernel_events, print_stats};
 use anyhow::{Context, Result};
-use clap::{Args, Parser, Subcommand};
-use roce_capture::{Bound, Capture, inputs};
+use args::{
+    AnnotateArgs, Cli, Command, DcqcnArgs, DecodeArgs, FabricArgs, HopsArgs, Input, ModelArgs,
+    ReportArgs, StatsArgs,
+};
+use clap::Parser;
+use roce_capture::{Capture, inputs};
 use roce_core::dcqcn::{EcnConfig, Profile};
 use roce_core::decode::Decoder;
 use roce_core::filter::Filter;
 use roce_core::frames::Frames;
 use roce_core::line::LineRates;
 use roce_core::passes::brief::Brief;
-use roce_core::passes::flows::FlowKey;
 use roce_core::passes::pairing::{Pairing, PairingPass};
 use roce_core::passes::pfc::PfcPass;
 use roce_core::passes::threads::stats_on_threads;
 use roce_core::passes::{Stats, StatsReport};
-use roce_core::priority::PriorityMap;
 use roce_core::processes;
 use roce_core::recorded::{KernelEvent, Recorded};
 use roce_core::text::escape_control as escape;
-use roce_core::units;
-
-/// Decode and analyse RoCEv2 captures: BTH and extension headers, ECN, CNPs, PFC/PAUSE, per-QP statistics.
-#[derive(Debug, Parser)]
-#[command(name = "roce-analyzer", version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Print every frame: one readable line each, or JSON lines with --json.
-    Decode(DecodeArgs),
-    /// Per-flow, per-CNP-stream and per-priority statistics of a capture.
-    Stats(StatsArgs),
-    /// What DCQCN did: CNPs paired with their flows, the reaction-point model next to the observed rate.
-    Dcqcn(DcqcnArgs),
-    /// Everything, explained: findings, charts and tables in DIR/index.html (self-contained).
-    Report(ReportArgs),
-    /// The same packets at several taps: per-hop delay, each switch queue's depth and its ECN marking curve.
-    Hops(HopsArgs),
-    /// The hosts side by side: each host pair's rate, CE, CNPs, losses and pauses, and the slow pairs with why.
-    Fabric(FabricArgs),
-}
-
-#[derive(Debug, Args)]
-struct FabricArgs {
-    #[command(flatten)]
-    input: Input,
-    #[command(flatten)]
-    tables: TableArgs,
-    /// One JSON document with the keys hosts, pairs, slowest (see docs/fabric.md).
-    #[arg(long)]
-    json: bool,
-}
-
-/// How the per-tap tables of `stats` and `fabric` turn pause quanta into time and give untagged frames a
-/// priority.
-#[derive(Debug, Args)]
-struct TableArgs {
-    /// Line rate of every tap, which converts PFC/PAUSE quanta into time (512 bit times each). By default
-    /// each tap's own, as the capture recorded it (pcapng if_speed), else 100 Gb/s assumed. A number alone is
-    /// Gb/s (25); or 25G, 400Gbps, 100000M.
-    #[arg(long, value_name = "SPEED", value_parser = units::parse_speed)]
-    link_speed: Option<u64>,
-    /// DSCP → priority entries for untagged frames (e.g. 26=3,48=6), on top of the map the tracer recorded
-    /// in the capture, else of DSCP/8; they win over both. See docs/priority.md.
-    #[arg(long, value_name = "DSCP=PRIO,...", value_parser = parse_dscp_map)]
-    dscp_map: Option<PriorityMap>,
-}
-
-#[derive(Debug, Args)]
-struct HopsArgs {
-    #[command(flatten)]
-    input: Input,
-    /// Drain rate of every queue, and the rate that takes each frame's serialization out of its delay. By
-    /// default each downstream tap's line rate as the capture recorded it (pcapng if_speed); where none is
-    /// recorded, the drain rate is measured from back-to-back frames. A number alone is Gb/s (25).
-    #[arg(long, value_name = "SPEED", value_parser = units::parse_speed)]
-    link_speed: Option<u64>,
-    /// Copies of one packet are matched within this time of the first: more than the largest delay between
-    /// taps plus the largest clock offset between files.
-    #[arg(long, default_value = "10ms", value_parser = units::parse_positive_ns)]
-    match_window: u64,
-    /// Each hop's least delay is taken per window this long (some packet in each should find the queue
-    /// empty); the drift between two files' clocks is followed from window to window.
-    #[arg(long, default_value = "10ms", value_parser = units::parse_positive_ns)]
-    clock_window: u64,
-    /// Largest drift between two clocks to believe, in ppm; a steeper rise of the least delay is a queue.
-    #[arg(long, default_value_t = 100.0)]
-    max_drift_ppm: f64,
-    /// The receivers' min_time_between_cnps, for the NP check.
-    #[arg(long, default_value = "4us", value_parser = units::parse_positive_ns)]
-    np_min_gap: u64,
-    /// Width of the queue-depth bins of the marking curve, in bytes.
-    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(64..))]
-    bin_bytes: u64,
-    /// The switch's configured marking curve, KMIN,KMAX in bytes and PMAX (e.g. 40000,160000,0.5): a
-    /// finding when the fitted curve disagrees.
-    #[arg(long, value_name = "KMIN,KMAX,PMAX", value_parser = parse_switch_ecn)]
-    switch_ecn: Option<(f64, f64, f64)>,
-    /// One JSON document with the keys taps, hops, queues, np, findings (see docs/hops.md).
-    #[arg(long)]
-    json: bool,
-}
-
-fn parse_switch_ecn(s: &str) -> Result<(f64, f64, f64), String> {
-    let v: Vec<f64> = s
-        .split(',')
-        .map(|x| x.trim().parse::<f64>())
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("{e}: expected KMIN,KMAX,PMAX, e.g. 40000,160000,0.5"))?;
-    match v[..] {
-        [kmin, kmax, pmax] if kmin >= 0.0 && kmax > kmin && (0.0..=1.0).contains(&pmax) => {
-            Ok((kmin, kmax, pmax))
-        }
-        _ => Err("expected KMIN,KMAX,PMAX with 0 <= KMIN < KMAX (bytes) and 0 <= PMAX <= 1".into()),
-    }
-}
-
-#[derive(Debug, Args)]
-struct DcqcnArgs {
-    #[command(flatten)]
-    input: Input,
-    #[command(flatten)]
-    model: ModelArgs,
-    /// JSON with a `flows` list (fields in docs/dcqcn.md).
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Debug, Args)]
-struct ReportArgs {
-    #[command(flatten)]
-    input: Input,
-    #[command(flatten)]
-    model: ModelArgs,
-    /// Directory for index.html, the PNG charts, summary.json and the tables (created if missing).
-    #[arg(short = 'o', long = "out", value_name = "DIR")]
-    out: PathBuf,
-    /// A pause at least this long without a break is a PFC storm (PFC watchdogs act after hundreds of ms
-    /// on production fabrics; the default suits captures of a few ms).
-    #[arg(long, default_value = "500us", value_parser = units::parse_positive_ns)]
-    storm_threshold: u64,
-    /// The switches' configured marking curve, KMIN,KMAX in bytes and PMAX, for the queue section (a finding
-    /// when the curve fitted from captures of both sides of a switch disagrees).
-    #[arg(long, value_name = "KMIN,KMAX,PMAX", value_parser = parse_switch_ecn)]
-    switch_ecn: Option<(f64, f64, f64)>,
-    /// Also write model_events.parquet: every event of every flow's DCQCN model (model.parquet holds the
-    /// decimated series the charts draw). Written to disk as the model runs.
-    #[arg(long)]
-    model_table: bool,
-}
-
-/// How the reaction-point model runs (shared by `dcqcn` and `report`).
-#[derive(Debug, Args)]
-struct ModelArgs {
-    /// DSCP → priority entries for untagged frames (e.g. 26=3,48=6), on top of the map the tracer recorded
-    /// in the capture, else of DSCP/8; they win over both. See docs/priority.md.
-    #[arg(long, value_name = "DSCP=PRIO,...", value_parser = parse_dscp_map)]
-    dscp_map: Option<PriorityMap>,
-    /// Line rate of every tap: each flow's model starts at it and never exceeds it, and it converts pause
-    /// quanta to time. By default each tap's own, as the capture recorded it (pcapng if_speed), else 100 Gb/s
-    /// assumed, which the output then says. A number alone is Gb/s (25); or 25G, 400Gbps, 100000M.
-    #[arg(long, value_name = "SPEED", value_parser = units::parse_speed)]
-    link_speed: Option<u64>,
-    /// Reaction-point model: connectx (firmware knobs), connectx-fixed (the same with the NIC's 10-bit
-    /// integer alpha) or paper (SIGCOMM 2015).
-    #[arg(long, default_value = "connectx")]
-    dcqcn_profile: String,
-    /// File of knob values (`name=value` lines: the tracer's recorded `roce_rp/NAME`, `roce_np/NAME` and
-    /// `enable/N` paths, bare names, or the model's options; see docs/dcqcn.md).
-    #[arg(long, value_name = "FILE")]
-    knobs: Option<PathBuf>,
-    /// Override one knob, e.g. `--set rpg_gd=10` or `--set roce_rp/enable/3=0` (repeatable; applied after
-    /// --knobs).
-    #[arg(long = "set", value_name = "KNOB=VALUE")]
-    set: Vec<String>,
-    /// Rate bin width (e.g. 10us); by default chosen from the capture span.
-    #[arg(long, value_parser = units::parse_positive_ns)]
-    bin: Option<u64>,
-    /// Shift CNP times by this one-way delay before the model sees them (e.g. 2us), when the capture was
-    /// not taken at the sender.
-    #[arg(long, default_value = "0ns", value_parser = units::parse_duration_ns, allow_hyphen_values = true)]
-    cnp_delay: i64,
-    /// Skip the knob fit.
-    #[arg(long)]
-    no_fit: bool,
-    /// Fit the knobs of this many flows, those with the most CNPs.
-    #[arg(long, value_name = "N", default_value_t = analyzer::analysis::dcqcn::DEFAULT_FIT_FLOWS)]
-    fit_flows: usize,
-}
-
-#[derive(Debug, Args)]
-struct Input {
-    /// Capture files (pcap or pcapng, plain or gzip/zstd/lz4), directories of them, quoted patterns such as
-    /// 'run.*.pcapng', or `-` for standard input. Several are merged by time; each interface of each file
-    /// is a tap named FILE:IFACE (a rotated set continues its first file's taps).
-    #[arg(required = true, value_name = "FILE")]
-    files: Vec<PathBuf>,
-    /// Only frames from this time on: `+12.5s` after the first frame, or seconds since the epoch.
-    #[arg(long, value_name = "TIME", value_parser = units::parse_time, allow_hyphen_values = true)]
-    from: Option<Bound>,
-    /// Only frames before this time (same forms as --from).
-    #[arg(long, value_name = "TIME", value_parser = units::parse_time, allow_hyphen_values = true)]
-    to: Option<Bound>,
-    /// Also treat this UDP destination port as RoCEv2 (besides 4791).
-    #[arg(long, value_name = "PORT")]
-    roce_port: Option<u16>,
-    /// Skip the ICRC check (it costs a CRC over every complete frame).
-    #[arg(long)]
-    no_icrc: bool,
-}
-
-#[derive(Debug, Args)]
-struct DecodeArgs {
-    #[command(flatten)]
-    input: Input,
-    /// JSON lines, one object per frame, with the fields documented in docs/decode.md.
-    #[arg(long)]
-    json: bool,
-    /// Only frames matching this expression, e.g. `cnp or (roce and ecn == ce and qp == 0x118)`.
-    /// Fields: kind qp src dst ip opcode psn ecn dscp vlan pcp sport icrc; see docs/decode.md.
-    #[arg(long, short = 'Y', value_name = "EXPR")]
-    filter: Option<String>,
-    /// Stop after this many printed frames.
-    #[arg(short = 'c', value_name = "N")]
-    count: Option<u64>,
-    /// Write the frames as a Parquet dataset (part-NNNNN.parquet files) into DIR instead of printing them;
-    /// the columns are listed in docs/spark.md.
-    #[arg(long, value_name = "DIR", conflicts_with = "json")]
-    parquet: Option<PathBuf>,
-    /// With --parquet: write into DIR/collector=NAME/, so that the datasets of several collectors sit side by
-    /// side as one dataset partitioned by collector.
-    #[arg(long, value_name = "NAME", requires = "parquet", value_parser = collector_name)]
-    collector: Option<String>,
-    /// With --parquet: rows at most per row group. By default a group closes at 128 MiB encoded (several
-    /// million frames, Spark's block size); the encoded group is held in memory until it is written.
-    #[arg(long, value_name = "N", requires = "parquet")]
-    row_group_rows: Option<usize>,
-}
-
-/// A collector name becomes a directory name and a partition value: no separators, nothing Hive would escape.
-fn collector_name(s: &str) -> Result<String, String> {
-    let ok = !s.is_empty()
-        && !s.starts_with('.')
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if ok {
-        Ok(s.to_string())
-    } else {
-        Err("use letters, digits, '-', '_' and '.' only (not first), e.g. leaf01".into())
-    }
-}
-
-#[derive(Debug, Args)]
-struct StatsArgs {
-    #[command(flatten)]
-    input: Input,
-    /// Threads that decode and count, besides the one that reads: the flows are split among them, and the
-    /// output is the same whatever their number. By default as many as the cores this process may use; 1
-    /// decodes on the reading thread.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
-    threads: Option<u32>,
-    #[command(flatten)]
-    tables: TableArgs,
-    /// One JSON document with the keys capture, flows, cnps, pfc.
-    #[arg(long)]
-    json: bool,
-    /// Also write the tables as CSV files into this directory.
-    #[arg(long, value_name = "DIR")]
-    csv: Option<PathBuf>,
-    /// Also write the tables as Parquet files into this directory.
-    #[arg(long, value_name = "DIR")]
-    parquet: Option<PathBuf>,
-}
 
 /// Buffers of 128 KiB and more get pages of their own, given back when they are freed. glibc otherwise
 /// raises that threshold each time such a buffer is freed (up to 32 MiB), after which the large buffers of
@@ -323,6 +71,7 @@ fn main() -> ExitCode {
         Command::Report(a) => report(a),
         Command::Hops(a) => hops(a),
         Command::Fabric(a) => fabric(a),
+        Command::Annotate(a) => annotate(a),
     };
     match result {
         Ok(code) => code,
@@ -544,10 +293,6 @@ fn decode_parquet(
     Ok(finish(&capture))
 }
 
-fn parse_dscp_map(s: &str) -> Result<PriorityMap, String> {
-    PriorityMap::parse(s).map_err(|e| e.to_string())
-}
-
 fn stats(a: StatsArgs) -> Result<ExitCode> {
     let mut capture = open(&a.input)?;
     let make = || {
@@ -572,11 +317,7 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
             Some(pair_flows(&a.input)?)
         };
         Some(processes::KernelSummary::of(kernel, &report.flows, &|f| {
-            let key = FlowKey {
-                src: f.src,
-                dst: f.dst,
-                dest_qp: f.dest_qp,
-            };
+            let key = f.key();
             pairing
                 .as_ref()
                 .and_then(|p| p.sender_qp(&key))
@@ -793,6 +534,40 @@ fn write_model_table(dir: &Path, log: ModelLog) -> Result<()> {
     std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
     manifest::finish(dir)?;
     Ok(())
+}
+
+/// `annotate`: the analysis of `report`, then the capture read again and written with it in its comments.
+fn annotate(a: AnnotateArgs) -> Result<ExitCode> {
+    one_malloc_arena();
+    let opts = PipelineOptions {
+        decoder: decoder(&a.input),
+        dcqcn: model_options(&a.model)?,
+        storm_threshold_ns: a.storm_threshold,
+        ..PipelineOptions::default()
+    };
+    let mut capture = open(&a.input)?;
+    annotation::refuse_inputs(&capture, &a.out)?;
+    let progress = Progress::new(capture.progress().1, "analysing");
+    let mut models = annotation::CnpModels::default();
+    let analysis = pipeline::run_with_model_events(
+        &mut capture,
+        &opts,
+        |pos| progress.set_position(pos),
+        &mut |id, e| models.event(id, e),
+    )?;
+    progress.finish();
+    capture.check_window()?;
+    let progress = Progress::new(capture.progress().1, "annotating");
+    let done = annotation::annotate(&capture, &analysis, models, opts.decoder, &a.out, |pos| {
+        progress.set_position(pos)
+    })?;
+    progress.finish();
+    kept_read_back(&analysis.dcqcn)?;
+    writeln!(io::stdout().lock(), "{}", escape(&done.summary(&a.out)))?;
+    for w in done.warnings() {
+        say(&format!("warning: {w}"));
+    }
+    Ok(finish(&capture))
 }
 
 fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {

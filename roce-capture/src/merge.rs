@@ -35,8 +35,12 @@ use thiserror::Error;
 
 use crate::inputs::{Input, Inputs};
 use crate::read::{
-    CaptureReader, Compression, CustomBlock, Format, IfStats, Interface, Record, SourceError,
+    CaptureReader, Compression, CustomBlock, Format, IfStats, Interface, RawBlock, Record,
+    SourceError,
 };
+
+mod copy;
+pub use copy::KeptBlock;
 
 /// Custom block data kept over all files (each file is also bounded on its own).
 const MAX_CUSTOM_BYTES: usize = 256 << 20;
@@ -54,6 +58,9 @@ pub struct Tap {
     pub description: Interface,
     /// Its statistics blocks' counters, summed over the files of a rotated set.
     pub stats: IfStats,
+    /// The interface's description block as stored, options and all, when the capture was opened to be
+    /// copied ([`Capture::reopen_to_copy`]) and the file is pcapng.
+    pub block: Option<RawBlock>,
 }
 
 /// What became of one input file.
@@ -204,6 +211,8 @@ struct File {
     /// The interfaces it declared, kept when the reader is dropped, for a later file to compare.
     interfaces: Vec<Interface>,
     summary: FileSummary,
+    /// Whether its reader keeps every block, for a copy.
+    keep: bool,
 }
 
 /// Several capture files read as one, in time order. See the module documentation.
@@ -229,16 +238,26 @@ pub struct Capture {
     skipped: Vec<(PathBuf, String)>,
     /// Whether every input can be opened again from its path (not standard input, not a reader).
     rereadable: bool,
+    /// The blocks the files that have ended left after their last record, for a copy.
+    kept: Vec<KeptBlock>,
+    /// Blocks of the files that have ended that were too long to keep for a copy.
+    too_large: u64,
 }
 
 impl Capture {
     /// Opens every input. Each file is peeked at for its first timestamp; a file that is not a capture at all
     /// is an error when it is the only input, and a file with an error in its summary otherwise.
     pub fn open(inputs: Inputs) -> Result<Capture, SourceError> {
+        Capture::open_with(inputs, false)
+    }
+
+    /// [`Capture::open`], keeping every block of the files for a copy when `keep` is set.
+    fn open_with(inputs: Inputs, keep: bool) -> Result<Capture, SourceError> {
         let single = inputs.files.len() == 1;
         let mut files = Vec::with_capacity(inputs.files.len());
         for input in inputs.files {
             let mut file = File::new(input);
+            file.keep = keep;
             match file.peek() {
                 Ok(()) => {}
                 Err(e) if single => return Err(e),
@@ -299,6 +318,8 @@ impl Capture {
             closed_bytes: 0,
             skipped,
             rereadable,
+            kept: Vec::new(),
+            too_large: 0,
         };
         // Files already open (standard input, a stream) start reading at once.
         for (i, f) in files.iter_mut().enumerate() {
@@ -318,6 +339,10 @@ impl Capture {
     /// capture a second time; the records come with the same numbers and taps. `None` when an input cannot
     /// be read twice (standard input, a capture made from a reader).
     pub fn reopen(&self) -> Option<Result<Capture, SourceError>> {
+        self.reopen_with(false)
+    }
+
+    fn reopen_with(&self, keep: bool) -> Option<Result<Capture, SourceError>> {
         if !self.rereadable {
             return None;
         }
@@ -326,7 +351,7 @@ impl Capture {
             skipped: self.skipped.clone(),
             repeats: Vec::new(),
         };
-        Some(Capture::open(inputs).map(|mut c| {
+        Some(Capture::open_with(inputs, keep).map(|mut c| {
             c.window = self.window;
             c.bounds = self.bounds;
             c
@@ -407,18 +432,23 @@ impl Capture {
             if iface as usize >= file.tap_of.len() {
                 self.attach_taps(i);
             }
-            let file = &self.files[i];
-            let tap = file.tap_of.get(iface as usize).copied().unwrap_or(0);
-            let mut rec = file.reader.as_ref()?.current()?;
-            rec.iface = tap;
-            // One line rate per tap: a rotated set's later files (a classic pcap among them cannot record
-            // one) read at the speed its first file gave the tap.
-            rec.speed_bps = self
-                .taps
-                .get(tap as usize)
-                .and_then(|t| t.description.speed_bps);
-            return Some((self.number, rec));
+            return self.record_of(i).map(|rec| (self.number, rec));
         }
+    }
+
+    /// File `i`'s current record, its `iface` its tap's index.
+    fn record_of(&self, i: usize) -> Option<Record<'_>> {
+        let file = &self.files[i];
+        let mut rec = file.reader.as_ref()?.current()?;
+        let tap = file.tap_of.get(rec.iface as usize).copied().unwrap_or(0);
+        rec.iface = tap;
+        // One line rate per tap: a rotated set's later files (a classic pcap among them cannot record
+        // one) read at the speed its first file gave the tap.
+        rec.speed_bps = self
+            .taps
+            .get(tap as usize)
+            .and_then(|t| t.description.speed_bps);
+        Some(rec)
     }
 
     /// The file holding the next record in time order, its reader moved onto it.
@@ -481,23 +511,32 @@ impl Capture {
             Input::Stdin => return,
         };
         match reopened {
-            Ok(mut reader) => match reader.advance() {
-                Ok(_) => {
-                    self.files[i].open_reader(reader);
-                    self.reading.push(i);
-                    self.continue_rotation(i);
-                    self.attach_taps(i);
-                    self.finish_if_empty(i);
-                }
-                Err(e) => {
-                    self.files[i].open_reader(reader);
-                    self.reading.push(i);
-                    self.attach_taps(i);
-                    self.files[i].summary.error = Some(e);
-                    self.close(i);
-                }
-            },
+            Ok(mut reader) if self.files[i].keep => {
+                reader.keep_blocks();
+                self.start_waiting(i, reader);
+            }
+            Ok(reader) => self.start_waiting(i, reader),
             Err(e) => self.files[i].fail(e),
+        }
+    }
+
+    /// Starts reading file `i`, opened when the merge reached its first record.
+    fn start_waiting(&mut self, i: usize, mut reader: CaptureReader) {
+        match reader.advance() {
+            Ok(_) => {
+                self.files[i].open_reader(reader);
+                self.reading.push(i);
+                self.continue_rotation(i);
+                self.attach_taps(i);
+                self.finish_if_empty(i);
+            }
+            Err(e) => {
+                self.files[i].open_reader(reader);
+                self.reading.push(i);
+                self.attach_taps(i);
+                self.files[i].summary.error = Some(e);
+                self.close(i);
+            }
         }
     }
 
@@ -574,6 +613,7 @@ impl Capture {
                 interface: local as u32,
                 description: iface.clone(),
                 stats: IfStats::default(),
+                block: reader.interface_block(local).cloned(),
             });
             file.tap_of.push(index);
             file.summary.taps.push(index);
@@ -586,11 +626,18 @@ impl Capture {
         self.reading.retain(|&j| j != i);
         let file = &mut self.files[i];
         file.state = State::Done;
-        let Some(reader) = file.reader.take() else {
+        let Some(mut reader) = file.reader.take() else {
             return;
         };
         self.closed_bytes += reader.source_bytes_read();
         file.interfaces = reader.interfaces().to_vec();
+        self.too_large += reader.blocks_too_large();
+        self.kept.extend(
+            reader
+                .take_blocks()
+                .into_iter()
+                .map(|block| KeptBlock { file: i, block }),
+        );
         for (local, st) in reader.if_stats().iter().enumerate() {
             let Some(&tap) = file.tap_of.get(local) else {
                 continue;
@@ -705,6 +752,7 @@ impl File {
             last_any_ns: None,
             continued: false,
             interfaces: Vec::new(),
+            keep: false,
         }
     }
 
@@ -714,6 +762,10 @@ impl File {
             Input::File { path, .. } => CaptureReader::open(path)?,
             Input::Stdin => CaptureReader::open(std::path::Path::new("-"))?,
         };
+        // Standard input stays open from here: its blocks must be kept from its first.
+        if self.keep && self.input == Input::Stdin {
+            reader.keep_blocks();
+        }
         self.summary.format = Some(reader.format());
         self.summary.compression = reader.compression();
         match reader.advance() {

@@ -11,17 +11,17 @@ use std::io::{self, Write};
 
 use crate::read::LinkType;
 
-const SHB_TYPE: u32 = 0x0A0D_0D0A;
-const IDB_TYPE: u32 = 0x0000_0001;
-const ISB_TYPE: u32 = 0x0000_0005;
-const EPB_TYPE: u32 = 0x0000_0006;
+pub(crate) const SHB_TYPE: u32 = 0x0A0D_0D0A;
+pub(crate) const IDB_TYPE: u32 = 0x0000_0001;
+pub(crate) const ISB_TYPE: u32 = 0x0000_0005;
+pub(crate) const EPB_TYPE: u32 = 0x0000_0006;
 /// Custom block that a rewriting tool may copy into its output.
-const CB_COPY_TYPE: u32 = 0x0000_0BAD;
+pub(crate) const CB_COPY_TYPE: u32 = 0x0000_0BAD;
 /// Custom block that a rewriting tool must drop (its meaning may depend on blocks that did not survive).
-const CB_NOCOPY_TYPE: u32 = 0x4000_0BAD;
+pub(crate) const CB_NOCOPY_TYPE: u32 = 0x4000_0BAD;
 
-const OPT_END: u16 = 0;
-const OPT_COMMENT: u16 = 1;
+pub(crate) const OPT_END: u16 = 0;
+pub(crate) const OPT_COMMENT: u16 = 1;
 
 /// The Section Header Block options: who wrote the capture, shown by `capinfos` and Wireshark.
 #[derive(Debug, Clone, Default)]
@@ -263,14 +263,8 @@ impl<W: Write> PcapngWriter<W> {
 
     /// Fills in both length fields of the block in `scratch` and writes it.
     fn finish_block(&mut self) -> io::Result<()> {
-        let b = &mut self.scratch;
-        let total = b.len() + 4;
-        let len = u32::try_from(total).map_err(|_| invalid("block longer than 4 GiB"))?;
-        put_u32(b, len);
-        if let Some(field) = b.get_mut(4..8) {
-            field.copy_from_slice(&len.to_le_bytes());
-        }
-        self.out.write_all(b)
+        end_block(&mut self.scratch)?;
+        self.out.write_all(&self.scratch)
     }
 }
 
@@ -334,36 +328,47 @@ impl<W: Write> PcapWriter<W> {
     }
 }
 
-fn invalid(msg: &'static str) -> io::Error {
+pub(crate) fn invalid(msg: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
 /// Starts a block in `b`: type, and a length placeholder that `finish_block` fills in.
-fn begin_block(b: &mut Vec<u8>, block_type: u32) {
+pub(crate) fn begin_block(b: &mut Vec<u8>, block_type: u32) {
     b.clear();
     put_u32(b, block_type);
     put_u32(b, 0);
 }
 
-fn put_u16(b: &mut Vec<u8>, v: u16) {
+/// Ends the block `begin_block` started in `b`: its trailing length, and the same in its leading field.
+pub(crate) fn end_block(b: &mut Vec<u8>) -> io::Result<()> {
+    let total = b.len() + 4;
+    let len = u32::try_from(total).map_err(|_| invalid("block longer than 4 GiB"))?;
+    put_u32(b, len);
+    if let Some(field) = b.get_mut(4..8) {
+        field.copy_from_slice(&len.to_le_bytes());
+    }
+    Ok(())
+}
+
+pub(crate) fn put_u16(b: &mut Vec<u8>, v: u16) {
     b.extend_from_slice(&v.to_le_bytes());
 }
 
-fn put_u32(b: &mut Vec<u8>, v: u32) {
+pub(crate) fn put_u32(b: &mut Vec<u8>, v: u32) {
     b.extend_from_slice(&v.to_le_bytes());
 }
 
 /// A pcapng timestamp: the 64-bit count split high word first, as the format wants.
-fn put_ts(b: &mut Vec<u8>, ts: u64) {
+pub(crate) fn put_ts(b: &mut Vec<u8>, ts: u64) {
     put_u32(b, (ts >> 32) as u32);
     put_u32(b, ts as u32);
 }
 
-fn pad4(b: &mut Vec<u8>) {
+pub(crate) fn pad4(b: &mut Vec<u8>) {
     b.resize(b.len().next_multiple_of(4), 0);
 }
 
-fn put_option(b: &mut Vec<u8>, code: u16, value: &[u8]) -> io::Result<()> {
+pub(crate) fn put_option(b: &mut Vec<u8>, code: u16, value: &[u8]) -> io::Result<()> {
     let len =
         u16::try_from(value.len()).map_err(|_| invalid("pcapng option longer than 65535 bytes"))?;
     put_u16(b, code);

@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::analysis::dcqcn::DcqcnReport;
 use crate::analysis::pauses::PauseReport;
 use roce_core::passes::StatsReport;
+use roce_core::passes::flows::FlowRow;
 
 /// How much a finding matters, which orders the findings and colours them in the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -103,6 +104,30 @@ pub fn diagnose(
 }
 
 fn ce_without_cnps(stats: &StatsReport, dcqcn: &DcqcnReport, out: &mut Vec<Finding>) {
+    let evidence: Vec<String> = unanswered_ce(stats, dcqcn)
+        .into_iter()
+        .map(|(_, line)| line)
+        .collect();
+    if !evidence.is_empty() {
+        out.push(Finding {
+            code: "ce_without_cnps",
+            severity: Severity::Problem,
+            title: format!("{} flow(s) were marked CE but their receivers sent no CNPs", evidence.len()),
+            detail: "The switch signalled congestion, but no notification point answered: DCQCN's NP is off on \
+                     these receivers (or on this priority), or the CNPs were lost before the capture point. \
+                     The senders never slow down; expect queues to build and PFC to take over."
+                .into(),
+            evidence,
+        });
+    }
+}
+
+/// The flows of `ce_without_cnps`, each with its line of evidence: CE-marked, and no CNP at all from their
+/// receiver back to their sender. Public for the outputs that point at the flows' packets (`annotate`).
+pub fn unanswered_ce<'a>(
+    stats: &StatsReport,
+    dcqcn: &'a DcqcnReport,
+) -> Vec<(&'a crate::analysis::dcqcn::FlowDcqcn, String)> {
     let mut evidence = Vec::new();
     for f in dcqcn.flows.iter().filter(|f| f.summary.cnps == 0) {
         let ce: u64 = stats
@@ -131,25 +156,15 @@ fn ce_without_cnps(stats: &StatsReport, dcqcn: &DcqcnReport, out: &mut Vec<Findi
                 }
                 _ => String::new(),
             };
-            evidence.push(format!(
+            let line = format!(
                 "{}: {ce} CE-marked packets, no CNP back to {}{why}",
                 flow_name(f.summary.sender, f.summary.receiver, f.summary.receiver_qp),
                 f.summary.sender
-            ));
+            );
+            evidence.push((f, line));
         }
     }
-    if !evidence.is_empty() {
-        out.push(Finding {
-            code: "ce_without_cnps",
-            severity: Severity::Problem,
-            title: format!("{} flow(s) were marked CE but their receivers sent no CNPs", evidence.len()),
-            detail: "The switch signalled congestion, but no notification point answered: DCQCN's NP is off on \
-                     these receivers (or on this priority), or the CNPs were lost before the capture point. \
-                     The senders never slow down; expect queues to build and PFC to take over."
-                .into(),
-            evidence,
-        });
-    }
+    evidence
 }
 
 /// Rc is a ceiling: a sender that kept sending well above it for most of the time after its CNPs did not apply
@@ -366,20 +381,19 @@ fn pfc_storms(p: &PauseReport, out: &mut Vec<Finding>) {
         detail: "A source kept a priority paused continuously, as a stuck receiver or a pause loop does; a PFC \
                  watchdog would drop or stop honouring these pauses."
             .into(),
-        evidence: p
-            .storms
-            .iter()
-            .map(|s| {
-                format!(
-                    "{} paused priority {} from {} for {} µs",
-                    s.src_mac,
-                    s.priority.map_or("all (802.3x)".into(), |x| x.to_string()),
-                    ns(s.start_ns),
-                    (s.end_ns - s.start_ns) / 1000
-                )
-            })
-            .collect(),
+        evidence: p.storms.iter().map(storm_evidence).collect(),
     });
+}
+
+/// A storm's line of evidence in `pfc_storm`.
+pub fn storm_evidence(s: &crate::analysis::pauses::Storm) -> String {
+    format!(
+        "{} paused priority {} from {} for {} µs",
+        s.src_mac,
+        s.priority.map_or("all (802.3x)".into(), |x| x.to_string()),
+        ns(s.start_ns),
+        (s.end_ns - s.start_ns) / 1000
+    )
 }
 
 fn hol_blocking(p: &PauseReport, out: &mut Vec<Finding>) {
@@ -432,32 +446,11 @@ fn go_back_n(stats: &StatsReport, out: &mut Vec<Finding>) {
     // A go-back-N after a NAK, or over PSNs that were missing at the tap, follows a loss. Without either the
     // sender timed out: its ACKs came late (behind a long pause) or were lost; nothing says data was lost.
     let (mut lost, mut timed_out) = (Vec::new(), Vec::new());
-    for f in stats.flows.iter().filter(|f| f.retransmissions > 0) {
-        let naks: u64 = stats
-            .flows
-            .iter()
-            .filter(|r| r.iface == f.iface && r.src == f.dst && r.dst == f.src)
-            .map(|r| r.naks.psn_sequence_error)
-            .sum();
-        let bytes_again = f.bytes / f.packets.max(1) * f.retransmissions;
-        let again = format!(
-            "{}: {} packets (~{} bytes) sent again",
-            flow_name(f.src, f.dst, f.dest_qp),
-            f.retransmissions,
-            bytes_again,
-        );
-        if naks > 0 {
-            push_once(
-                &mut lost,
-                format!("{again}, after {naks} NAK(PSN sequence error) from the receiver"),
-            );
-        } else if f.psn_gaps + f.out_of_order > 0 {
-            push_once(&mut lost, format!("{again}, over PSNs missing at the tap"));
-        } else {
-            push_once(
-                &mut timed_out,
-                format!("{again}, with no NAK and no PSN missing before"),
-            );
+    for f in &stats.flows {
+        match retransmitted(stats, f) {
+            Some(("go_back_n_loss", line)) => push_once(&mut lost, line),
+            Some((_, line)) => push_once(&mut timed_out, line),
+            None => {}
         }
     }
     if !lost.is_empty() {
@@ -490,6 +483,56 @@ fn go_back_n(stats: &StatsReport, out: &mut Vec<Finding>) {
     }
 }
 
+/// Which finding a flow's retransmissions raise, `go_back_n_loss` or `timeout_retransmission`, with its
+/// line of evidence; `None` for a flow that sent nothing twice. Public for the outputs that point at the
+/// packets sent again (`annotate`).
+pub fn retransmitted(stats: &StatsReport, f: &FlowRow) -> Option<(&'static str, String)> {
+    if f.retransmissions == 0 {
+        return None;
+    }
+    let naks: u64 = stats
+        .flows
+        .iter()
+        .filter(|r| r.iface == f.iface && r.src == f.dst && r.dst == f.src)
+        .map(|r| r.naks.psn_sequence_error)
+        .sum();
+    let bytes_again = f.bytes / f.packets.max(1) * f.retransmissions;
+    let again = format!(
+        "{}: {} packets (~{} bytes) sent again",
+        flow_name(f.src, f.dst, f.dest_qp),
+        f.retransmissions,
+        bytes_again,
+    );
+    Some(if naks > 0 {
+        (
+            "go_back_n_loss",
+            format!("{again}, after {naks} NAK(PSN sequence error) from the receiver"),
+        )
+    } else if f.psn_gaps + f.out_of_order > 0 {
+        (
+            "go_back_n_loss",
+            format!("{again}, over PSNs missing at the tap"),
+        )
+    } else {
+        (
+            "timeout_retransmission",
+            format!("{again}, with no NAK and no PSN missing before"),
+        )
+    })
+}
+
+/// A flow's line of evidence in `network_loss`: PSNs that came late and filled earlier gaps; `None` for a
+/// flow without. Public for the outputs that point at those packets (`annotate`).
+pub fn filled_gaps(f: &FlowRow) -> Option<String> {
+    (f.out_of_order > 0).then(|| {
+        format!(
+            "{}: {} PSNs arrived late, filling earlier gaps",
+            flow_name(f.src, f.dst, f.dest_qp),
+            f.out_of_order
+        )
+    })
+}
+
 fn loss_kinds(stats: &StatsReport, out: &mut Vec<Finding>) {
     let dropped = stats.capture.dropped.unwrap_or(0);
     let unfilled: Vec<String> = stats
@@ -504,18 +547,7 @@ fn loss_kinds(stats: &StatsReport, out: &mut Vec<Finding>) {
             )
         })
         .collect();
-    let filled: Vec<String> = stats
-        .flows
-        .iter()
-        .filter(|f| f.out_of_order > 0)
-        .map(|f| {
-            format!(
-                "{}: {} PSNs arrived late, filling earlier gaps",
-                flow_name(f.src, f.dst, f.dest_qp),
-                f.out_of_order
-            )
-        })
-        .collect();
+    let filled: Vec<String> = stats.flows.iter().filter_map(filled_gaps).collect();
     if !unfilled.is_empty() {
         let capture = dropped > 0;
         out.push(Finding {

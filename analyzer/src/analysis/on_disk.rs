@@ -163,6 +163,12 @@ impl<T: Fixed> DiskVec<T> {
         }
     }
 
+    /// The elements from `from` on, up to `n` of them, read together: for a reader that walks a series
+    /// beside others, a piece at a time.
+    pub fn chunk(&self, from: usize, n: usize) -> Vec<T> {
+        self.range(from, n)
+    }
+
     /// Element `i`, read alone.
     pub fn get(&self, i: usize) -> Option<T> {
         self.range(i, 1).pop()

@@ -121,11 +121,7 @@ pub(crate) fn analyse(inp: PauseInputs<'_>) -> PauseReport {
     // series at every pause.
     let mut rows: FxHashMap<FlowKey, &FlowRow> = FxHashMap::default();
     for f in inp.flows {
-        let key = FlowKey {
-            src: f.src,
-            dst: f.dst,
-            dest_qp: f.dest_qp,
-        };
+        let key = f.key();
         rows.entry(key).or_insert(f);
     }
     let storms = inp

@@ -1,6 +1,8 @@
 //! Everything the analyzer writes: one line per frame ([`frames`]), aligned text tables ([`text`]), CSV and
-//! Parquet ([`tables`]), the per-frame Parquet dataset of `decode --parquet` ([`dataset`]), and the HTML report
-//! ([`report`]); [`empty`] says why a result has nothing in it, for all of them.
+//! Parquet ([`tables`]), the per-frame Parquet dataset of `decode --parquet` ([`dataset`]), the HTML report
+//! ([`report`]), and the capture itself with the analysis in its packet comments ([`annotate`]); [`empty`]
+//! says why a result has nothing in it, for all of them.
+pub mod annotate;
 #[cfg(feature = "tables")]
 pub mod dataset;
 pub mod empty;

@@ -52,7 +52,7 @@ pub fn analyzer_json(file: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn require_tshark() {
+pub fn require_tshark() {
     let ok = Command::new("tshark")
         .arg("--version")
         .output()

@@ -1,4 +1,4 @@
-//! The examples in the README and the samples' README print what the binary prints today.
+//! The examples in the README, the samples' README and docs/annotate.md print what the binary prints today.
 //!
 //! Every line `$ roce-analyzer ARGS` in a fenced block is run, and the lines after it (up to the next `$` line or
 //! the end of the block) must be its output, line for line, where a line `...` stands for any number of lines.
@@ -135,6 +135,10 @@ fn the_readmes_examples_print_what_the_binary_prints() {
         })
         .collect();
     bad.extend(check_page(&root.join("samples/README.md"), &links));
+    bad.extend(check_page(
+        &root.join("docs/annotate.md"),
+        &[("samples".to_string(), root.join("samples"))],
+    ));
     assert!(bad.is_empty(), "{}", bad.join("\n\n"));
 }
 

@@ -45,7 +45,7 @@ fn tool(name: &str, args: &[&str]) {
 /// one-interface sample's first two parts are classic pcap (which records no interface name) and its third
 /// pcapng; a sample of several taps is pcapng throughout. Returned in reverse order, so that nothing
 /// depends on it.
-fn rotated_set(sample_path: &Path, dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn rotated_set(sample_path: &Path, dir: &Path) -> Vec<PathBuf> {
     let (ifaces, recs) = records(sample_path);
     let third = recs.len() / 3;
     let parts = [&recs[..third], &recs[third..2 * third], &recs[2 * third..]];
@@ -100,7 +100,7 @@ fn stdout_of(args: &[&str], files: &[PathBuf]) -> String {
 }
 
 /// Removes what names the files and taps: the one thing that differs between one file and its pieces.
-fn without_names(mut v: Value) -> Value {
+pub(crate) fn without_names(mut v: Value) -> Value {
     for table in [
         "flows",
         "cnps",

@@ -1,6 +1,7 @@
 //! The analyzer's integration tests, one binary with a module per area so that polars and plotters are
 //! linked once, not once per file.
 
+mod annotate;
 mod beside_thread;
 mod cli;
 mod common;

@@ -276,7 +276,7 @@ fn a_flow_past_psn_2_23_does_not_take_another_flows_acks() {
 
 /// Two UC flows 1 → 2, both CE-marked at every packet: 0x100 from QP 0x20 and 0x200 from QP 0x10, each
 /// answered by a CNP 3 µs later; in time order.
-fn two_marked_flows() -> Vec<(u64, Vec<u8>)> {
+pub(crate) fn two_marked_flows() -> Vec<(u64, Vec<u8>)> {
     let mut frames = Vec::new();
     for i in 0..100u32 {
         let t = 1_000_000 + u64::from(i) * 10_000;
@@ -396,19 +396,23 @@ fn a_flow_that_always_sends_is_not_singled_out_by_activity() {
 /// any of them would have with some luck. Never a pair; the reason says more CNPs would tell.
 #[test]
 fn one_cnp_among_many_candidates_is_too_few() {
-    let mut frames = Vec::new();
-    for q in 0..64u32 {
-        // 64 flows 1 → 2, each sending once, 200 µs apart; the CNP comes 10 µs after the last one.
-        let t = 1_000_000 + u64::from(q) * 200_000;
-        frames.push((t, frame(1, 2, 2, send(0x1000 + q, 7), &[0; 64])));
-    }
-    frames.push((1_000_000 + 63 * 200_000 + 10_000, cnp(2, 1, 0x77)));
-    let p = pair_frames(frames);
+    let p = pair_frames(one_cnp_among_many_flows());
     let s = stream(2, 1, 0x77);
     assert!(p.of_cnp(&s).is_none());
     let a = p.ambiguous(&s).expect("reported as ambiguous");
     assert_eq!((a.reason, a.basis, a.cnps), ("too_few_cnps", "activity", 1));
     assert_eq!(a.candidates[0].receiver_qp, 0x1000 + 63);
+}
+
+/// 64 flows 1 → 2, each sending once, 200 µs apart; one CNP to QP 0x77 comes 10 µs after the last one.
+pub(crate) fn one_cnp_among_many_flows() -> Vec<(u64, Vec<u8>)> {
+    let mut frames = Vec::new();
+    for q in 0..64u32 {
+        let t = 1_000_000 + u64::from(q) * 200_000;
+        frames.push((t, frame(1, 2, 2, send(0x1000 + q, 7), &[0; 64])));
+    }
+    frames.push((1_000_000 + 63 * 200_000 + 10_000, cnp(2, 1, 0x77)));
+    frames
 }
 
 /// The whole analysis on the two marked flows above: neither flow's model gets the CNPs, the streams are listed

@@ -14,6 +14,7 @@ mod ahead;
 mod buffer;
 mod compress;
 mod error;
+mod kept;
 mod pcap;
 mod pcapng;
 
@@ -33,6 +34,7 @@ use pcapng::{Clock, Scale};
 pub use crate::link::LinkType;
 pub use compress::Compression;
 pub use error::{SourceError, SourceErrorKind};
+pub use kept::{PacketBlock, RawBlock};
 
 /// The largest captured length accepted for one packet (the usual libpcap maximum snapshot length).
 ///
@@ -199,6 +201,9 @@ pub struct CaptureReader {
     /// Custom blocks read so far, and their total size (bounded by [`MAX_CUSTOM_BYTES`]).
     custom: Vec<CustomBlock>,
     custom_bytes: usize,
+    /// Every block as stored, for a copy of the file ([`CaptureReader::keep_blocks`]); `None` when reading
+    /// for an analysis.
+    kept: Option<Box<kept::Kept>>,
 }
 
 impl std::fmt::Debug for CaptureReader {
@@ -225,6 +230,8 @@ struct Found {
     len: u32,
     data_start: usize,
     total: usize,
+    /// Where the parts of a pcapng packet block are, for a copy ([`CaptureReader::current_block`]).
+    block: Option<kept::BlockPlace>,
 }
 
 impl CaptureReader {
@@ -392,6 +399,7 @@ impl CaptureReader {
             current: None,
             custom: Vec::new(),
             custom_bytes: 0,
+            kept: None,
             done: false,
         };
         if pcap_magic {

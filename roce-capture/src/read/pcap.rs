@@ -139,5 +139,6 @@ pub(super) fn buffered_pcap_record(layout: &PcapLayout, data: &[u8]) -> Option<F
         len,
         data_start: header_len,
         total,
+        block: None,
     })
 }

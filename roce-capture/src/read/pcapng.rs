@@ -6,6 +6,7 @@ use pcap_parser::pcapng::{parse_block_be, parse_block_le};
 use pcap_parser::{Block, EPB_MAGIC, IDB_MAGIC, ISB_MAGIC, PcapNGOption, SHB_MAGIC, SPB_MAGIC};
 
 use super::error::{self, SourceErrorKind};
+use super::kept::BlockPlace;
 use super::{
     BOM_BE, BOM_LE, CUSTOM_COPY, CUSTOM_NOCOPY, CaptureReader, CustomBlock, Found, IfStats,
     Interface, MAX_CAPLEN, MAX_CUSTOM_BYTES, MAX_PARSED_BLOCK, check_caplen, truncated, u32_at,
@@ -13,6 +14,7 @@ use super::{
 use crate::LinkType;
 
 /// The fixed fields of an Enhanced Packet Block.
+#[derive(Clone, Copy)]
 struct Epb {
     if_id: u32,
     ticks: u64,
@@ -26,6 +28,9 @@ impl CaptureReader {
             if let Some((start, left, block_type)) = self.skip {
                 let avail = self.buf.data().len() as u64;
                 let n = avail.min(left);
+                if self.keeping() {
+                    self.gather(n as usize, n == left);
+                }
                 self.consume(n as usize);
                 if n == left {
                     self.skip = None;
@@ -96,6 +101,9 @@ impl CaptureReader {
                 // Name resolution, custom, decryption secrets, unknown...: nothing we use, and skipping them by
                 // length means a malformed one cannot stop the packets after it.
                 self.skip = Some((self.pos, u64::from(len), block_type));
+                if self.keeping() {
+                    self.start_gathering(block_type, len);
+                }
                 continue;
             }
             if block_type == EPB_MAGIC && avail >= 28 {
@@ -147,7 +155,16 @@ impl CaptureReader {
                     caplen: field(20),
                     len: field(24),
                 };
-                return self.enhanced_packet(epb, len).map(Some);
+                let mut found = self.enhanced_packet(epb, len)?;
+                if self.keeping() {
+                    let options = 28 + (epb.caplen as usize).next_multiple_of(4);
+                    found.block = Some(BlockPlace {
+                        ticks: Some(epb.ticks),
+                        options: (options.min(len_usize - 4), len_usize - 4),
+                        big_endian,
+                    });
+                }
+                return Ok(Some(found));
             }
             if custom {
                 let pen = u32_at(data, 8, big_endian);
@@ -160,13 +177,42 @@ impl CaptureReader {
                         data: body.to_vec(),
                     });
                 }
+                if self.keeping() {
+                    self.keep_buffered(block_type, big_endian, len_usize, None);
+                }
                 self.consume(len_usize);
                 continue;
             }
-            if let Some(found) = self.parse_block(block_type, big_endian, len)? {
+            let interfaces = self.interfaces.len();
+            if let Some(mut found) = self.parse_block(block_type, big_endian, len)? {
+                if self.keeping() {
+                    // A Simple Packet Block: no timestamp, no options.
+                    found.block = Some(BlockPlace {
+                        ticks: None,
+                        options: (0, 0),
+                        big_endian,
+                    });
+                }
                 return Ok(Some(found));
             }
+            if self.keeping() {
+                self.keep_parsed(block_type, big_endian, len_usize, interfaces);
+            }
             self.consume(len_usize);
+        }
+    }
+
+    /// Keeps the block pcap-parser just parsed (a section header, an interface description, statistics),
+    /// for a copy; `interfaces` is how many interfaces there were before it.
+    fn keep_parsed(&mut self, block_type: u32, big_endian: bool, len: usize, interfaces: usize) {
+        match block_type {
+            IDB_MAGIC if self.interfaces.len() > interfaces => self.keep_interface(big_endian, len),
+            ISB_MAGIC => {
+                let if_id = u32_at(self.buf.data(), 8, big_endian) as usize;
+                let iface = u32::try_from(self.section_base.saturating_add(if_id)).ok();
+                self.keep_buffered(block_type, big_endian, len, iface);
+            }
+            _ => self.keep_buffered(block_type, big_endian, len, None),
         }
     }
 
@@ -189,6 +235,7 @@ impl CaptureReader {
             len: epb.len,
             data_start: 28,
             total: block_len as usize,
+            block: None,
         })
     }
 
@@ -302,6 +349,7 @@ impl CaptureReader {
                     len: spb.origlen,
                     data_start: 16,
                     total: len as usize,
+                    block: None,
                 }))
             }
             _ => Ok(None),

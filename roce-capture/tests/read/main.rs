@@ -1,6 +1,8 @@
-//! Reading capture files: real captures against tshark, damaged files, and writer-to-reader round trips.
+//! Reading capture files: real captures against tshark, damaged files, writer-to-reader round trips, and
+//! captures copied block for block with comments added.
 
 mod captures;
 mod errors;
 mod merge;
+mod rewrite;
 mod roundtrip;

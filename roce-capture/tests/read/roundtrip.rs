@@ -321,41 +321,41 @@ fn several_sections_accumulate_interfaces() {
 }
 
 /// Builds pcapng blocks by hand, for what our writer never produces: other resolutions, SPBs, big-endian
-/// sections, unknown blocks, `if_tsoffset`, `isb_osdrop`.
-struct Ng {
-    out: Vec<u8>,
-    be: bool,
+/// sections, unknown blocks, `if_tsoffset`, `isb_osdrop`. The copy's tests build their files with it too.
+pub(crate) struct Ng {
+    pub(crate) out: Vec<u8>,
+    pub(crate) be: bool,
 }
 
 impl Ng {
-    fn u16(&self, v: u16) -> [u8; 2] {
+    pub(crate) fn u16(&self, v: u16) -> [u8; 2] {
         if self.be {
             v.to_be_bytes()
         } else {
             v.to_le_bytes()
         }
     }
-    fn u32(&self, v: u32) -> [u8; 4] {
+    pub(crate) fn u32(&self, v: u32) -> [u8; 4] {
         if self.be {
             v.to_be_bytes()
         } else {
             v.to_le_bytes()
         }
     }
-    fn u64(&self, v: u64) -> [u8; 8] {
+    pub(crate) fn u64(&self, v: u64) -> [u8; 8] {
         if self.be {
             v.to_be_bytes()
         } else {
             v.to_le_bytes()
         }
     }
-    fn opt(&self, body: &mut Vec<u8>, code: u16, value: &[u8]) {
+    pub(crate) fn opt(&self, body: &mut Vec<u8>, code: u16, value: &[u8]) {
         body.extend(self.u16(code));
         body.extend(self.u16(value.len() as u16));
         body.extend(value);
         body.resize(body.len().next_multiple_of(4), 0);
     }
-    fn block(&mut self, block_type: u32, body: &[u8]) {
+    pub(crate) fn block(&mut self, block_type: u32, body: &[u8]) {
         let len = 12 + body.len() as u32;
         let t = self.u32(block_type);
         let l = self.u32(len);
@@ -364,7 +364,7 @@ impl Ng {
         self.out.extend(body);
         self.out.extend(l);
     }
-    fn shb(&mut self) {
+    pub(crate) fn shb(&mut self) {
         let mut body = Vec::new();
         body.extend(self.u32(0x1A2B_3C4D));
         body.extend(self.u16(1));
@@ -372,10 +372,10 @@ impl Ng {
         body.extend((-1i64).to_le_bytes());
         self.block(0x0A0D_0D0A, &body);
     }
-    fn idb(&mut self, link: u16, tsresol: Option<u8>, tsoffset: Option<i64>) {
+    pub(crate) fn idb(&mut self, link: u16, tsresol: Option<u8>, tsoffset: Option<i64>) {
         self.idb_at(link, tsresol, tsoffset, None);
     }
-    fn idb_at(
+    pub(crate) fn idb_at(
         &mut self,
         link: u16,
         tsresol: Option<u8>,
@@ -402,7 +402,7 @@ impl Ng {
         }
         self.block(1, &body);
     }
-    fn epb(&mut self, iface: u32, ticks: u64, data: &[u8]) {
+    pub(crate) fn epb(&mut self, iface: u32, ticks: u64, data: &[u8]) {
         let mut body = Vec::new();
         body.extend(self.u32(iface));
         body.extend(self.u32((ticks >> 32) as u32));
@@ -413,14 +413,14 @@ impl Ng {
         body.resize(body.len().next_multiple_of(4), 0);
         self.block(6, &body);
     }
-    fn spb(&mut self, orig_len: u32, data: &[u8]) {
+    pub(crate) fn spb(&mut self, orig_len: u32, data: &[u8]) {
         let mut body = Vec::new();
         body.extend(self.u32(orig_len));
         body.extend(data);
         body.resize(body.len().next_multiple_of(4), 0);
         self.block(3, &body);
     }
-    fn isb(&mut self, iface: u32, recv: u64, osdrop: u64) {
+    pub(crate) fn isb(&mut self, iface: u32, recv: u64, osdrop: u64) {
         let mut body = Vec::new();
         body.extend(self.u32(iface));
         body.extend(self.u32(0));

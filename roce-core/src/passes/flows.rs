@@ -25,6 +25,21 @@ pub struct FlowKey {
     pub dest_qp: u32,
 }
 
+impl FlowKey {
+    /// The flow a RoCE or CNP frame is filed under: its addresses and its BTH destination QP; `None` for a
+    /// frame without them (not RoCE, or cut inside the BTH). The one rule the passes and the outputs that
+    /// point at a flow's packets share.
+    #[inline]
+    pub fn of(f: &Frame<'_>) -> Option<FlowKey> {
+        let (ip, roce) = (f.ip?, f.roce.as_ref()?);
+        Some(FlowKey {
+            src: ip.src,
+            dst: ip.dst,
+            dest_qp: roce.packet.bth?.dest_qp,
+        })
+    }
+}
+
 impl std::hash::Hash for FlowKey {
     /// Two IPv4 addresses in one word and the QP in another: the passes look a flow up for every frame, and
     /// the derived hash took an enum tag and a word per address.
@@ -229,6 +244,18 @@ pub struct FlowRow {
     pub priority_source: Option<crate::priority::PrioritySource>,
 }
 
+impl FlowRow {
+    /// The flow this row counts, whatever tap saw it: the key that joins a flow's rows across taps and
+    /// tables.
+    pub fn key(&self) -> FlowKey {
+        FlowKey {
+            src: self.src,
+            dst: self.dst,
+            dest_qp: self.dest_qp,
+        }
+    }
+}
+
 /// Folds RoCE data frames (not CNPs) into per-flow statistics.
 /// A flow's key packed into machine words, so hashing and comparing it per frame is a handful of
 /// instructions (hashing `IpAddr`s field by field was a fifth of this pass).
@@ -299,22 +326,25 @@ impl Default for FlowsPass {
 
 impl FlowsPass {
     /// Adds one frame to its flow (only RoCE data frames count).
+    #[inline]
     pub fn frame(&mut self, f: &Frame<'_>) {
+        self.observe(f);
+    }
+
+    /// [`FlowsPass::frame`], saying what the frame's PSN was to its flow's sequence: a retransmission, a
+    /// late PSN filling a gap, and so on (`None` for a frame that counts in no flow, or whose opcode numbers
+    /// no PSN). What the flows table counts is the sum of these, so an output that points at the packets
+    /// behind a count (`annotate`) takes them from here.
+    pub fn observe(&mut self, f: &Frame<'_>) -> Option<PsnEvent> {
         if f.kind != Kind::Roce {
-            return;
+            return None;
         }
         let (Some(ip), Some(roce)) = (f.ip, f.roce.as_ref()) else {
-            return;
+            return None;
         };
-        let Some(bth) = roce.packet.bth else {
-            // Cut inside the BTH: no QP to file it under. Counted by the capture pass as truncated.
-            return;
-        };
-        let key = FlowKey {
-            src: ip.src,
-            dst: ip.dst,
-            dest_qp: bth.dest_qp,
-        };
+        // Cut inside the BTH: no QP to file it under. Counted by the capture pass as truncated.
+        let bth = roce.packet.bth?;
+        let key = FlowKey::of(f)?;
         let packed = PackedKey::new(f.iface, &key);
         let slot = bth.dest_qp as usize & (RECENT_SLOTS - 1);
         let cached = self.recent.get(slot).map_or(usize::MAX, |&i| i as usize);
@@ -333,9 +363,7 @@ impl FlowsPass {
                 at
             }
         };
-        let Some(s) = self.flows.get_mut(at) else {
-            return;
-        };
+        let s = self.flows.get_mut(at)?;
         s.packets += 1;
         s.bytes += u64::from(f.len);
         s.last_ns = s.last_ns.max(f.ts_ns);
@@ -348,13 +376,12 @@ impl FlowsPass {
         }
         s.pcp = f.pcp;
         s.dscp = ip.dscp;
-        if let Some(numbering) = Numbering::of(bth.opcode, roce.packet.ext.reth.map(|r| r.dma_len))
-        {
-            match s.psn.observe(bth.psn, numbering) {
-                PsnEvent::Retransmission => s.retransmissions += 1,
-                PsnEvent::OutOfOrder => s.out_of_order += 1,
-                PsnEvent::InOrder | PsnEvent::Gap(_) => {}
-            }
+        let event = Numbering::of(bth.opcode, roce.packet.ext.reth.map(|r| r.dma_len))
+            .map(|numbering| s.psn.observe(bth.psn, numbering));
+        match event {
+            Some(PsnEvent::Retransmission) => s.retransmissions += 1,
+            Some(PsnEvent::OutOfOrder) => s.out_of_order += 1,
+            _ => {}
         }
         if let Some(aeth) = roce.packet.ext.aeth {
             match aeth.kind() {
@@ -376,6 +403,7 @@ impl FlowsPass {
         if f.truncated {
             s.truncated += 1;
         }
+        event
     }
 
     /// Takes another pass's flows: a thread's share of the capture, whose flows no other thread held.

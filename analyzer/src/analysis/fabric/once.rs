@@ -49,11 +49,7 @@ pub(super) fn flows(rows: &[FlowRow], series: &[FlowSeries]) -> Vec<FlowOnce> {
     let rows: FxHashMap<(u32, FlowKey), &FlowRow> = rows
         .iter()
         .map(|r| {
-            let key = FlowKey {
-                src: r.src,
-                dst: r.dst,
-                dest_qp: r.dest_qp,
-            };
+            let key = r.key();
             ((r.iface, key), r)
         })
         .collect();
