@@ -18,7 +18,7 @@ pub mod write;
 
 pub use inputs::{Input, InputError, Inputs, Repeat};
 pub use link::LinkType;
-pub use merge::{Bound, Capture, FileSummary, KeptBlock, Tap, WindowError};
+pub use merge::{Bound, Capture, FileSummary, KeptBlock, RecordBatch, Tap, WindowError};
 pub use read::{
     CaptureReader, Compression, CustomBlock, Format, IfStats, Interface, PacketBlock, RawBlock,
     Record, SourceError, SourceErrorKind,

@@ -39,7 +39,9 @@ use crate::read::{
     SourceError,
 };
 
+mod batch;
 mod copy;
+pub use batch::RecordBatch;
 pub use copy::KeptBlock;
 
 /// Custom block data kept over all files (each file is also bounded on its own).
@@ -418,22 +420,61 @@ impl Capture {
     /// window count too), its `iface` the tap's index; `None` once every file has ended.
     pub fn next_record(&mut self) -> Option<(u64, Record<'_>)> {
         loop {
-            let i = self.next_file()?;
-            self.number += 1;
-            let (ts, iface) = self.files[i].head;
-            let file = &mut self.files[i];
-            file.last_any_ns = Some(file.last_any_ns.map_or(ts, |l| l.max(ts)));
-            if ts < self.window.0 || ts >= self.window.1 {
-                continue;
+            let i = match self.next_buffered() {
+                Some(i) => i,
+                None => self.next_file()?,
+            };
+            if self.take(i) {
+                return self.record_of(i).map(|rec| (self.number, rec));
             }
-            file.summary.frames += 1;
-            file.summary.first_ns = Some(file.summary.first_ns.map_or(ts, |f| f.min(ts)));
-            file.summary.last_ns = Some(file.summary.last_ns.map_or(ts, |l| l.max(ts)));
-            if iface as usize >= file.tap_of.len() {
-                self.attach_taps(i);
-            }
-            return self.record_of(i).map(|rec| (self.number, rec));
         }
+    }
+
+    /// Counts file `i`'s current record, the next of the merged stream: whether it is inside the window.
+    #[inline]
+    fn take(&mut self, i: usize) -> bool {
+        self.number += 1;
+        let (ts, iface) = self.files[i].head;
+        let file = &mut self.files[i];
+        file.last_any_ns = Some(file.last_any_ns.map_or(ts, |l| l.max(ts)));
+        if ts < self.window.0 || ts >= self.window.1 {
+            return false;
+        }
+        file.summary.frames += 1;
+        file.summary.first_ns = Some(file.summary.first_ns.map_or(ts, |f| f.min(ts)));
+        file.summary.last_ns = Some(file.summary.last_ns.map_or(ts, |l| l.max(ts)));
+        if iface as usize >= file.tap_of.len() {
+            self.attach_taps(i);
+        }
+        true
+    }
+
+    /// [`Capture::next_file`] for the common case, the run of records one file has to itself (one file, or
+    /// one of a rotated set, before the next file's first record): its next record when it is buffered and
+    /// plainly a packet ([`CaptureReader::advance_buffered`]). `None` leaves the choice to `next_file`, with
+    /// the file moved on or not as that expects.
+    #[inline]
+    fn next_buffered(&mut self) -> Option<usize> {
+        let i = self.handed?;
+        if self.reading.len() != 1 {
+            return None;
+        }
+        // A waiting file opens once the merge passes its first record.
+        let limit = match self.waiting.last() {
+            None => u64::MAX,
+            Some(&w) => self.files[w].first_ns?,
+        };
+        let file = &mut self.files[i];
+        if !file.reader.as_mut()?.advance_buffered() {
+            return None;
+        }
+        file.head = file.reader.as_ref().map_or((0, 0), head);
+        if file.head.0 > limit {
+            // Moved on, so `next_file` must not move it again: it only chooses.
+            self.handed = None;
+            return None;
+        }
+        Some(i)
     }
 
     /// File `i`'s current record, its `iface` its tap's index.

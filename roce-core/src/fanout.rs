@@ -1,141 +1,161 @@
-//! The read-then-decode loop of [`crate::frames`] over several threads: one reads the capture, the others
-//! decode and fold the frames, each owning the state of some keys.
+//! The read-then-decode loop of [`crate::frames`] over several threads, each owning the state of some keys.
 //!
-//! The reading thread finds each record's owner ([`Sharder`]), copies the record into that owner's batch and
-//! hands full batches over a bounded channel; each owner decodes its records in capture order, so that the
-//! state of a key sees the same frames in the same order as one thread alone would. Whatever needs every
-//! record in order (the capture's span, its largest gap) is done by the reading thread as it reads, before
-//! the record is handed on. Batches go back to the reading thread once used, so that the copying allocates
-//! nothing after the first few.
+//! The reading thread does as little as it can per record: it copies runs of records out of the capture
+//! ([`Capture::read_batch`], which reads a file's plain packet records at their fixed offsets) into chunks of
+//! a few thousand, and hands every chunk, shared, to every owner. The first owner to reach a chunk finds
+//! each record's owner ([`Sharder`]) for all of them, once; each owner then decodes and folds only its own
+//! records, chunk after chunk, so that the state of a key sees the same frames in the same order as one
+//! thread alone would. What needs every record in order (the capture's span, its largest gap) is folded by
+//! the first owner from the chunk's records, also in order. So the decoding, which is most of the work, is
+//! spread over every thread, and the one thing done once for all is cutting the capture into chunks.
+//!
+//! Memory stays bounded whatever the thread count: an owner has at most a few chunks waiting, every owner
+//! shares the same chunks, and a chunk holds at most [`CHUNK_RECORDS`] records and about [`CHUNK_BYTES`]
+//! bytes; a chunk every owner is done with goes back to the reading thread to be filled again.
+
+use std::sync::{Arc, OnceLock};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
-use roce_capture::{Capture, LinkType, Record};
+use roce_capture::{Capture, RecordBatch};
 
 use crate::decode::{Decoder, Frame};
 use crate::shard::Sharder;
 
-/// Records per batch: enough that handing one over costs nothing next to decoding it, few enough that the
-/// owners start early and the batches in flight stay small (a few MiB in all).
-const BATCH_RECORDS: usize = 2048;
-/// Batches an owner may have waiting: the reading thread runs ahead of a slow owner only this far.
-const QUEUE: usize = 4;
+/// Records per chunk: enough that handing one over costs nothing next to decoding it, few enough that the
+/// owners start early.
+pub const CHUNK_RECORDS: usize = 4096;
+/// Captured bytes per chunk (it closes at the record that passes this), so that a capture of whole 9 KB
+/// frames keeps the chunks in flight to a few MiB too.
+pub const CHUNK_BYTES: usize = 1 << 20;
+/// Chunks an owner may have waiting: the reading thread runs ahead of the slowest owner only this far.
+const QUEUE: usize = 3;
 
-/// Where one record sits in a batch's bytes, and what it was.
-#[derive(Debug, Clone, Copy)]
-struct Meta {
-    number: u64,
-    iface: u32,
-    link: LinkType,
-    speed_bps: Option<u64>,
-    ts_ns: u64,
-    caplen: u32,
-    len: u32,
-    offset: u64,
-    start: usize,
-}
-
-/// Records for one owner, copied out of the reader's buffer.
+/// Records of the capture in order, and, once an owner has found them, each record's owner.
 #[derive(Debug, Default)]
-struct Batch {
-    data: Vec<u8>,
-    meta: Vec<Meta>,
+struct Chunk {
+    batch: RecordBatch,
+    owners: OnceLock<Vec<u16>>,
 }
 
-impl Batch {
-    fn push(&mut self, number: u64, rec: &Record<'_>) {
-        self.meta.push(Meta {
-            number,
-            iface: rec.iface,
-            link: rec.link,
-            speed_bps: rec.speed_bps,
-            ts_ns: rec.ts_ns,
-            caplen: rec.caplen,
-            len: rec.len,
-            offset: rec.offset,
-            start: self.data.len(),
-        });
-        self.data.extend_from_slice(rec.data);
-    }
+/// The most owners a [`Sharder`] may have here (each record's owner is kept in 16 bits).
+pub const MAX_OWNERS: usize = u16::MAX as usize;
 
-    fn clear(&mut self) {
-        self.data.clear();
-        self.meta.clear();
-    }
-}
-
-/// Reads `capture` to its end, handing each record to `on_record` on this thread (with its number in the
-/// merged stream), and then each decoded frame to `each` on the thread that owns its key (by `sharder`), with
-/// that owner's state from `states` (one per owner). Returns the states.
+/// Reads `capture` to its end and hands each decoded frame to `each` on the thread that owns its key (by
+/// `sharder`), with that owner's state from `states` (one per owner); the first owner's state is also
+/// handed every chunk of records, in capture order, to `whole`. Returns the states in owner order.
 pub fn run<S: Send>(
     capture: &mut Capture,
     decoder: Decoder,
     sharder: Sharder,
-    mut states: Vec<S>,
-    mut on_record: impl FnMut(u64, &Record<'_>),
+    states: Vec<S>,
+    whole: impl Fn(&mut S, &RecordBatch) + Sync,
     each: impl Fn(&mut S, &Frame<'_>) + Sync,
 ) -> Vec<S> {
-    assert_eq!(
-        states.len(),
-        sharder.shards(),
+    let owners = states.len();
+    assert!(
+        owners == sharder.shards() && owners <= MAX_OWNERS,
         "one state per owner of the sharder"
     );
-    let each = &each;
-    std::thread::scope(|scope| {
-        let (back_tx, back_rx): (Sender<Batch>, Receiver<Batch>) =
-            bounded(states.len() * (QUEUE + 2));
-        let mut inboxes = Vec::new();
-        let mut handles = Vec::new();
-        for mut state in states.drain(..) {
-            let (tx, rx) = bounded::<Batch>(QUEUE);
-            let back = back_tx.clone();
+    let (whole, each, sharder) = (&whole, &each, &sharder);
+    let pool = match rayon::ThreadPoolBuilder::new()
+        .num_threads(owners)
+        .thread_name(|i| format!("owner-{i}"))
+        .build()
+    {
+        Ok(pool) => pool,
+        // No threads to be had: the same work, one owner after the other, on this thread.
+        Err(_) => return on_this_thread(capture, decoder, sharder, states, whole, each),
+    };
+    let mut slots: Vec<Option<S>> = states.into_iter().map(Some).collect();
+    pool.in_place_scope(|scope| {
+        let (back_tx, back_rx): (Sender<Chunk>, Receiver<Chunk>) = bounded(QUEUE + 2);
+        let mut inboxes = Vec::with_capacity(owners);
+        for (me, slot) in slots.iter_mut().enumerate() {
+            let (tx, rx) = bounded::<Arc<Chunk>>(QUEUE);
             inboxes.push(tx);
-            handles.push(scope.spawn(move || {
-                for mut batch in rx {
-                    for m in &batch.meta {
-                        let rec = Record {
-                            iface: m.iface,
-                            link: m.link,
-                            speed_bps: m.speed_bps,
-                            ts_ns: m.ts_ns,
-                            caplen: m.caplen,
-                            len: m.len,
-                            data: &batch.data[m.start..m.start + m.caplen as usize],
-                            offset: m.offset,
-                        };
-                        let mut f = Frame::empty(m.number, &rec);
-                        decoder.decode_into(&mut f, rec.link);
-                        each(&mut state, &f);
+            let back = back_tx.clone();
+            scope.spawn(move |_| {
+                let Some(mut state) = slot.take() else {
+                    return;
+                };
+                for chunk in rx {
+                    fold(&chunk, me, &mut state, decoder, sharder, whole, each);
+                    // The last owner done with a chunk sends it back to be filled again; the reading thread
+                    // may have stopped taking them, and then it is dropped.
+                    if let Some(mut done) = Arc::into_inner(chunk) {
+                        done.owners.take();
+                        let _ = back.try_send(done);
                     }
-                    batch.clear();
-                    // The reading thread may have stopped taking batches back: then this one is dropped.
-                    let _ = back.try_send(batch);
                 }
-                state
-            }));
+                *slot = Some(state);
+            });
         }
         drop(back_tx);
-        let mut filling: Vec<Batch> = (0..inboxes.len()).map(|_| Batch::default()).collect();
-        while let Some((number, rec)) = capture.next_record() {
-            on_record(number, &rec);
-            let owner = sharder.shard(&rec);
-            let batch = &mut filling[owner];
-            batch.push(number, &rec);
-            if batch.meta.len() >= BATCH_RECORDS {
-                let fresh = back_rx.try_recv().unwrap_or_default();
-                let full = std::mem::replace(batch, fresh);
-                // An owner that is gone panicked; its panic is raised when it is joined below.
-                let _ = inboxes[owner].send(full);
+        loop {
+            let mut chunk = back_rx.try_recv().unwrap_or_default();
+            chunk.batch.clear();
+            if !capture.read_batch(&mut chunk.batch, CHUNK_RECORDS, CHUNK_BYTES) {
+                break;
+            }
+            let chunk = Arc::new(chunk);
+            for inbox in &inboxes {
+                // An owner that is gone panicked; the scope raises its panic once every owner has ended.
+                let _ = inbox.send(Arc::clone(&chunk));
             }
         }
-        for (batch, inbox) in filling.into_iter().zip(&inboxes) {
-            if !batch.meta.is_empty() {
-                let _ = inbox.send(batch);
-            }
-        }
-        drop(inboxes);
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    });
+    slots.into_iter().flatten().collect()
+}
+
+/// Owner `me`'s part of one chunk.
+fn fold<S>(
+    chunk: &Chunk,
+    me: usize,
+    state: &mut S,
+    decoder: Decoder,
+    sharder: &Sharder,
+    whole: &(impl Fn(&mut S, &RecordBatch) + Sync),
+    each: &(impl Fn(&mut S, &Frame<'_>) + Sync),
+) {
+    let batch = &chunk.batch;
+    let owners = chunk.owners.get_or_init(|| {
+        batch
+            .iter()
+            .map(|(_, rec)| sharder.shard(&rec) as u16)
             .collect()
-    })
+    });
+    if me == 0 {
+        whole(state, batch);
+    }
+    for (i, &owner) in owners.iter().enumerate() {
+        if usize::from(owner) != me {
+            continue;
+        }
+        let Some((number, rec)) = batch.get(i) else {
+            continue;
+        };
+        let mut f = Frame::empty(number, &rec);
+        decoder.decode_into(&mut f, rec.link);
+        each(state, &f);
+    }
+}
+
+/// [`run`] without threads: every chunk to every owner in turn, on the calling thread.
+fn on_this_thread<S>(
+    capture: &mut Capture,
+    decoder: Decoder,
+    sharder: &Sharder,
+    mut states: Vec<S>,
+    whole: &(impl Fn(&mut S, &RecordBatch) + Sync),
+    each: &(impl Fn(&mut S, &Frame<'_>) + Sync),
+) -> Vec<S> {
+    let mut chunk = Chunk::default();
+    while capture.read_batch(&mut chunk.batch, CHUNK_RECORDS, CHUNK_BYTES) {
+        for (me, state) in states.iter_mut().enumerate() {
+            fold(&chunk, me, state, decoder, sharder, whole, each);
+        }
+        chunk.batch.clear();
+        chunk.owners.take();
+    }
+    states
 }

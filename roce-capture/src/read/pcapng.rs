@@ -216,6 +216,38 @@ impl CaptureReader {
         }
     }
 
+    /// The Enhanced Packet Block at the start of `data` when it is buffered whole and passes every check
+    /// [`CaptureReader::step_pcapng`] makes of one; `None` sends the caller there, to read it or to name
+    /// what is wrong.
+    #[inline]
+    pub(super) fn buffered_epb(&self, data: &[u8]) -> Option<Found> {
+        let be = self.big_endian;
+        if data.len() < 32 || u32_at(data, 0, be) != EPB_MAGIC {
+            return None;
+        }
+        let len = u32_at(data, 4, be);
+        let caplen = u32_at(data, 20, be);
+        if len < 32
+            || !len.is_multiple_of(4)
+            || len > MAX_PARSED_BLOCK
+            || caplen > MAX_CAPLEN
+            || 32 + u64::from(caplen.next_multiple_of(4)) > u64::from(len)
+        {
+            return None;
+        }
+        let len_usize = len as usize;
+        if data.len() < len_usize || u32_at(data, len_usize - 4, be) != len {
+            return None;
+        }
+        let epb = Epb {
+            if_id: u32_at(data, 8, be),
+            ticks: (u64::from(u32_at(data, 12, be)) << 32) | u64::from(u32_at(data, 16, be)),
+            caplen,
+            len: u32_at(data, 24, be),
+        };
+        self.enhanced_packet(epb, len).ok()
+    }
+
     fn enhanced_packet(&self, epb: Epb, block_len: u32) -> Result<Found, (u64, SourceErrorKind)> {
         let index = self.section_base.saturating_add(epb.if_id as usize);
         let (Some(iface), Some(clock)) = (self.interfaces.get(index), self.clocks.get(index))

@@ -1,6 +1,7 @@
-//! `stats`' passes over several threads: the reading thread counts what every record says in order (the
-//! capture's span, its gaps), and each other thread decodes the records of the flows it owns
-//! ([`crate::fanout`]) and folds them into passes of its own, which are joined at the end. A flow's state sees
+//! `stats`' passes over several threads: the reading thread cuts the capture into chunks, each thread decodes
+//! the records of the flows it owns ([`crate::fanout`]) and folds them into passes of its own, which are
+//! joined at the end, and the first also counts what every record says in order (the capture's span, its
+//! gaps). A flow's state sees
 //! its frames in capture order on one thread, and the tables are sorted by their keys, so the output is the
 //! same bytes whatever the number of threads.
 
@@ -38,20 +39,29 @@ pub fn stats_on_threads(
     threads: usize,
     make: impl Fn() -> Stats,
 ) -> Stats {
-    let mut stats = make();
     if threads <= 1 {
+        let mut stats = make();
         Frames::new(capture, decoder).for_each(|f| stats.frame(f));
         return stats;
     }
     let sharder = Sharder::new(threads, Grouping::Flow, decoder);
-    let owners = fanout::run(
+    let mut owners = fanout::run(
         capture,
         decoder,
         sharder,
         (0..threads).map(|_| make()).collect(),
-        |number, rec| stats.capture.record(number, rec.ts_ns, rec.len, rec.caplen),
+        |s: &mut Stats, batch| {
+            for (number, rec) in batch.iter() {
+                s.capture.record(number, rec.ts_ns, rec.len, rec.caplen);
+            }
+        },
         |s: &mut Stats, f| s.owned_frame(f),
-    );
+    )
+    .into_iter();
+    // The first owner counted every record in order; the others' keys are joined to its own.
+    let Some(mut stats) = owners.next() else {
+        return make();
+    };
     for o in owners {
         stats.absorb(o);
     }
