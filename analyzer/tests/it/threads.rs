@@ -5,50 +5,76 @@ use std::path::{Path, PathBuf};
 
 use crate::common::{analyzer, run, sample_captures};
 
-/// What `stats` writes with `--threads n`: its JSON, its text, and its CSV tables, each as bytes.
-fn stats_outputs(files: &[PathBuf], n: u32) -> Vec<(String, Vec<u8>)> {
+/// What `args` (a command and its options; `DIR` stands for a fresh directory) writes with `--threads n`:
+/// its standard output and error, and every file it left in `DIR`, each as bytes.
+fn outputs(args: &[&str], files: &[PathBuf], n: u32) -> Vec<(String, Vec<u8>)> {
     let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
     let threads = n.to_string();
-    let mut out = Vec::new();
-    for args in [&["--json"][..], &[]] {
-        let o = run(analyzer()
-            .arg("stats")
-            .args(["--threads", &threads])
-            .args(args)
-            .args(files));
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        out.push((format!("stats {args:?}"), o.stdout));
+    let mut cmd = analyzer();
+    cmd.arg(args[0]).args(["--threads", &threads]);
+    for a in &args[1..] {
+        if *a == "DIR" {
+            cmd.arg(&out_dir);
+        } else {
+            cmd.arg(a);
+        }
     }
-    let o = run(analyzer()
-        .arg("stats")
-        .args(["--threads", &threads, "--csv"])
-        .arg(dir.path())
-        .args(files));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let mut tables: Vec<PathBuf> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let o = run(cmd.args(files));
+    // A damaged capture gives its results and a warning, and fails: the same status on any threads.
+    assert!(
+        o.status.success() || o.status.code() == Some(2),
+        "{args:?} --threads {n}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The report names its directory in what it prints.
+    let scrub = |b: Vec<u8>| {
+        String::from_utf8_lossy(&b)
+            .replace(&*out_dir.to_string_lossy(), "DIR")
+            .into_bytes()
+    };
+    let mut out = vec![
+        (
+            format!("{args:?} status"),
+            format!("{:?}", o.status.code()).into_bytes(),
+        ),
+        (format!("{args:?} stdout"), scrub(o.stdout)),
+        (format!("{args:?} stderr"), scrub(o.stderr)),
+    ];
+    let mut tables: Vec<PathBuf> = std::fs::read_dir(&out_dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
     tables.sort();
     for t in tables {
         let name = t.file_name().unwrap().to_string_lossy().into_owned();
-        out.push((name, std::fs::read(&t).unwrap()));
+        out.push((format!("{args:?} {name}"), std::fs::read(&t).unwrap()));
     }
     out
 }
 
-fn same_for_1_2_and_3_threads(what: &str, files: &[PathBuf]) {
-    let one = stats_outputs(files, 1);
-    assert!(one.len() >= 5, "{what}: {} outputs", one.len());
-    for n in [2, 3] {
-        let other = stats_outputs(files, n);
-        for ((name, a), (_, b)) in one.iter().zip(&other) {
-            assert!(
-                a == b,
-                "{what}: {name} differs between 1 and {n} threads:\n{}\n---\n{}",
-                String::from_utf8_lossy(a),
-                String::from_utf8_lossy(b)
-            );
+/// Every output of `stats` (text, JSON, CSV).
+const STATS: &[&[&str]] = &[&["stats", "--json"], &["stats"], &["stats", "--csv", "DIR"]];
+
+fn same_for_1_2_and_3_threads(what: &str, commands: &[&[&str]], files: &[PathBuf]) {
+    for args in commands {
+        let one = outputs(args, files, 1);
+        let damaged = what.contains("cut short");
+        assert!(
+            damaged || one[0].1 == b"Some(0)",
+            "{what}: {args:?} failed: {}",
+            String::from_utf8_lossy(&one[2].1)
+        );
+        for n in [2, 3] {
+            let other = outputs(args, files, n);
+            assert_eq!(one.len(), other.len(), "{what}: {args:?} wrote other files");
+            for ((name, a), (_, b)) in one.iter().zip(&other) {
+                assert!(
+                    a == b,
+                    "{what}: {name} differs between 1 and {n} threads:\n{}\n---\n{}",
+                    String::from_utf8_lossy(a),
+                    String::from_utf8_lossy(b)
+                );
+            }
         }
     }
 }
@@ -56,51 +82,102 @@ fn same_for_1_2_and_3_threads(what: &str, files: &[PathBuf]) {
 #[test]
 fn stats_is_the_same_bytes_on_any_number_of_threads() {
     for s in sample_captures() {
-        same_for_1_2_and_3_threads(&s.display().to_string(), std::slice::from_ref(&s));
+        same_for_1_2_and_3_threads(&s.display().to_string(), STATS, std::slice::from_ref(&s));
     }
     // Every sample at once: many files, many taps, PFC, CNPs, losses.
-    same_for_1_2_and_3_threads("all samples", &sample_captures());
+    same_for_1_2_and_3_threads("all samples", STATS, &sample_captures());
 }
 
-/// A rotated mirror of 4,096 QPs in three files: many flows spread over the threads, read as one capture.
+/// A rotated mirror of 4,096 QPs in three files of three formats (pcap, gzip pcap, pcapng): many flows
+/// spread over the threads, read as one capture; whole, through a window, and with its last file cut
+/// short in the middle of a record (the warning, and the results up to the damage).
 #[test]
 fn stats_over_a_rotated_set_is_the_same_bytes_on_any_number_of_threads() {
     let dir = tempfile::tempdir().unwrap();
-    write_rotated(dir.path());
-    let files: Vec<PathBuf> = (0..3)
-        .map(|i| dir.path().join(format!("run.{i:02}.pcap")))
-        .collect();
-    same_for_1_2_and_3_threads("rotated set", &files);
+    let files = write_rotated(dir.path());
+    same_for_1_2_and_3_threads("rotated set", STATS, &files);
+    let window = ["--from", "+0.004s", "--to", "+0.009s"];
+    let windowed: Vec<Vec<&str>> = STATS.iter().map(|a| [*a, &window[..]].concat()).collect();
+    let windowed: Vec<&[&str]> = windowed.iter().map(Vec::as_slice).collect();
+    same_for_1_2_and_3_threads("rotated set, windowed", &windowed, &files);
+    assert_ne!(
+        outputs(windowed[0], &files, 2)[1],
+        outputs(STATS[0], &files, 2)[1],
+        "the window takes part of the capture"
+    );
+    cut_short(&files[2]);
+    let one = outputs(STATS[1], &files, 1);
+    assert!(
+        String::from_utf8_lossy(&one[2].1).contains("run.02.pcapng: byte"),
+        "the damage is named: {}",
+        String::from_utf8_lossy(&one[2].1)
+    );
+    same_for_1_2_and_3_threads("rotated set, cut short", STATS, &files);
 }
 
-/// Three pcap files of 20 k frames each from the multi-QP generator.
-fn write_rotated(dir: &Path) {
+/// Cuts a file in the middle of a record past its first third.
+fn cut_short(file: &Path) {
+    let bytes = std::fs::read(file).unwrap();
+    std::fs::write(file, &bytes[..bytes.len() * 2 / 3 + 37]).unwrap();
+}
+
+/// Three files of 20 k frames each from the multi-QP generator: a pcap, a gzip pcap and a pcapng, as a
+/// tracer rotated through a change of format. Returns them in order.
+fn write_rotated(dir: &Path) -> Vec<PathBuf> {
     use roce_capture::LinkType;
-    use roce_capture::write::PcapWriter;
+    use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
     use samples::emit::FrameSink;
     use samples::multi_qp::{self, Acks, MultiQpSpec, TapAt};
+    type Out = std::io::BufWriter<std::fs::File>;
+    enum Writer {
+        Pcap(PcapWriter<Out>),
+        Gz(Box<PcapWriter<flate2::write::GzEncoder<Out>>>),
+        Pcapng(PcapngWriter<Out>),
+    }
     struct Three {
         dir: PathBuf,
         n: u64,
-        w: Option<PcapWriter<std::io::BufWriter<std::fs::File>>>,
+        w: Option<Writer>,
+    }
+    impl Three {
+        fn close(&mut self) -> std::io::Result<()> {
+            match self.w.take() {
+                Some(Writer::Pcap(w)) => drop(w.into_inner()?),
+                Some(Writer::Gz(w)) => drop(w.into_inner()?.finish()?),
+                Some(Writer::Pcapng(w)) => drop(w.into_inner()?),
+                None => {}
+            }
+            Ok(())
+        }
     }
     impl FrameSink for Three {
         fn packet(&mut self, ts: u64, data: &[u8], len: u32) -> std::io::Result<()> {
             if self.n.is_multiple_of(20_000) {
-                let f = std::fs::File::create(
-                    self.dir.join(format!("run.{:02}.pcap", self.n / 20_000)),
-                )?;
-                self.w = Some(PcapWriter::new(
-                    std::io::BufWriter::new(f),
-                    LinkType::ETHERNET,
-                    128,
-                )?);
+                self.close()?;
+                let name =
+                    ["run.00.pcap", "run.01.pcap.gz", "run.02.pcapng"][(self.n / 20_000) as usize];
+                let f = std::io::BufWriter::new(std::fs::File::create(self.dir.join(name))?);
+                self.w = Some(match self.n / 20_000 {
+                    0 => Writer::Pcap(PcapWriter::new(f, LinkType::ETHERNET, 128)?),
+                    1 => Writer::Gz(Box::new(PcapWriter::new(
+                        flate2::write::GzEncoder::new(f, flate2::Compression::fast()),
+                        LinkType::ETHERNET,
+                        128,
+                    )?)),
+                    _ => {
+                        let mut w =
+                            PcapngWriter::new(f, &SectionInfo::application("threads test"))?;
+                        w.add_interface(LinkType::ETHERNET, 128, None, None)?;
+                        Writer::Pcapng(w)
+                    }
+                });
             }
             self.n += 1;
-            self.w
-                .as_mut()
-                .expect("a file is open")
-                .write_packet(ts, data, len)
+            match self.w.as_mut().expect("a file is open") {
+                Writer::Pcap(w) => w.write_packet(ts, data, len),
+                Writer::Gz(w) => w.write_packet(ts, data, len),
+                Writer::Pcapng(w) => w.write_packet(0, ts, data, len),
+            }
         }
     }
     let mut sink = Three {
@@ -122,4 +199,9 @@ fn write_rotated(dir: &Path) {
         },
     )
     .unwrap();
+    sink.close().unwrap();
+    ["run.00.pcap", "run.01.pcap.gz", "run.02.pcapng"]
+        .iter()
+        .map(|n| dir.join(n))
+        .collect()
 }
