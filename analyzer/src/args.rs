@@ -65,6 +65,8 @@ pub(crate) struct AnnotateArgs {
     #[command(flatten)]
     pub(crate) input: Input,
     #[command(flatten)]
+    pub(crate) threads: Threads,
+    #[command(flatten)]
     pub(crate) model: ModelArgs,
     /// The pcapng file to write (replaced if it exists; never one of the inputs).
     #[arg(short = 'o', long = "out", value_name = "OUT.pcapng")]
@@ -138,6 +140,8 @@ pub(crate) struct DcqcnArgs {
 pub(crate) struct ReportArgs {
     #[command(flatten)]
     pub(crate) input: Input,
+    #[command(flatten)]
+    pub(crate) threads: Threads,
     #[command(flatten)]
     pub(crate) model: ModelArgs,
     /// Directory for index.html, the PNG charts, summary.json and the tables (created if missing).
@@ -262,11 +266,8 @@ pub(crate) fn collector_name(s: &str) -> Result<String, String> {
 pub(crate) struct StatsArgs {
     #[command(flatten)]
     pub(crate) input: Input,
-    /// Threads that decode and count, besides the one that reads: the flows are split among them, and the
-    /// output is the same whatever their number. By default as many as the cores this process may use; 1
-    /// decodes on the reading thread.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub(crate) threads: Option<u32>,
+    #[command(flatten)]
+    pub(crate) threads: Threads,
     #[command(flatten)]
     pub(crate) tables: TableArgs,
     /// One JSON document with the keys capture, flows, cnps, pfc.
@@ -278,6 +279,15 @@ pub(crate) struct StatsArgs {
     /// Also write the tables as Parquet files into this directory.
     #[arg(long, value_name = "DIR")]
     pub(crate) parquet: Option<PathBuf>,
+}
+
+/// How many threads a command's read runs on.
+#[derive(Debug, Args)]
+pub(crate) struct Threads {
+    /// Threads that decode and count, each owning some of the flows; the output is the same bytes whatever
+    /// their number. By default as many as the cores this process may use; 1 runs on one thread.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) threads: Option<u32>,
 }
 
 pub(crate) fn parse_dscp_map(s: &str) -> Result<PriorityMap, String> {

@@ -30,7 +30,7 @@ use analyzer::output::text::{print_dcqcn, print_kernel_events, print_stats};
 use anyhow::{Context, Result};
 use args::{
     AnnotateArgs, Cli, Command, DcqcnArgs, DecodeArgs, FabricArgs, HopsArgs, Input, ModelArgs,
-    ReportArgs, StatsArgs,
+    ReportArgs, StatsArgs, Threads,
 };
 use clap::Parser;
 use roce_capture::{Capture, inputs};
@@ -105,7 +105,8 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 /// `--threads`, or the cores this process may use.
-fn threads(given: Option<u32>) -> usize {
+fn threads(given: &Threads) -> usize {
+    let given = given.threads;
     given.map_or_else(
         || std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         |n| n as usize,
@@ -299,7 +300,7 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
         Stats::new(LineRates::flag(a.tables.link_speed))
             .with_priorities(a.tables.dscp_map.clone().unwrap_or_default())
     };
-    let stats = stats_on_threads(&mut capture, decoder(&a.input), threads(a.threads), make);
+    let stats = stats_on_threads(&mut capture, decoder(&a.input), threads(&a.threads), make);
     capture.check_window()?;
     let recorded = Recorded::of(&capture);
     let report = stats.finish(&capture, &recorded);
@@ -436,6 +437,7 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
             link_bps: a.model.link_speed,
             ..HopsOptions::default()
         },
+        threads: threads(&a.threads),
         ..PipelineOptions::default()
     };
     let mut capture = open(&a.input)?;
@@ -543,6 +545,7 @@ fn annotate(a: AnnotateArgs) -> Result<ExitCode> {
         decoder: decoder(&a.input),
         dcqcn: model_options(&a.model)?,
         storm_threshold_ns: a.storm_threshold,
+        threads: threads(&a.threads),
         ..PipelineOptions::default()
     };
     let mut capture = open(&a.input)?;

@@ -40,37 +40,74 @@ struct Chunk {
 /// The most owners a [`Sharder`] may have here (each record's owner is kept in 16 bits).
 pub const MAX_OWNERS: usize = u16::MAX as usize;
 
-/// Reads `capture` to its end and hands each decoded frame to `each` on the thread that owns its key (by
-/// `sharder`), with that owner's state from `states` (one per owner); the first owner's state is also
-/// handed every chunk of records, in capture order, to `whole`. Returns the states in owner order.
-pub fn run<S: Send>(
+/// What a thread that owns some keys does with its share of a chunk.
+pub trait Owner: Send {
+    /// What it hands on after each chunk, to the one consumer that needs every frame in order (see
+    /// [`run`]'s `tail`); `()` where there is none.
+    type Out: Send;
+    /// Every record of a chunk, in capture order: called on the first owner only.
+    fn whole(&mut self, _batch: &RecordBatch) {}
+    /// One of its own frames, the record at `index` in its chunk.
+    fn frame(&mut self, index: usize, f: &Frame<'_>);
+    /// Done with a chunk: what goes to the tail.
+    fn chunk_done(&mut self) -> Self::Out;
+}
+
+/// Reads `capture` to its end and hands each decoded frame to the owner of its key (by `sharder`), one
+/// thread per state of `states`. After each chunk each owner's [`Owner::chunk_done`] goes to `tail`, when
+/// there is one: on a thread of its own it gets, chunk after chunk in capture order, every owner's output
+/// in owner order, and merges them as it needs. `between` runs on the reading thread after each chunk is
+/// read (for progress, or to look at the capture's taps). Returns the states in owner order.
+pub fn run<S: Owner>(
     capture: &mut Capture,
     decoder: Decoder,
     sharder: Sharder,
     states: Vec<S>,
-    whole: impl Fn(&mut S, &RecordBatch) + Sync,
-    each: impl Fn(&mut S, &Frame<'_>) + Sync,
+    tail: Option<&mut (dyn FnMut(Vec<S::Out>) + Send)>,
+    mut between: impl FnMut(&Capture, &RecordBatch),
 ) -> Vec<S> {
     let owners = states.len();
     assert!(
         owners == sharder.shards() && owners <= MAX_OWNERS,
         "one state per owner of the sharder"
     );
-    let (whole, each, sharder) = (&whole, &each, &sharder);
+    let sharder = &sharder;
     let pool = match rayon::ThreadPoolBuilder::new()
-        .num_threads(owners)
+        .num_threads(owners + usize::from(tail.is_some()))
         .thread_name(|i| format!("owner-{i}"))
         .build()
     {
         Ok(pool) => pool,
         // No threads to be had: the same work, one owner after the other, on this thread.
-        Err(_) => return on_this_thread(capture, decoder, sharder, states, whole, each),
+        Err(_) => return on_this_thread(capture, decoder, sharder, states, tail, between),
     };
     let mut slots: Vec<Option<S>> = states.into_iter().map(Some).collect();
     pool.in_place_scope(|scope| {
         let (back_tx, back_rx): (Sender<Chunk>, Receiver<Chunk>) = bounded(QUEUE + 2);
         let mut inboxes = Vec::with_capacity(owners);
-        for (me, slot) in slots.iter_mut().enumerate() {
+        let mut outs = Vec::with_capacity(owners);
+        let mut tail_ends = Vec::with_capacity(owners);
+        for _ in 0..owners {
+            let (tx, rx) = bounded::<S::Out>(QUEUE);
+            outs.push(tail.is_some().then_some(tx));
+            tail_ends.push(rx);
+        }
+        if let Some(tail) = tail {
+            scope.spawn(move |_| {
+                // Each owner sends one output per chunk, in chunk order: one from each, in turn, is a chunk.
+                'chunks: loop {
+                    let mut chunk = Vec::with_capacity(tail_ends.len());
+                    for rx in &tail_ends {
+                        match rx.recv() {
+                            Ok(out) => chunk.push(out),
+                            Err(_) => break 'chunks,
+                        }
+                    }
+                    tail(chunk);
+                }
+            });
+        }
+        for ((me, slot), out) in slots.iter_mut().enumerate().zip(outs) {
             let (tx, rx) = bounded::<Arc<Chunk>>(QUEUE);
             inboxes.push(tx);
             let back = back_tx.clone();
@@ -79,12 +116,17 @@ pub fn run<S: Send>(
                     return;
                 };
                 for chunk in rx {
-                    fold(&chunk, me, &mut state, decoder, sharder, whole, each);
+                    fold(&chunk, me, &mut state, decoder, sharder);
+                    let done = state.chunk_done();
+                    if let Some(out) = &out {
+                        // A tail that has gone panicked; the scope raises its panic.
+                        let _ = out.send(done);
+                    }
                     // The last owner done with a chunk sends it back to be filled again; the reading thread
                     // may have stopped taking them, and then it is dropped.
-                    if let Some(mut done) = Arc::into_inner(chunk) {
-                        done.owners.take();
-                        let _ = back.try_send(done);
+                    if let Some(mut used) = Arc::into_inner(chunk) {
+                        used.owners.take();
+                        let _ = back.try_send(used);
                     }
                 }
                 *slot = Some(state);
@@ -97,6 +139,7 @@ pub fn run<S: Send>(
             if !capture.read_batch(&mut chunk.batch, CHUNK_RECORDS, CHUNK_BYTES) {
                 break;
             }
+            between(capture, &chunk.batch);
             let chunk = Arc::new(chunk);
             for inbox in &inboxes {
                 // An owner that is gone panicked; the scope raises its panic once every owner has ended.
@@ -108,15 +151,7 @@ pub fn run<S: Send>(
 }
 
 /// Owner `me`'s part of one chunk.
-fn fold<S>(
-    chunk: &Chunk,
-    me: usize,
-    state: &mut S,
-    decoder: Decoder,
-    sharder: &Sharder,
-    whole: &(impl Fn(&mut S, &RecordBatch) + Sync),
-    each: &(impl Fn(&mut S, &Frame<'_>) + Sync),
-) {
+fn fold<S: Owner>(chunk: &Chunk, me: usize, state: &mut S, decoder: Decoder, sharder: &Sharder) {
     let batch = &chunk.batch;
     let owners = chunk.owners.get_or_init(|| {
         batch
@@ -125,7 +160,7 @@ fn fold<S>(
             .collect()
     });
     if me == 0 {
-        whole(state, batch);
+        state.whole(batch);
     }
     for (i, &owner) in owners.iter().enumerate() {
         if usize::from(owner) != me {
@@ -136,23 +171,29 @@ fn fold<S>(
         };
         let mut f = Frame::empty(number, &rec);
         decoder.decode_into(&mut f, rec.link);
-        each(state, &f);
+        state.frame(i, &f);
     }
 }
 
 /// [`run`] without threads: every chunk to every owner in turn, on the calling thread.
-fn on_this_thread<S>(
+fn on_this_thread<S: Owner>(
     capture: &mut Capture,
     decoder: Decoder,
     sharder: &Sharder,
     mut states: Vec<S>,
-    whole: &(impl Fn(&mut S, &RecordBatch) + Sync),
-    each: &(impl Fn(&mut S, &Frame<'_>) + Sync),
+    mut tail: Option<&mut (dyn FnMut(Vec<S::Out>) + Send)>,
+    mut between: impl FnMut(&Capture, &RecordBatch),
 ) -> Vec<S> {
     let mut chunk = Chunk::default();
     while capture.read_batch(&mut chunk.batch, CHUNK_RECORDS, CHUNK_BYTES) {
+        between(capture, &chunk.batch);
+        let mut outs = Vec::with_capacity(states.len());
         for (me, state) in states.iter_mut().enumerate() {
-            fold(&chunk, me, state, decoder, sharder, whole, each);
+            fold(&chunk, me, state, decoder, sharder);
+            outs.push(state.chunk_done());
+        }
+        if let Some(tail) = &mut tail {
+            tail(outs);
         }
         chunk.batch.clear();
         chunk.owners.take();

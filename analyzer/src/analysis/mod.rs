@@ -12,6 +12,7 @@ pub mod model_log;
 pub mod np;
 pub mod on_disk;
 pub mod pauses;
+mod spread;
 
 use serde::Serialize;
 
@@ -40,9 +41,8 @@ pub struct PipelineOptions {
     pub rules: Rules,
     /// The hops pass (it finds nothing in a capture of one tap).
     pub hops: hops::HopsOptions,
-    /// Runs every pass on the caller's thread: the DCQCN and hosts passes otherwise run on a thread of
-    /// their own ([`beside`]), which only costs time on a machine of one core.
-    pub one_thread: bool,
+    /// Threads the read runs on ([`spread`]); 1 runs every pass on the caller's thread.
+    pub threads: usize,
 }
 
 impl Default for PipelineOptions {
@@ -53,7 +53,7 @@ impl Default for PipelineOptions {
             storm_threshold_ns: pauses::DEFAULT_STORM_THRESHOLD_NS,
             rules: Rules::default(),
             hops: hops::HopsOptions::default(),
-            one_thread: std::thread::available_parallelism().is_ok_and(|n| n.get() < 2),
+            threads: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         }
     }
 }
@@ -98,33 +98,8 @@ pub fn run_with_model_events(
     mut progress: impl FnMut(u64),
     on_event: &mut dyn FnMut(&dcqcn::FlowId, &roce_core::dcqcn::Event),
 ) -> Result<Analysis, DcqcnError> {
-    let mut stats = Stats::new(opts.dcqcn.lines).with_priorities(opts.dcqcn.priorities.clone());
-    let mut hops = LazyHops::new(capture, &opts.hops);
-    let passes = beside::Passes {
-        dcqcn: DcqcnPass::new(opts.dcqcn.bin_ns, opts.dcqcn.lines),
-        hosts: HostsPass::default(),
-    };
-    let beside::Passes { dcqcn, hosts } = std::thread::scope(|scope| {
-        let mut beside = beside::Beside::start(scope, passes, opts.one_thread);
-        let mut frames = Frames::new(capture, opts.decoder);
-        let mut number = 0u64;
-        let mut paused_at = 0u64;
-        // The loop pauses every 65,536 frames for the progress bar, and whenever the hops pass must look at
-        // the capture's taps; the frames stay where they were decoded (see `Frames::for_each`).
-        while frames.for_each_until(|f| {
-            stats.frame(f);
-            beside.frame(f);
-            number += 1;
-            paused_at = f.number;
-            hops.frame(f) | number.is_multiple_of(65_536)
-        }) {
-            hops.between(frames.capture(), paused_at, opts.decoder);
-            if number.is_multiple_of(65_536) {
-                progress(frames.capture().progress().0);
-            }
-        }
-        beside.finish()
-    });
+    let (stats, passes, hops) = read(capture, opts, &mut progress);
+    let beside::Passes { dcqcn, hosts } = passes;
     give_back_free_memory();
     let recorded = Recorded::of(capture);
     let (stats, intervals) = stats.finish_with_intervals(capture, &recorded);
@@ -172,6 +147,48 @@ pub fn run_with_model_events(
         recorded,
         fabric,
     })
+}
+
+/// The read of [`run`]: every frame to `Stats`, the DCQCN and hosts passes and the hops pass, on
+/// `opts.threads` threads ([`spread`]) when the inputs can be read twice, else on this one and the
+/// passes' own ([`beside`]).
+fn read(
+    capture: &mut Capture,
+    opts: &PipelineOptions,
+    mut progress: impl FnMut(u64),
+) -> (Stats, beside::Passes, LazyHops) {
+    let make = || Stats::new(opts.dcqcn.lines).with_priorities(opts.dcqcn.priorities.clone());
+    let passes = beside::Passes {
+        dcqcn: DcqcnPass::new(opts.dcqcn.bin_ns, opts.dcqcn.lines),
+        hosts: HostsPass::default(),
+    };
+    if opts.threads > 1 && capture.rereadable() {
+        return spread::read(capture, opts, make, passes, progress);
+    }
+    let mut stats = make();
+    let mut hops = LazyHops::new(capture, &opts.hops);
+    let passes = std::thread::scope(|scope| {
+        let mut beside = beside::Beside::start(scope, passes, opts.threads <= 1);
+        let mut frames = Frames::new(capture, opts.decoder);
+        let mut number = 0u64;
+        let mut paused_at = 0u64;
+        // The loop pauses every 65,536 frames for the progress bar, and whenever the hops pass must look at
+        // the capture's taps; the frames stay where they were decoded (see `Frames::for_each`).
+        while frames.for_each_until(|f| {
+            stats.frame(f);
+            beside.frame(f);
+            number += 1;
+            paused_at = f.number;
+            hops.frame(f) | number.is_multiple_of(65_536)
+        }) {
+            hops.between(frames.capture(), paused_at, opts.decoder);
+            if number.is_multiple_of(65_536) {
+                progress(frames.capture().progress().0);
+            }
+        }
+        beside.finish()
+    });
+    (stats, passes, hops)
 }
 
 /// Returns the heap's free pages to the system between reading and the analyses that follow it.

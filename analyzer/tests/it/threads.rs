@@ -55,6 +55,9 @@ fn outputs(args: &[&str], files: &[PathBuf], n: u32) -> Vec<(String, Vec<u8>)> {
 /// Every output of `stats` (text, JSON, CSV).
 const STATS: &[&[&str]] = &[&["stats", "--json"], &["stats"], &["stats", "--csv", "DIR"]];
 
+/// The report's directory, every file of it.
+const REPORT: &[&[&str]] = &[&["report", "-o", "DIR"]];
+
 fn same_for_1_2_and_3_threads(what: &str, commands: &[&[&str]], files: &[PathBuf]) {
     for args in commands {
         let one = outputs(args, files, 1);
@@ -80,6 +83,14 @@ fn same_for_1_2_and_3_threads(what: &str, commands: &[&[&str]], files: &[PathBuf
 }
 
 #[test]
+fn report_is_the_same_bytes_on_any_number_of_threads() {
+    for s in sample_captures() {
+        same_for_1_2_and_3_threads(&s.display().to_string(), REPORT, std::slice::from_ref(&s));
+    }
+    same_for_1_2_and_3_threads("all samples", REPORT, &sample_captures());
+}
+
+#[test]
 fn stats_is_the_same_bytes_on_any_number_of_threads() {
     for s in sample_captures() {
         same_for_1_2_and_3_threads(&s.display().to_string(), STATS, std::slice::from_ref(&s));
@@ -92,12 +103,16 @@ fn stats_is_the_same_bytes_on_any_number_of_threads() {
 /// spread over the threads, read as one capture; whole, through a window, and with its last file cut
 /// short in the middle of a record (the warning, and the results up to the damage).
 #[test]
-fn stats_over_a_rotated_set_is_the_same_bytes_on_any_number_of_threads() {
+fn stats_and_report_over_a_rotated_set_are_the_same_bytes_on_any_number_of_threads() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_rotated(dir.path());
-    same_for_1_2_and_3_threads("rotated set", STATS, &files);
+    let commands = [STATS, REPORT].concat();
+    same_for_1_2_and_3_threads("rotated set", &commands, &files);
     let window = ["--from", "+0.004s", "--to", "+0.009s"];
-    let windowed: Vec<Vec<&str>> = STATS.iter().map(|a| [*a, &window[..]].concat()).collect();
+    let windowed: Vec<Vec<&str>> = commands
+        .iter()
+        .map(|a| [*a, &window[..]].concat())
+        .collect();
     let windowed: Vec<&[&str]> = windowed.iter().map(Vec::as_slice).collect();
     same_for_1_2_and_3_threads("rotated set, windowed", &windowed, &files);
     assert_ne!(
@@ -112,7 +127,7 @@ fn stats_over_a_rotated_set_is_the_same_bytes_on_any_number_of_threads() {
         "the damage is named: {}",
         String::from_utf8_lossy(&one[2].1)
     );
-    same_for_1_2_and_3_threads("rotated set, cut short", STATS, &files);
+    same_for_1_2_and_3_threads("rotated set, cut short", &commands, &files);
 }
 
 /// Cuts a file in the middle of a record past its first third.

@@ -5,30 +5,54 @@
 //! its frames in capture order on one thread, and the tables are sorted by their keys, so the output is the
 //! same bytes whatever the number of threads.
 
-use roce_capture::Capture;
+use roce_capture::{Capture, RecordBatch};
 
 use super::Stats;
 use crate::decode::{Decoder, Frame};
-use crate::fanout;
+use crate::fanout::{self, Owner};
 use crate::frames::Frames;
 use crate::shard::{Grouping, Sharder};
 
 impl Stats {
     /// The part of a frame a thread that owns its flow folds: everything but the record's size and time.
-    fn owned_frame(&mut self, f: &Frame<'_>) {
+    #[inline]
+    pub fn owned_frame(&mut self, f: &Frame<'_>) {
         self.capture.kind(f);
         self.flows.frame(f);
         self.cnps.frame(f);
         self.pfc.frame(f);
     }
 
+    /// What every record says in order (its size and time: the capture's span, its gaps), for the owner
+    /// that is handed every chunk whole.
+    pub fn records(&mut self, batch: &RecordBatch) {
+        for (number, rec) in batch.iter() {
+            self.capture.record(number, rec.ts_ns, rec.len, rec.caplen);
+        }
+    }
+
     /// Joins a thread's passes, whose keys no other thread held, to these.
-    fn absorb(&mut self, other: Stats) {
+    pub fn absorb(&mut self, other: Stats) {
         self.capture.absorb_kinds(&other.capture);
         self.flows.absorb(other.flows);
         self.cnps.absorb(other.cnps);
         self.pfc.absorb(other.pfc);
     }
+}
+
+impl Owner for Stats {
+    type Out = ();
+
+    fn whole(&mut self, batch: &RecordBatch) {
+        self.records(batch);
+    }
+
+    #[inline]
+    fn frame(&mut self, _index: usize, f: &Frame<'_>) {
+        self.owned_frame(f);
+    }
+
+    fn chunk_done(&mut self) {}
 }
 
 /// Every frame of `capture` through the passes `make` builds, on `threads` threads: one reads, the others
@@ -45,19 +69,8 @@ pub fn stats_on_threads(
         return stats;
     }
     let sharder = Sharder::new(threads, Grouping::Flow, decoder);
-    let mut owners = fanout::run(
-        capture,
-        decoder,
-        sharder,
-        (0..threads).map(|_| make()).collect(),
-        |s: &mut Stats, batch| {
-            for (number, rec) in batch.iter() {
-                s.capture.record(number, rec.ts_ns, rec.len, rec.caplen);
-            }
-        },
-        |s: &mut Stats, f| s.owned_frame(f),
-    )
-    .into_iter();
+    let states = (0..threads).map(|_| make()).collect();
+    let mut owners = fanout::run(capture, decoder, sharder, states, None, |_, _| {}).into_iter();
     // The first owner counted every record in order; the others' keys are joined to its own.
     let Some(mut stats) = owners.next() else {
         return make();
