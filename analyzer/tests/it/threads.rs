@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use crate::common::{analyzer, run, sample_captures};
 
-/// What `args` (a command and its options; `DIR` stands for a fresh directory) writes with `--threads n`:
-/// its standard output and error, and every file it left in `DIR`, each as bytes.
+/// What `args` (a command and its options; `DIR` stands for a fresh directory, `DIR/NAME` for a file in
+/// it) writes with `--threads n`: its standard output and error, and every file it left in `DIR`, each as
+/// bytes.
 fn outputs(args: &[&str], files: &[PathBuf], n: u32) -> Vec<(String, Vec<u8>)> {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("out");
@@ -16,6 +17,9 @@ fn outputs(args: &[&str], files: &[PathBuf], n: u32) -> Vec<(String, Vec<u8>)> {
     for a in &args[1..] {
         if *a == "DIR" {
             cmd.arg(&out_dir);
+        } else if let Some(name) = a.strip_prefix("DIR/") {
+            std::fs::create_dir_all(&out_dir).unwrap();
+            cmd.arg(out_dir.join(name));
         } else {
             cmd.arg(a);
         }
@@ -58,6 +62,9 @@ const STATS: &[&[&str]] = &[&["stats", "--json"], &["stats"], &["stats", "--csv"
 /// The report's directory, every file of it.
 const REPORT: &[&[&str]] = &[&["report", "-o", "DIR"]];
 
+/// The annotated copy, comments and all.
+const ANNOTATE: &[&[&str]] = &[&["annotate", "-o", "DIR/annotated.pcapng"]];
+
 fn same_for_1_2_and_3_threads(what: &str, commands: &[&[&str]], files: &[PathBuf]) {
     for args in commands {
         let one = outputs(args, files, 1);
@@ -90,6 +97,15 @@ fn report_is_the_same_bytes_on_any_number_of_threads() {
     same_for_1_2_and_3_threads("all samples", REPORT, &sample_captures());
 }
 
+/// Annotate runs report's read, then copies the capture with the analysis in its comments: many taps
+/// (the hops pass on its own thread) and one small capture.
+#[test]
+fn annotate_is_the_same_bytes_on_any_number_of_threads() {
+    let samples = sample_captures();
+    same_for_1_2_and_3_threads("all samples", ANNOTATE, &samples);
+    same_for_1_2_and_3_threads("one sample", ANNOTATE, &samples[..1]);
+}
+
 #[test]
 fn stats_is_the_same_bytes_on_any_number_of_threads() {
     for s in sample_captures() {
@@ -103,10 +119,10 @@ fn stats_is_the_same_bytes_on_any_number_of_threads() {
 /// spread over the threads, read as one capture; whole, through a window, and with its last file cut
 /// short in the middle of a record (the warning, and the results up to the damage).
 #[test]
-fn stats_and_report_over_a_rotated_set_are_the_same_bytes_on_any_number_of_threads() {
+fn every_output_over_a_rotated_set_is_the_same_bytes_on_any_number_of_threads() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_rotated(dir.path());
-    let commands = [STATS, REPORT].concat();
+    let commands = [STATS, REPORT, ANNOTATE].concat();
     same_for_1_2_and_3_threads("rotated set", &commands, &files);
     let window = ["--from", "+0.004s", "--to", "+0.009s"];
     let windowed: Vec<Vec<&str>> = commands
