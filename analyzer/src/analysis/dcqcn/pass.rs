@@ -104,11 +104,14 @@ impl DcqcnPass {
             s.resolve_priority(&opts.priorities);
         }
         let mut cnp_streams = CnpStreams::new(&pairing);
-        // One series per flow: the tap that saw most of it (a flow mirrored twice is not twice as fast).
+        // One series per flow: the tap that saw most of it (a flow mirrored twice is not twice as fast). Two
+        // taps at the ends of a link see the same packets; of those, the one further along the path (more
+        // CE marks: the receiver's side) shows what the flow met, where the sender's shows no mark at all.
         let mut best: FxHashMap<FlowKey, &FlowSeries> = FxHashMap::default();
+        let rank = |s: &FlowSeries| (s.packets(), tap_preference(s.iface, s.ce_marked()));
         for s in &series {
             let e = best.entry(s.key).or_insert(s);
-            if tap_preference(s.iface, s.packets()) > tap_preference(e.iface, e.packets()) {
+            if rank(s) > rank(e) {
                 *e = s;
             }
         }
