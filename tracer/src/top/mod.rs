@@ -68,6 +68,9 @@ const HISTORY: usize = 240;
 const LIVE_DELAY_NS: u64 = 250_000_000;
 /// How long without a frame before the header says so.
 const QUIET: Duration = Duration::from_secs(3);
+/// Set, `top` panics half a second after it took the terminal: how the tests check that a panic gives the
+/// terminal back (nothing else reaches the panic hook on purpose).
+pub const PANIC_ENV: &str = "ROCETRACE_TOP_TEST_PANIC";
 
 /// The bin a replay at `speed` gets by default: about a quarter of a second of wall time, rounded down to
 /// 1, 2 or 5 times a power of ten, so that the numbers move a few times a second at any speed (a 3 ms
@@ -281,6 +284,7 @@ async fn interactive(o: TopOptions, mut state: State) -> Result<String> {
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
     let started = Instant::now();
+    let panic_at = std::env::var_os(PANIC_ENV).map(|_| started + Duration::from_millis(500));
     let mut last_frame = Instant::now();
     let mut shown = 0u64;
     let mut source_open = true;
@@ -322,6 +326,9 @@ async fn interactive(o: TopOptions, mut state: State) -> Result<String> {
                 Some(Err(_)) | None => break,
             },
             _ = tick.tick() => {
+                if panic_at.is_some_and(|t| Instant::now() >= t) {
+                    panic!("{PANIC_ENV} is set: a panic, to show that the terminal comes back");
+                }
                 if clock.is_none() && state.ended.is_none() {
                     state.advance(crate::sys::now_ns().saturating_sub(LIVE_DELAY_NS));
                 }
