@@ -200,6 +200,10 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
         (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix("us").or_else(|| s.strip_suffix("µs")) {
+        (n, 1e-6)
+    } else if let Some(n) = s.strip_suffix("ns") {
+        (n, 1e-9)
     } else if let Some(n) = s.strip_suffix('s') {
         (n, 1.0)
     } else if let Some(n) = s.strip_suffix('m') {
@@ -212,7 +216,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     let v: f64 = num
         .trim()
         .parse()
-        .map_err(|_| format!("not a duration: {s:?} (try 10s, 500ms, 2m)"))?;
+        .map_err(|_| format!("not a duration: {s:?} (try 10s, 500ms, 200us, 2m)"))?;
     if !v.is_finite() || v < 0.0 {
         return Err(format!("not a duration: {s:?}"));
     }
@@ -382,7 +386,7 @@ fn capture_options(
 }
 
 fn top(a: TopArgs) -> Result<()> {
-    let dcqcn = roce_core::dcqcn::options::Options {
+    let dcqcn = roce_core::dcqcn_options::Options {
         lines: roce_core::line::LineRates::flag(a.capture.link_speed),
         cnp_delay_ns: i64::try_from(a.cnp_delay.as_nanos()).unwrap_or(i64::MAX),
         fit: false,
@@ -496,6 +500,9 @@ mod tests {
         assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
         assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("200us").unwrap(), Duration::from_micros(200));
+        assert_eq!(parse_duration("1.5µs").unwrap(), Duration::from_nanos(1500));
+        assert_eq!(parse_duration("10ns").unwrap(), Duration::from_nanos(10));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert!(parse_duration("-1").is_err());
         assert!(parse_duration("abc").is_err());

@@ -32,7 +32,6 @@ mod alpha;
 mod bytes;
 mod feed;
 mod knobs;
-pub mod options;
 #[cfg(test)]
 mod reference;
 mod rp;

@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use crossterm::event::{Event as TermEvent, EventStream};
 use futures_util::StreamExt;
-use roce_core::dcqcn::options::Options;
+use roce_core::dcqcn_options::Options;
+use roce_core::passes::flows::FlowKey;
+use rustc_hash::FxHashSet;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::capture::{self, CaptureOptions};
@@ -287,6 +289,7 @@ async fn interactive(o: TopOptions, mut state: State) -> Result<String> {
     let panic_at = std::env::var_os(PANIC_ENV).map(|_| started + Duration::from_millis(500));
     let mut last_frame = Instant::now();
     let mut shown = 0u64;
+    let mut known = FxHashSet::default();
     let mut source_open = true;
     loop {
         tokio::select! {
@@ -337,7 +340,7 @@ async fn interactive(o: TopOptions, mut state: State) -> Result<String> {
             _ = sigint.recv() => break,
         }
         if let Some(m) = &metrics {
-            publish(m, &state, &mut shown, clock.is_some());
+            publish(m, &state, &mut shown, &mut known, clock.is_some());
         }
         header.speed = clock.as_ref().map(|c| (c.speed(), c.paused()));
         header.uptime_s = Some(started.elapsed().as_secs());
@@ -361,12 +364,19 @@ async fn interactive(o: TopOptions, mut state: State) -> Result<String> {
     })
 }
 
-/// Exports the bins closed since the last call: each flow's observed and modelled rate, and (for a replay,
-/// which has no capture loop to count them) the counters.
-fn publish(m: &Metrics, state: &State, shown: &mut u64, counters: bool) {
+/// Exports the bins closed since the last call: each flow's observed and modelled rate (a flow known before
+/// and idle in the bin at 0, not at its last rate), and (for a replay, which has no capture loop to count
+/// them) the counters.
+fn publish(
+    m: &Metrics,
+    state: &State,
+    shown: &mut u64,
+    known: &mut FxHashSet<FlowKey>,
+    counters: bool,
+) {
     for b in new_bins(state, shown) {
         let secs = b.secs();
-        let flows: Vec<_> = b
+        let mut flows: Vec<_> = b
             .flows
             .iter()
             .map(|f| {
@@ -380,6 +390,13 @@ fn publish(m: &Metrics, state: &State, shown: &mut u64, counters: bool) {
                 )
             })
             .collect();
+        let active: FxHashSet<FlowKey> = b.flows.iter().map(|f| f.key).collect();
+        flows.extend(
+            known
+                .difference(&active)
+                .map(|k| (k.src, k.dst, k.dest_qp, 0.0, None)),
+        );
+        known.extend(active);
         m.update_flows(&flows);
         if counters {
             let r = &b.rows;
@@ -393,7 +410,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_replays_bin_is_about_a_second_of_wall_time() {
+    fn a_replays_bin_is_about_a_quarter_second_of_wall_time() {
         assert_eq!(default_bin_ns(1.0), 200_000_000);
         assert_eq!(default_bin_ns(4.0), 1_000_000_000);
         assert_eq!(default_bin_ns(100.0), 1_000_000_000);

@@ -8,8 +8,8 @@
 
 use rustc_hash::FxHashMap;
 
-use roce_core::dcqcn::options::Options;
 use roce_core::dcqcn::{EventKind, Feed};
+use roce_core::dcqcn_options::Options;
 use roce_core::passes::flows::FlowKey;
 
 use super::notice::Notice;

@@ -47,15 +47,12 @@ impl Notice {
 
     /// A priority paused for [`STORM_NS`] or more without a break.
     pub fn storm(t_ns: u64, tap: &str, src_mac: &str, priority: Option<u8>, ns: u64) -> Notice {
-        let what = priority.map_or_else(
-            || "the link (PAUSE)".to_string(),
-            |p| format!("priority {p}"),
-        );
+        let what = priority.map_or_else(|| "the link (PAUSE)".to_string(), |p| format!("prio {p}"));
         Notice {
             t_ns,
             level: Level::Problem,
             text: format!(
-                "PFC storm: {what} paused by {src_mac} at {tap} for {:.1} ms and counting",
+                "PFC storm: {what} paused {:.2} ms so far by {src_mac} (tap {tap})",
                 ns as f64 / 1e6
             ),
         }

@@ -11,12 +11,13 @@
 use std::collections::VecDeque;
 
 use roce_capture::Record;
-use roce_core::dcqcn::options::Options;
+use roce_core::dcqcn_options::Options;
 use roce_core::decode::{Decoder, Kind};
 use roce_core::filter::Filter;
 use roce_core::passes::brief::Brief;
 use roce_core::passes::flows::{FlowKey, FlowRow};
 use roce_core::passes::pairing::{Method, Pairing, PairingPass};
+use roce_core::passes::pfc::PfcPass;
 use roce_core::recorded::Recorded;
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -209,8 +210,12 @@ pub struct State {
     notices: Vec<Notice>,
     filter: Option<(String, Filter)>,
     matched: FxHashSet<FlowKey>,
-    /// (tap, source, priority) → paused time in a row up to the last bin's end, for storms.
-    pausing: FxHashMap<(u32, String, Option<u8>), u64>,
+    /// Every pause from the first frame on, across the bins, for storms; and the pauses already called one
+    /// (by their start).
+    pauses: PfcPass,
+    storms_said: FxHashSet<(u32, String, Option<u8>, u64)>,
+    /// The pauses running at the last bin's end: (tap, source, priority, since).
+    running: Vec<(u32, String, Option<u8>, u64)>,
     /// Frames earlier than the open bin (a live capture's late ones): counted in the open bin.
     pub late: u64,
     /// Frames seen.
@@ -248,7 +253,9 @@ impl State {
             notices: Vec::new(),
             filter: None,
             matched: FxHashSet::default(),
-            pausing: FxHashMap::default(),
+            pauses: PfcPass::new(lines),
+            storms_said: FxHashSet::default(),
+            running: Vec::new(),
             late: 0,
             frames: 0,
             closed: 0,
@@ -333,6 +340,12 @@ impl State {
         &self.bins
     }
 
+    /// The pauses running at the last bin's end, whatever the bin's own frames say: (tap, source, priority,
+    /// since when). A bin of a storm may hold no frame at all.
+    pub fn running_pauses(&self) -> &[(u32, String, Option<u8>, u64)] {
+        &self.running
+    }
+
     /// The notices so far, oldest first.
     pub fn notices(&self) -> &[Notice] {
         &self.notices
@@ -374,6 +387,7 @@ impl State {
         self.frames += 1;
         let f = self.decoder.decode(self.frames, &rec);
         self.live.decoded(&f);
+        self.pauses.frame(&f);
         self.pairing.frame(&Brief::of(&f));
         let key = f.ip.zip(f.bth()).map(|(ip, bth)| FlowKey {
             src: ip.src,
@@ -443,16 +457,25 @@ impl State {
                     dst: p.receiver,
                     dest_qp: p.receiver_qp,
                 };
-                // New, or tied to another stream: more evidence of the same kind is no news.
-                if before
-                    .of_flow(&flow)
-                    .is_none_or(|b| (b.sender_qp, b.method) != (p.sender_qp, p.method))
+                let stream = FlowKey {
+                    src: p.receiver,
+                    dst: p.sender,
+                    dest_qp: p.sender_qp,
+                };
+                // New, or tied to another stream: more evidence of the same kind is no news. A pair whose
+                // stream carried no CNP (the acknowledgements' side of a connection) is no news either.
+                if self.models.get(&stream).is_some()
+                    && before
+                        .of_flow(&flow)
+                        .is_none_or(|b| (b.sender_qp, b.method) != (p.sender_qp, p.method))
                 {
                     self.notices.push(Notice::paired(last, p));
                 }
             }
             self.models.advance(&self.opts, last, &mut self.notices);
         }
+        // At the bin's end, frames or not: during a storm nothing else may come.
+        self.storms(end - 1);
         let flows = self.flow_bins(&rows);
         let pauses = rows
             .pfc
@@ -472,7 +495,6 @@ impl State {
             pauses,
             rows,
         };
-        self.storms(&bin);
         self.closed += 1;
         self.bins.push_back(bin);
         while self.bins.len() > self.history {
@@ -488,32 +510,27 @@ impl State {
         }
     }
 
-    /// A priority paused for the whole of a bin carries its run on; a run that reaches [`STORM_NS`] is a
-    /// storm, said once.
-    fn storms(&mut self, bin: &Bin) {
-        let width = bin.end_ns - bin.start_ns;
-        let mut next = FxHashMap::default();
-        for p in &bin.pauses {
-            if p.paused_ns == 0 {
-                continue;
-            }
-            let key = (p.iface, p.src_mac.clone(), p.priority);
-            let before = self.pausing.get(&key).copied().unwrap_or(0);
-            let run = before + p.paused_ns;
-            if run >= STORM_NS && before < STORM_NS {
+    /// A pause that has run for [`STORM_NS`] by the bin's end is a storm, said once per pause.
+    fn storms(&mut self, last_ns: u64) {
+        self.pauses.forget_finished();
+        let running = self.pauses.running(last_ns);
+        self.running = running.clone();
+        self.storms_said.retain(|said| {
+            running
+                .iter()
+                .any(|r| (&r.0, &r.1, &r.2, &r.3) == (&said.0, &said.1, &said.2, &said.3))
+        });
+        for (iface, mac, prio, since) in running {
+            let lasted = last_ns.saturating_sub(since);
+            if lasted >= STORM_NS && self.storms_said.insert((iface, mac.clone(), prio, since)) {
                 let tap = self
                     .taps
-                    .get(p.iface as usize)
+                    .get(iface as usize)
                     .map_or("", |t| t.name.as_str());
-                let n = Notice::storm(bin.start_ns, tap, &p.src_mac, p.priority, run);
+                let n = Notice::storm(since + STORM_NS, tap, &mac, prio, lasted);
                 self.notices.push(n);
             }
-            // Only a pause that lasted to (nearly) the bin's end goes on into the next.
-            if p.paused_ns * 10 >= width * 9 || run >= STORM_NS {
-                next.insert(key, run);
-            }
         }
-        self.pausing = next;
     }
 
     /// The bin's flows, one row per flow (from the tap that saw most of it), with their pairing and model.

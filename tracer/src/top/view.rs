@@ -205,7 +205,7 @@ pub fn draw(frame: &mut Frame<'_>, state: &State, ui: &mut Ui, header: &Header) 
     ])
     .areas(area);
     frame.render_widget(Paragraph::new(header_lines(state, ui, header)), top);
-    draw_table(frame, table, &rows, ui);
+    draw_table(frame, table, state, &rows, ui);
     let selected = rows.get(ui.selected);
     frame.render_widget(Paragraph::new(detail_line(state, selected)), detail);
     frame.render_widget(Paragraph::new(pause_line(state)), pauses);
@@ -305,7 +305,7 @@ fn speed_text(s: f64) -> String {
     }
 }
 
-fn draw_table(frame: &mut Frame<'_>, area: Rect, rows: &[Listed], ui: &Ui) {
+fn draw_table(frame: &mut Frame<'_>, area: Rect, state: &State, rows: &[Listed], ui: &Ui) {
     let addr = |f: fn(&FlowKey) -> String| {
         rows.iter()
             .map(|l| f(&l.key).len())
@@ -365,7 +365,15 @@ fn draw_table(frame: &mut Frame<'_>, area: Rect, rows: &[Listed], ui: &Ui) {
                 model_cell,
             ];
             if pairing_w >= 8 {
-                let note = f.map_or_else(|| "idle".to_string(), |f| f.pairing.short());
+                let note = match f {
+                    None => "idle".to_string(),
+                    // Paired by the connection's evidence, but nothing to throttle it came yet.
+                    Some(FlowBin {
+                        pairing: PairingNote::Paired { stream, .. },
+                        ..
+                    }) if state.model(stream).is_none() => "no CNPs yet".to_string(),
+                    Some(f) => f.pairing.short(),
+                };
                 let style = match f.map(|f| &f.pairing) {
                     Some(PairingNote::Unpaired { .. }) => Style::new().fg(Color::Yellow),
                     _ => Style::new(),
@@ -439,29 +447,47 @@ fn pause_line(state: &State) -> Line<'static> {
     let Some(b) = state.bins().back() else {
         return Line::from("");
     };
+    let red = Style::new().fg(Color::Red).add_modifier(Modifier::BOLD);
     let shares = b.pause_shares();
+    let mut spans = Vec::new();
     if shares.is_empty() {
-        return Line::from("paused: no PFC or PAUSE in the last bin");
-    }
-    let mut spans = vec![Span::raw("paused (share of the last bin): ")];
-    for (i, (p, share)) in shares.iter().enumerate() {
-        if i > 0 {
-            spans.push(Span::raw(" · "));
+        spans.push(Span::raw("paused: no PFC or PAUSE frame in the last bin"));
+    } else {
+        spans.push(Span::raw("paused (share of the last bin): "));
+        for (i, (p, share)) in shares.iter().enumerate() {
+            if i > 0 {
+                spans.push(Span::raw(" · "));
+            }
+            let style = if *share >= 0.5 {
+                red
+            } else if *share > 0.0 {
+                Style::new().fg(Color::Yellow)
+            } else {
+                Style::new()
+            };
+            spans.push(Span::styled(
+                format!("{} {:.1} %", prio(*p), share * 100.0),
+                style,
+            ));
         }
-        let name = p.map_or_else(|| "PAUSE".to_string(), |p| format!("prio {p}"));
-        let style = if *share >= 0.5 {
-            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
-        } else if *share > 0.0 {
-            Style::new().fg(Color::Yellow)
-        } else {
-            Style::new()
-        };
+    }
+    // A pause still running says so whatever the bin's frames show: a storm's bins may hold none.
+    let end = b.end_ns;
+    for (_, mac, p, since) in state.running_pauses() {
         spans.push(Span::styled(
-            format!("{name} {:.1} %", share * 100.0),
-            style,
+            format!(
+                " · {} PAUSED for {} by {mac}",
+                prio(*p),
+                duration(end.saturating_sub(*since))
+            ),
+            red,
         ));
     }
     Line::from(spans)
+}
+
+fn prio(p: Option<u8>) -> String {
+    p.map_or_else(|| "PAUSE".to_string(), |p| format!("prio {p}"))
 }
 
 fn notice_lines(state: &State, n: usize) -> Vec<Line<'static>> {

@@ -5,8 +5,8 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use roce_core::dcqcn::options::{Options, model_knobs};
 use roce_core::dcqcn::{DcqcnError, Event, EventKind};
+use roce_core::dcqcn_options::{Options, model_knobs};
 use roce_core::passes::rates::within_line;
 
 use crate::analysis::on_disk::{DiskVec, Store};

@@ -25,7 +25,7 @@ use super::observed::Paused;
 use super::report::{DcqcnReport, FlowDcqcn, FlowId, Traffic, UnpairedCnps};
 use super::traffic::Aggregate;
 use super::work::Work;
-use roce_core::dcqcn::options::{Options, model_knobs, np_gap};
+use roce_core::dcqcn_options::{Options, model_knobs, np_gap};
 
 /// The streaming part: one decode per frame, state per flow and per CNP stream.
 #[derive(Debug)]

@@ -1,7 +1,8 @@
 //! How the DCQCN analysis runs, and whose knobs speak for each host: the user's or the capture's recorded
 //! knobs, and the choice, per sender and per notification point, between a host's own and the analysis' set.
 //!
-//! Here rather than in the analyzer because `roce-tracer top` feeds the same model live: which knobs a
+//! A module of its own beside `dcqcn` (which `recorded` stands on, while this reads `recorded`'s knobs), and
+//! here rather than in the analyzer because `roce-tracer top` feeds the same model live: which knobs a
 //! sender's model takes, at which line rate, with which CNP delay, and whether its reaction point is on, must
 //! be decided once for both, or the live column and `roce-analyzer dcqcn` would disagree on a definition.
 //! The fields only the analyzer reads (bins, bursts, the fit) stay beside them rather than split a struct
@@ -9,7 +10,9 @@
 
 use std::net::IpAddr;
 
-use super::{DcqcnError, EcnConfig, Event, Feed, Knobs, NpKnobs, PriorityEnable, Profile, Rp};
+use crate::dcqcn::{
+    DcqcnError, EcnConfig, Event, Feed, Knobs, NpKnobs, PriorityEnable, Profile, Rp,
+};
 use crate::line::{LineRate, LineRates};
 use crate::priority::PriorityMap;
 
@@ -55,7 +58,7 @@ pub struct Options {
     /// How untagged frames get their priority (`--dscp-map`); a map the tracer recorded replaces it.
     pub priorities: PriorityMap,
     /// The guard on each flow's model: instants with events it may take before it stops. `None` sizes it from
-    /// the flow's CNPs ([`step_guard`](super::step_guard)), so that no real capture meets it.
+    /// the flow's CNPs ([`step_guard`](crate::dcqcn::step_guard)), so that no real capture meets it.
     pub max_model_steps: Option<u64>,
     /// Every host whose knobs the capture recorded with its addresses: a check of a notification point takes
     /// the receiver's own, and a flow's `enable/N` its own host's.
@@ -300,8 +303,8 @@ impl Options {
         let rp = Rp::new(self.profile, knobs, line_mbps)?;
         let guard = self
             .max_model_steps
-            .unwrap_or_else(|| super::step_guard(cnps.len()));
-        Ok(super::replay_with(rp, cnps, end, guard, emit))
+            .unwrap_or_else(|| crate::dcqcn::step_guard(cnps.len()));
+        Ok(crate::dcqcn::replay_with(rp, cnps, end, guard, emit))
     }
 }
 
