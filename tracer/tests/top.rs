@@ -346,3 +346,35 @@ fn top_live_on_a_veth_shows_the_replayed_flows() {
     let frames = common::frames(&written).0;
     assert!(frames.len() > 1000, "{} frames written", frames.len());
 }
+
+/// Without a terminal (a pipe, CI), a replay prints the capture's line per bin, labelled with its capture
+/// time, and nothing of the screen.
+#[test]
+fn top_without_a_terminal_prints_a_line_per_bin() {
+    let out = Command::new(TRACER)
+        .args(["top", "--speed", "max", "--bin", "500us", "--replay"])
+        .arg(common::sample("incast_dcqcn"))
+        .output()
+        .expect("top runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    // 2.994 ms of capture in bins of 500 µs: six, the last one partial.
+    assert_eq!(lines.len(), 6, "{text}");
+    assert!(lines[0].starts_with("[+0.000000 s] frames"), "{text}");
+    assert!(lines[5].starts_with("[+0.002500 s] frames"), "{text}");
+    assert!(
+        lines.iter().any(|l| !l.contains("CNP/s        0")),
+        "CNPs per second shown: {text}"
+    );
+    assert!(
+        !text.contains('\u{1b}'),
+        "no escape sequence on a pipe: {text:?}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("1714 frames"), "{stderr}");
+}
