@@ -130,6 +130,20 @@ pub enum StopReason {
     InterfacesGone,
 }
 
+impl StopReason {
+    /// Why, in a few words, for the closing line.
+    pub fn describe(&self) -> String {
+        match self {
+            StopReason::Signal => "signal".to_string(),
+            StopReason::Duration => "duration reached".to_string(),
+            StopReason::Count => "frame count reached".to_string(),
+            StopReason::CommandExited(Some(c)) => format!("command exited with {c}"),
+            StopReason::CommandExited(None) => "command killed by a signal".to_string(),
+            StopReason::InterfacesGone => "every interface is gone".to_string(),
+        }
+    }
+}
+
 /// What a finished capture reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
-use tracer::capture::{self, CaptureOptions, EngineKind, StopReason};
+use tracer::capture::{self, CaptureOptions, EngineKind};
 
 /// Live RoCEv2 capture: RoCE, CNP and PFC/PAUSE frames into pcapng, with NIC counters and a live view.
 #[derive(Debug, Parser)]
@@ -292,16 +292,7 @@ fn run() -> Result<()> {
         Cmd::Capture(a) => {
             let opts = capture_options(a.capture, a.interfaces, a.output)?;
             let out = capture::run(&opts)?;
-            let why = match out.reason {
-                StopReason::Signal => "signal".to_string(),
-                StopReason::Duration => "duration reached".to_string(),
-                StopReason::Count => "frame count reached".to_string(),
-                StopReason::CommandExited(code) => match code {
-                    Some(c) => format!("command exited with {c}"),
-                    None => "command killed by a signal".to_string(),
-                },
-                StopReason::InterfacesGone => "every interface is gone".to_string(),
-            };
+            let why = out.reason.describe();
             eprintln!(
                 "roce-tracer: {} frames written to {}, {} dropped ({why})",
                 out.frames,

@@ -378,3 +378,24 @@ fn top_without_a_terminal_prints_a_line_per_bin() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("1714 frames"), "{stderr}");
 }
+
+/// A capture that cannot start (no such interface, or no privileges) ends `top` at once with its error and
+/// exit code 2, the terminal given back.
+#[test]
+fn top_on_a_capture_that_cannot_start_says_why_and_exits_2() {
+    if !require(
+        "top_on_a_capture_that_cannot_start_says_why_and_exits_2",
+        have("tmux"),
+        "needs tmux to run top in a terminal (apt-get install tmux; cargo xtask install)",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pane = Pane::start("fails", &line(dir.path(), "", "-i rocetrace-none0"));
+    assert_eq!(exited(&pane, dir.path()), 2);
+    let stderr = std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default();
+    assert!(
+        stderr.contains("roce-tracer: error: top's capture:"),
+        "{stderr}"
+    );
+}

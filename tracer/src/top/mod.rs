@@ -240,45 +240,38 @@ async fn interactive(o: TopOptions, mut state: State) -> Result<String> {
     };
     // The source starts before the terminal is taken, so that its errors (a bad path, missing privileges)
     // print on a normal screen.
-    let (source, summary): (std::thread::JoinHandle<()>, Arc<std::sync::Mutex<String>>) =
-        match o.source {
-            Source::Replay { paths, .. } => {
-                let clock = clock.clone().unwrap_or_else(|| Clock::new(1.0));
-                let (name, reader) = replay::start(&paths, clock, watch.clone())?;
-                header.source = format!("replay {name}");
-                header.engine = "replay".into();
-                (reader, Arc::default())
-            }
-            Source::Live(opts) => {
-                header.source = format!("live {}", opts.interfaces.join(" "));
-                header.engine = format!("engine {}", opts.engine.name());
-                let summary = Arc::new(std::sync::Mutex::new(String::new()));
-                let said = Arc::clone(&summary);
-                let (w, served) = (watch.clone(), metrics.clone());
-                let t = std::thread::Builder::new()
-                    .name("capture".into())
-                    .spawn(move || {
-                        let end = match capture::run_watched(&opts, Some(&w), served) {
-                            Ok(out) => {
-                                let s = capture_summary(&opts, &out);
-                                if let Ok(mut x) = said.lock() {
-                                    *x = s.clone();
-                                }
-                                format!("{:?}", out.reason).to_lowercase()
-                            }
-                            Err(e) => {
-                                let s = format!("roce-tracer: error: {:#}", anyhow::Error::from(e));
-                                if let Ok(mut x) = said.lock() {
-                                    *x = s.clone();
-                                }
-                                s
-                            }
-                        };
-                        w.send_blocking(Message::End(end));
-                    })?;
-                (t, summary)
-            }
-        };
+    let (source, summary): (std::thread::JoinHandle<()>, Summary) = match o.source {
+        Source::Replay { paths, .. } => {
+            let clock = clock.clone().unwrap_or_else(|| Clock::new(1.0));
+            let (name, reader) = replay::start(&paths, clock, watch.clone())?;
+            header.source = format!("replay {name}");
+            header.engine = "replay".into();
+            (reader, Arc::new(std::sync::Mutex::new(Ok(String::new()))))
+        }
+        Source::Live(opts) => {
+            header.source = format!("live {}", opts.interfaces.join(" "));
+            header.engine = format!("engine {}", opts.engine.name());
+            let summary = Arc::new(std::sync::Mutex::new(Ok(String::new())));
+            let said = Arc::clone(&summary);
+            let (w, served) = (watch.clone(), metrics.clone());
+            let t = std::thread::Builder::new()
+                .name("capture".into())
+                .spawn(move || {
+                    let out = capture::run_watched(&opts, Some(&w), served);
+                    let end = match &out {
+                        Ok(o) => o.reason.describe(),
+                        Err(e) => format!("the capture failed: {e}"),
+                    };
+                    if let Ok(mut x) = said.lock() {
+                        *x = out
+                            .map(|o| capture_summary(&opts, &o))
+                            .map_err(|e| anyhow::Error::from(e).context("top's capture"));
+                    }
+                    w.send_blocking(Message::End(end));
+                })?;
+            (t, summary)
+        }
+    };
     let (mut term, guard) = take_terminal()?;
     let mut ui = Ui::default();
     let mut keys = EventStream::new();
@@ -308,7 +301,12 @@ async fn interactive(o: TopOptions, mut state: State) -> Result<String> {
                         }
                         header.dropped = total;
                     }
+                    // A capture that could not start leaves at once: there is nothing to watch.
+                    let failed = matches!(&m, Message::End(why) if why.starts_with(FAILED));
                     apply(&mut state, m);
+                    if failed && state.frames == 0 {
+                        break;
+                    }
                     continue;
                 }
                 None => source_open = false,
@@ -356,13 +354,23 @@ async fn interactive(o: TopOptions, mut state: State) -> Result<String> {
     // Frames still queued are not wanted any more; the source may be blocked handing one over.
     drop(rx);
     let _ = tokio::task::spawn_blocking(move || source.join()).await;
-    let said = summary.lock().map(|s| s.clone()).unwrap_or_default();
+    // A capture that failed fails `top` too, with its error, now that the terminal is back.
+    let said = match summary.lock() {
+        Ok(mut s) => std::mem::replace(&mut *s, Ok(String::new()))?,
+        Err(_) => String::new(),
+    };
     Ok(if said.is_empty() {
         format!("roce-tracer top: {} frames shown", state.frames)
     } else {
         said
     })
 }
+
+/// How the end of a capture that failed begins.
+const FAILED: &str = "the capture failed";
+
+/// What the capture thread says once it has ended: its closing line, or its error.
+type Summary = Arc<std::sync::Mutex<Result<String>>>;
 
 /// Exports the bins closed since the last call: each flow's observed and modelled rate (a flow known before
 /// and idle in the bin at 0, not at its last rate), and (for a replay, which has no capture loop to count
