@@ -200,7 +200,7 @@ pub fn line_at(at: &str, i: &Interval, losses: &Losses<'_>) -> String {
 mod tests {
     use super::*;
     use roce_wire::build::{IpSpec, RoceFrame};
-    use roce_wire::{BthRepr, ExtHeaders, Opcode};
+    use roce_wire::{ExtHeaders, Opcode};
 
     fn frame(opcode: Opcode, ecn: u8, psn: u32) -> Vec<u8> {
         let f = RoceFrame {
@@ -216,19 +216,7 @@ mod tests {
                 ident: 1,
             },
             sport: 50000,
-            bth: BthRepr {
-                opcode,
-                se: false,
-                migreq: true,
-                pad_count: 0,
-                tver: 0,
-                pkey: 0xffff,
-                fecn: false,
-                becn: opcode == Opcode::CNP,
-                dest_qp: 0x11,
-                ack_req: false,
-                psn,
-            },
+            bth: testkit::frames::bth(opcode, 0x11, psn),
             ext: ExtHeaders::default(),
             payload: if opcode == Opcode::CNP {
                 &[0; 16]

@@ -188,6 +188,20 @@ impl Bin {
     }
 }
 
+/// A captured frame as the decoder reads it, at its tap.
+fn record<'a>(c: &'a Captured, tap: Option<&TapInfo>) -> Record<'a> {
+    Record {
+        iface: c.iface,
+        link: tap.map_or(roce_capture::LinkType::ETHERNET, |t| t.link),
+        speed_bps: tap.and_then(|t| t.speed_bps),
+        ts_ns: c.ts_ns,
+        caplen: c.data.len() as u32,
+        len: c.len,
+        data: &c.data,
+        offset: 0,
+    }
+}
+
 /// The state.
 #[derive(Debug)]
 pub struct State {
@@ -210,6 +224,9 @@ pub struct State {
     notices: Vec<Notice>,
     filter: Option<(String, Filter)>,
     matched: FxHashSet<FlowKey>,
+    /// Each flow's and CNP stream's first frame, so that a filter set now lists at once the flows it
+    /// matches, before their next frame comes (on a paused replay or a quiet link, none may).
+    first_frames: FxHashMap<FlowKey, Captured>,
     /// Every pause from the first frame on, across the bins, for storms; and the pauses already called one
     /// (by their start).
     pauses: PfcPass,
@@ -253,6 +270,7 @@ impl State {
             notices: Vec::new(),
             filter: None,
             matched: FxHashSet::default(),
+            first_frames: FxHashMap::default(),
             pauses: PfcPass::new(lines),
             storms_said: FxHashSet::default(),
             running: Vec::new(),
@@ -300,10 +318,20 @@ impl State {
         &self.opts
     }
 
-    /// Sets the filter (`roce_core::filter`'s language) that chooses the flows listed, or clears it.
+    /// Sets the filter (`roce_core::filter`'s language) that chooses the flows listed, or clears it: a flow
+    /// is listed once one of its frames (or its CNP stream's) matched, its first frame included.
     pub fn set_filter(&mut self, filter: Option<(String, Filter)>) {
-        self.filter = filter;
         self.matched.clear();
+        if let Some((_, f)) = &filter {
+            for (key, c) in &self.first_frames {
+                let tap = self.taps.get(c.iface as usize);
+                let rec = record(c, tap);
+                if f.matches(&self.decoder.decode(0, &rec)) {
+                    self.matched.insert(*key);
+                }
+            }
+        }
+        self.filter = filter;
     }
 
     /// The filter in force, as typed.
@@ -373,17 +401,7 @@ impl State {
         if ts < self.bin_start {
             self.late += 1;
         }
-        let tap = self.taps.get(c.iface as usize);
-        let rec = Record {
-            iface: c.iface,
-            link: tap.map_or(roce_capture::LinkType::ETHERNET, |t| t.link),
-            speed_bps: tap.and_then(|t| t.speed_bps),
-            ts_ns: ts,
-            caplen: c.data.len() as u32,
-            len: c.len,
-            data: &c.data,
-            offset: 0,
-        };
+        let rec = record(c, self.taps.get(c.iface as usize));
         self.frames += 1;
         let f = self.decoder.decode(self.frames, &rec);
         self.live.decoded(&f);
@@ -397,6 +415,11 @@ impl State {
         if let (Kind::Cnp, Some(k)) = (f.kind, key) {
             self.models
                 .cnp(&self.opts, (k, c.iface, ts), &mut self.notices);
+        }
+        if let Some(k) = key
+            && !self.first_frames.contains_key(&k)
+        {
+            self.first_frames.insert(k, c.clone());
         }
         if let (Some((_, filter)), Some(k)) = (&self.filter, key)
             && filter.matches(&f)
@@ -627,5 +650,78 @@ impl State {
             out.push(p);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roce_wire::{ExtHeaders, Opcode};
+
+    fn frame(src: u8, dst: u8, qp: u32, opcode: Opcode, ts_ns: u64) -> Captured {
+        let bth = testkit::frames::bth(opcode, qp, 0);
+        let payload: &[u8] = if opcode == Opcode::CNP {
+            &[0; 16]
+        } else {
+            &[7; 1000]
+        };
+        let data = testkit::frames::v4_frame(src, dst, 2, bth, ExtHeaders::default(), payload);
+        Captured {
+            iface: 0,
+            ts_ns,
+            len: data.len() as u32,
+            data,
+        }
+    }
+
+    #[test]
+    fn bins_close_on_capture_time_and_a_filter_lists_at_once() {
+        let mut s = State::new(Config {
+            bin_ns: 1_000,
+            history: 3,
+            dcqcn: Options::default(),
+        });
+        s.set_taps(vec![TapInfo {
+            name: "t".into(),
+            link: roce_capture::LinkType::ETHERNET,
+            speed_bps: Some(25_000_000_000),
+        }]);
+        s.frame(&frame(1, 5, 7, Opcode::RC_SEND_ONLY, 10_000));
+        s.frame(&frame(3, 5, 9, Opcode::RC_SEND_ONLY, 10_500));
+        s.frame(&frame(5, 3, 4, Opcode::CNP, 10_600));
+        assert!(s.bins().is_empty(), "the first bin is still open");
+        // A frame 2.5 bins on closes the first bin and an empty one.
+        s.frame(&frame(1, 5, 7, Opcode::RC_SEND_ONLY, 12_500));
+        assert_eq!(s.bins().len(), 2);
+        let first = s.bins()[0].clone();
+        assert_eq!((first.start_ns, first.end_ns), (10_000, 11_000));
+        assert_eq!(first.flows.len(), 2, "the CNP is no data flow");
+        assert_eq!(first.rows.cnps.len(), 1);
+        assert!(s.bins()[1].flows.is_empty());
+        assert!(
+            s.model(&FlowKey {
+                src: "10.0.0.5".parse().unwrap(),
+                dst: "10.0.0.3".parse().unwrap(),
+                dest_qp: 4,
+            })
+            .is_some(),
+            "the CNP's stream has its model"
+        );
+        // Nothing new arrives; the filter still finds 10.0.0.3's flow by its first frame.
+        let f: Filter = "ip == 10.0.0.3".parse().unwrap();
+        s.set_filter(Some(("ip == 10.0.0.3".into(), f)));
+        let shown: Vec<_> = first
+            .flows
+            .iter()
+            .filter(|x| s.shows(x))
+            .map(|x| x.key.dest_qp)
+            .collect();
+        assert_eq!(shown, [9]);
+        // A jump far past the history makes only the history's worth of empty bins.
+        s.advance(1_000_000_000);
+        assert_eq!(s.bins().len(), 3);
+        assert_eq!(s.closed, 2 + 1 + 3);
+        s.finish("end".into());
+        assert_eq!(s.ended.as_deref(), Some("end"));
     }
 }
