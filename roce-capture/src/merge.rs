@@ -215,6 +215,8 @@ struct File {
     summary: FileSummary,
     /// Whether its reader keeps every block, for a copy.
     keep: bool,
+    /// Blocks Wireshark lists as records, read up to the record the file last handed out.
+    listed: u64,
 }
 
 /// Several capture files read as one, in time order. See the module documentation.
@@ -231,6 +233,9 @@ pub struct Capture {
     custom: Vec<CustomBlock>,
     custom_bytes: usize,
     number: u64,
+    /// Blocks Wireshark lists as records of their own (custom blocks), over every file so far: they take
+    /// frame numbers in Wireshark, so they take them here too.
+    listed: u64,
     first_ns: Option<u64>,
     window: (u64, u64),
     /// The window's ends as the user gave them, for the messages about it.
@@ -314,6 +319,7 @@ impl Capture {
             custom: Vec::new(),
             custom_bytes: 0,
             number: 0,
+            listed: 0,
             first_ns,
             window: (0, u64::MAX),
             bounds: (None, None),
@@ -417,7 +423,9 @@ impl Capture {
     }
 
     /// The next record in time order with its number in the merged stream (1-based; records outside the
-    /// window count too), its `iface` the tap's index; `None` once every file has ended.
+    /// window count too), its `iface` the tap's index; `None` once every file has ended. The number counts
+    /// the custom blocks before the record as Wireshark does, so that in a single file it is Wireshark's
+    /// frame number and a frame named by a finding is the one Wireshark shows under that number.
     pub fn next_record(&mut self) -> Option<(u64, Record<'_>)> {
         loop {
             let i = match self.next_buffered() {
@@ -425,7 +433,9 @@ impl Capture {
                 None => self.next_file()?,
             };
             if self.take(i) {
-                return self.record_of(i).map(|rec| (self.number, rec));
+                return self
+                    .record_of(i)
+                    .map(|rec| (self.number + self.listed, rec));
             }
         }
     }
@@ -434,6 +444,13 @@ impl Capture {
     #[inline]
     fn take(&mut self, i: usize) -> bool {
         self.number += 1;
+        // Custom blocks the file read on its way to this record take numbers before it, whichever path
+        // (buffered or general) found the record.
+        if let Some(reader) = &self.files[i].reader {
+            let now = reader.listed_blocks();
+            self.listed += now.saturating_sub(self.files[i].listed);
+            self.files[i].listed = now;
+        }
         let (ts, iface) = self.files[i].head;
         let file = &mut self.files[i];
         file.last_any_ns = Some(file.last_any_ns.map_or(ts, |l| l.max(ts)));
@@ -794,6 +811,7 @@ impl File {
             continued: false,
             interfaces: Vec::new(),
             keep: false,
+            listed: 0,
         }
     }
 

@@ -120,7 +120,7 @@ pub struct RoceInfo<'a> {
 /// One decoded record. Borrowed from the reader's buffer: passes copy out what they keep.
 #[derive(Debug, Clone)]
 pub struct Frame<'a> {
-    /// 1-based position in the capture, like tshark's frame.number.
+    /// 1-based frame number as Wireshark gives it (custom blocks take numbers too; docs/decode.md).
     pub number: u64,
     /// The capture's timestamp in ns since the epoch.
     pub ts_ns: u64,

@@ -17,6 +17,23 @@ pub fn emit(frame: &RoceFrame<'_>) -> Vec<u8> {
     buf
 }
 
+/// The BTH most tests send: `opcode` to `dest_qp` at `psn`, partition key 0xffff, BECN set on a CNP.
+pub fn bth(opcode: roce_wire::Opcode, dest_qp: u32, psn: u32) -> BthRepr {
+    BthRepr {
+        opcode,
+        se: false,
+        migreq: true,
+        pad_count: 0,
+        tver: 0,
+        pkey: 0xffff,
+        fecn: false,
+        becn: opcode == roce_wire::Opcode::CNP,
+        dest_qp,
+        ack_req: false,
+        psn,
+    }
+}
+
 /// A RoCEv2 frame over IPv4 from 10.0.0.`src` to 10.0.0.`dst` (MACs ending in the same bytes, DSCP 26).
 pub fn v4_frame(
     src: u8,

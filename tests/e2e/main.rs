@@ -5,3 +5,4 @@ mod common;
 mod live;
 mod samples_truth;
 mod spark;
+mod top_numbers;

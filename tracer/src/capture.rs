@@ -27,6 +27,7 @@ use crate::metrics::Metrics;
 use crate::output::{ClosingBlock, OutInterface, Output, Rotation};
 use crate::sys::{self, Cap};
 use crate::term;
+use crate::watch::{Message, TapInfo, Watch};
 
 /// Which capture engine to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +128,20 @@ pub enum StopReason {
     CommandExited(Option<i32>),
     /// Every interface ended.
     InterfacesGone,
+}
+
+impl StopReason {
+    /// Why, in a few words, for the closing line.
+    pub fn describe(&self) -> String {
+        match self {
+            StopReason::Signal => "signal".to_string(),
+            StopReason::Duration => "duration reached".to_string(),
+            StopReason::Count => "frame count reached".to_string(),
+            StopReason::CommandExited(Some(c)) => format!("command exited with {c}"),
+            StopReason::CommandExited(None) => "command killed by a signal".to_string(),
+            StopReason::InterfacesGone => "every interface is gone".to_string(),
+        }
+    }
 }
 
 /// What a finished capture reports.
@@ -305,6 +320,16 @@ impl Drop for Session {
 
 /// Runs one capture to its end.
 pub fn run(opts: &CaptureOptions) -> Result<Outcome, CaptureError> {
+    run_watched(opts, None, None)
+}
+
+/// Runs one capture to its end, handing every frame it writes to `watch` (`roce-tracer top`), which can also
+/// stop it; `served` is a metrics endpoint the caller already serves, updated in place of `opts.metrics`.
+pub fn run_watched(
+    opts: &CaptureOptions,
+    watch: Option<&Watch>,
+    served: Option<Metrics>,
+) -> Result<Outcome, CaptureError> {
     check_privileges(opts.engine, opts.kernel_events)?;
     if opts.interfaces.is_empty() {
         return Err(CaptureError::NoInterface);
@@ -320,13 +345,18 @@ pub fn run(opts: &CaptureOptions) -> Result<Outcome, CaptureError> {
             }
         })
     };
-    let result = run_inner(opts, &signals_seen);
+    let result = run_inner(opts, &signals_seen, watch, served);
     signal_handle.close();
     let _ = signal_thread.join();
     result
 }
 
-fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcome, CaptureError> {
+fn run_inner(
+    opts: &CaptureOptions,
+    signals_seen: &AtomicUsize,
+    watch: Option<&Watch>,
+    served: Option<Metrics>,
+) -> Result<Outcome, CaptureError> {
     // Before the engine, so that a failure here leaves nothing to detach.
     let kernel_events = if opts.kernel_events {
         let k = crate::kevents::KernelEvents::start(&opts.tracepoints, opts.sysfs_root.as_deref())?;
@@ -397,6 +427,18 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         })
         .collect();
     let speeds: Vec<Option<u64>> = ifaces.iter().map(|i| i.speed_bps).collect();
+    if let Some(w) = watch {
+        w.offer(Message::Taps(
+            ifaces
+                .iter()
+                .map(|i| TapInfo {
+                    name: i.name.clone(),
+                    link: i.link,
+                    speed_bps: opts.link_bps.or(i.speed_bps),
+                })
+                .collect(),
+        ));
+    }
     let created = Output::create(&opts.output, section_info(opts), ifaces, opts.rotation);
     let file = session
         .file
@@ -422,13 +464,18 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     }
     if let Some(s) = &sampler
         && let Some(block) = s.knobs_block()
-        && let Err(source) = file.write_header_custom(&block)
     {
-        return Err(write_error(opts, 0, source));
+        if let Err(source) = file.write_header_custom(&block) {
+            return Err(write_error(opts, 0, source));
+        }
+        if let Some(w) = watch {
+            w.offer(Message::Blocks(vec![block]));
+        }
     }
     // Metrics before the ready file and the command: a port that cannot be bound stops the capture before
     // anyone is told it runs, and before a workload starts that nobody would then stop.
     let metrics = match opts.metrics {
+        _ if served.is_some() => served,
         Some(addr) => {
             let m = Metrics::new();
             match m.serve(addr) {
@@ -474,13 +521,15 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
         dropped: vec![0u64; opts.interfaces.len()],
         frames: 0,
         count: opts.count,
+        watch: watch.map(|w| (w, Vec::new(), Instant::now())),
     };
     let mut ended = vec![false; opts.interfaces.len()];
     let mut write_failure = None;
     let reason = loop {
-        if signals_seen.load(Ordering::SeqCst) > 0 {
+        if signals_seen.load(Ordering::SeqCst) > 0 || watch.is_some_and(Watch::stopping) {
             break StopReason::Signal;
         }
+        sink.show(false);
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
             break StopReason::Duration;
         }
@@ -552,6 +601,13 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
                 );
                 m.update_losses(&opts.interfaces, &sink.dropped, &by_ring, late);
             }
+            if let Some(w) = watch {
+                w.offer(Message::Losses {
+                    by_iface: sink.dropped.clone(),
+                    by_ring,
+                    late,
+                });
+            }
             if let Err(e) = sink.file.tick(&sink.dropped) {
                 write_failure = Some(e);
                 break StopReason::Signal;
@@ -620,6 +676,7 @@ fn run_inner(opts: &CaptureOptions, signals_seen: &AtomicUsize) -> Result<Outcom
     {
         write_failure = Some(e);
     }
+    sink.show(true);
     drop(rx);
     let (stats, probe_block) = session
         .engine
@@ -694,9 +751,26 @@ struct Sink<'a> {
     dropped: Vec<u64>,
     frames: u64,
     count: Option<u64>,
+    /// `roce-tracer top`: where written frames go, those not handed over yet, and since when they wait.
+    watch: Option<(&'a Watch, Vec<Captured>, Instant)>,
 }
 
 impl Sink<'_> {
+    /// Hands the written frames to the view: a batch at a time, at least every [`SHOW_EVERY`], and all of
+    /// them when `all`.
+    fn show(&mut self, all: bool) {
+        if let Some((w, frames, since)) = self.watch.as_mut()
+            && !frames.is_empty()
+            && (all || frames.len() >= SHOW_BATCH || since.elapsed() >= SHOW_EVERY)
+        {
+            w.offer(Message::Frames {
+                frames: std::mem::take(frames),
+                upto_ns: None,
+            });
+            *since = Instant::now();
+        }
+    }
+
     /// Writes one frame and shows it to the live view; `true` once `-c` frames are written.
     fn put(&mut self, f: Captured) -> std::io::Result<bool> {
         self.file
@@ -711,6 +785,12 @@ impl Sink<'_> {
                 &f.data,
                 f.len,
             );
+        }
+        if let Some((_, frames, _)) = self.watch.as_mut() {
+            frames.push(f);
+            if frames.len() >= SHOW_BATCH {
+                self.show(false);
+            }
         }
         Ok(self.count.is_some_and(|c| self.frames >= c))
     }
@@ -737,6 +817,10 @@ impl Sink<'_> {
         Ok(false)
     }
 }
+
+/// Frames handed to `top`'s view at a time, and the longest one waits for the others.
+const SHOW_BATCH: usize = 4096;
+const SHOW_EVERY: Duration = Duration::from_millis(20);
 
 /// The netdevs whose ethtool statistics `--counters` samples: the captured interfaces, or for the rdma
 /// engine, whose `-i` names RDMA ports, each port's netdev.

@@ -22,3 +22,5 @@ pub mod qp_owners;
 pub mod selftest;
 pub mod sys;
 pub mod term;
+pub mod top;
+pub mod watch;

@@ -90,8 +90,14 @@ impl LiveView {
             data,
             offset: 0,
         };
+        let f: Frame<'_> = self.decoder.decode(self.total_frames + 1, &rec);
+        self.decoded(&f);
+    }
+
+    /// Counts one frame decoded by the caller, who needs it too (`roce-tracer top`): decoded once.
+    pub fn decoded(&mut self, f: &Frame<'_>) {
+        let ts_ns = f.ts_ns;
         self.total_frames += 1;
-        let f: Frame<'_> = self.decoder.decode(self.total_frames, &rec);
         if let Some(slot) = self.total_by_kind.get_mut(f.kind as usize) {
             *slot += 1;
         }
@@ -100,9 +106,9 @@ impl LiveView {
         }
         self.frames += 1;
         self.last_ts = self.last_ts.max(ts_ns);
-        self.flows.frame(&f);
-        self.cnps.frame(&f);
-        self.pfc.frame(&f);
+        self.flows.frame(f);
+        self.cnps.frame(f);
+        self.pfc.frame(f);
     }
 
     /// Closes the interval of `seconds` length and starts the next.
@@ -170,8 +176,14 @@ pub struct Losses<'a> {
 /// ring that keeps losing is a CPU its reader does not keep up with); late frames are named when there
 /// are any.
 pub fn line(elapsed_s: u64, i: &Interval, losses: &Losses<'_>) -> String {
+    line_at(&format!("{elapsed_s:>5}s"), i, losses)
+}
+
+/// The console line for an interval labelled `at` (`roce-tracer top` without a terminal labels it with
+/// the bin's capture time).
+pub fn line_at(at: &str, i: &Interval, losses: &Losses<'_>) -> String {
     let mut s = format!(
-        "[{elapsed_s:>5}s] frames {:>8}  RoCE {:>7.3} Gb/s  CE {:>5.1}%  CNP/s {:>8.0}  pauses/s {:>7.0}  drops {}",
+        "[{at}] frames {:>8}  RoCE {:>7.3} Gb/s  CE {:>5.1}%  CNP/s {:>8.0}  pauses/s {:>7.0}  drops {}",
         i.frames, i.roce_gbps, i.ce_percent, i.cnps_per_s, i.pauses_per_s, losses.dropped
     );
     if losses.by_ring.len() > 1 && losses.by_ring.iter().any(|&n| n > 0) {
@@ -188,7 +200,7 @@ pub fn line(elapsed_s: u64, i: &Interval, losses: &Losses<'_>) -> String {
 mod tests {
     use super::*;
     use roce_wire::build::{IpSpec, RoceFrame};
-    use roce_wire::{BthRepr, ExtHeaders, Opcode};
+    use roce_wire::{ExtHeaders, Opcode};
 
     fn frame(opcode: Opcode, ecn: u8, psn: u32) -> Vec<u8> {
         let f = RoceFrame {
@@ -204,19 +216,7 @@ mod tests {
                 ident: 1,
             },
             sport: 50000,
-            bth: BthRepr {
-                opcode,
-                se: false,
-                migreq: true,
-                pad_count: 0,
-                tver: 0,
-                pkey: 0xffff,
-                fecn: false,
-                becn: opcode == Opcode::CNP,
-                dest_qp: 0x11,
-                ack_req: false,
-                psn,
-            },
+            bth: testkit::frames::bth(opcode, 0x11, psn),
             ext: ExtHeaders::default(),
             payload: if opcode == Opcode::CNP {
                 &[0; 16]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
-use tracer::capture::{self, CaptureOptions, EngineKind, StopReason};
+use tracer::capture::{self, CaptureOptions, EngineKind};
 
 /// Live RoCEv2 capture: RoCE, CNP and PFC/PAUSE frames into pcapng, with NIC counters and a live view.
 #[derive(Debug, Parser)]
@@ -22,6 +22,9 @@ struct Cli {
 enum Cmd {
     /// Capture to a pcapng file until a signal, --duration, -c, or the end of `-- CMD`.
     Capture(CaptureArgs),
+    /// Watch DCQCN live: per flow its rate, CE marks, CNPs and the reaction-point model's rate, per priority
+    /// the time paused, on a terminal (a capture as `capture` runs it, or --replay of capture files).
+    Top(TopArgs),
     /// List the interfaces and RDMA devices, which engine can capture each and what it would see, and
     /// whether this process may (docs/capture.md).
     List(ListArgs),
@@ -75,6 +78,45 @@ struct CaptureArgs {
     /// Output pcapng file.
     #[arg(short = 'w', long = "write")]
     output: PathBuf,
+    #[command(flatten)]
+    capture: CaptureFlags,
+}
+
+#[derive(Debug, clap::Args)]
+struct TopArgs {
+    /// Interface to capture on, as `capture -i` (or --replay files instead).
+    #[arg(
+        short = 'i',
+        long = "interface",
+        required_unless_present = "replay",
+        conflicts_with = "replay"
+    )]
+    interfaces: Vec<String>,
+    /// Also write the capture to this pcapng file, as `capture -w` does.
+    #[arg(short = 'w', long = "write", conflicts_with = "replay")]
+    output: Option<PathBuf>,
+    /// Play capture files through the view instead of capturing (no privileges needed): files,
+    /// directories, quoted patterns, compressed or not, as the analyzer reads them.
+    #[arg(long, num_args = 1..)]
+    replay: Vec<PathBuf>,
+    /// Replay speed: capture seconds per wall second (1 real time; 0.001 a thousand times slower, so that a
+    /// 3 ms sample lasts 3 s; `max` as fast as the files read). `+` and `-` double and halve it.
+    #[arg(long, default_value = "1", value_parser = parse_speed, requires = "replay")]
+    speed: f64,
+    /// The view's bin of capture time: every number on screen is of the last bin (default 1s live; for a
+    /// replay about a quarter second of wall time at the starting speed, e.g. 200us at --speed 0.001).
+    #[arg(long, value_parser = parse_duration)]
+    bin: Option<Duration>,
+    /// Added to every CNP's capture time before the model sees it: the delay from the tap to the sender.
+    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    cnp_delay: Duration,
+    #[command(flatten)]
+    capture: CaptureFlags,
+}
+
+/// The capture's options, shared by `capture` and `top`.
+#[derive(Debug, clap::Args)]
+struct CaptureFlags {
     #[arg(long, value_enum, default_value = "pcap")]
     engine: Engine,
     /// Bytes kept of each frame. The default holds Ethernet, two VLAN tags, IPv6, UDP, the BTH and every
@@ -158,6 +200,10 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
         (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix("us").or_else(|| s.strip_suffix("µs")) {
+        (n, 1e-6)
+    } else if let Some(n) = s.strip_suffix("ns") {
+        (n, 1e-9)
     } else if let Some(n) = s.strip_suffix('s') {
         (n, 1.0)
     } else if let Some(n) = s.strip_suffix('m') {
@@ -170,7 +216,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     let v: f64 = num
         .trim()
         .parse()
-        .map_err(|_| format!("not a duration: {s:?} (try 10s, 500ms, 2m)"))?;
+        .map_err(|_| format!("not a duration: {s:?} (try 10s, 500ms, 200us, 2m)"))?;
     if !v.is_finite() || v < 0.0 {
         return Err(format!("not a duration: {s:?}"));
     }
@@ -192,6 +238,20 @@ fn parse_size(s: &str) -> Result<u64, String> {
     v.checked_mul(scale)
         .filter(|&v| v > 0)
         .ok_or_else(|| format!("not a usable size: {s:?}"))
+}
+
+fn parse_speed(s: &str) -> Result<f64, String> {
+    if s.trim().eq_ignore_ascii_case("max") {
+        return Ok(f64::INFINITY);
+    }
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => {
+            Ok(v.clamp(tracer::top::replay::SLOWEST, tracer::top::replay::FASTEST))
+        }
+        _ => Err(format!(
+            "not a speed: {s:?} (1 is real time, 0.001 a thousand times slower, max as fast as it reads)"
+        )),
+    }
 }
 
 fn parse_tracepoint(s: &str) -> Result<tracer::kevents::TraceSpec, String> {
@@ -230,70 +290,9 @@ fn run() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Cmd::Capture(a) => {
-            if a.interval.is_zero() {
-                bail!("--interval must be above zero");
-            }
-            let most = tracer_common::MAX_SNAPLEN as u32;
-            let snaplen = match a.engine {
-                Engine::Ebpf if a.snaplen > most => {
-                    // The file's interface blocks then state the snap length the frames really have.
-                    eprintln!(
-                        "roce-tracer: the eBPF engine copies at most {most} bytes of a frame: -s {} becomes \
-                         {most} (--engine pcap keeps whole jumbo frames)",
-                        a.snaplen
-                    );
-                    most
-                }
-                _ => a.snaplen.max(1),
-            };
-            if a.threads.is_some() && !matches!(a.engine, Engine::Ebpf) {
-                bail!(
-                    "--threads is for --engine ebpf, whose rings it shares out; the other engines read \
-                     each interface on a thread of its own"
-                );
-            }
-            let opts = CaptureOptions {
-                engine: match a.engine {
-                    Engine::Pcap => EngineKind::Pcap,
-                    Engine::Ebpf => EngineKind::Ebpf,
-                    Engine::Rdma => EngineKind::Rdma,
-                },
-                interfaces: a.interfaces,
-                output: a.output,
-                snaplen,
-                filter: a.filter,
-                all_frames: a.all_frames,
-                ring_bytes: a.ring_bytes,
-                threads: a.threads,
-                rotation: tracer::output::Rotation {
-                    size: a.rotate_size,
-                    every: a.rotate_seconds.filter(|d| !d.is_zero()),
-                },
-                duration: a.duration,
-                count: a.count,
-                ready_file: a.ready_file,
-                counters: a.counters,
-                interval: a.interval,
-                sysfs_root: a.sysfs_root,
-                link_bps: a.link_speed,
-                metrics: a.metrics,
-                quiet: a.quiet,
-                kernel_events: a.kernel_events,
-                tracepoints: a.tracepoints,
-                command: a.command,
-                argv: std::env::args().collect(),
-            };
+            let opts = capture_options(a.capture, a.interfaces, a.output)?;
             let out = capture::run(&opts)?;
-            let why = match out.reason {
-                StopReason::Signal => "signal".to_string(),
-                StopReason::Duration => "duration reached".to_string(),
-                StopReason::Count => "frame count reached".to_string(),
-                StopReason::CommandExited(code) => match code {
-                    Some(c) => format!("command exited with {c}"),
-                    None => "command killed by a signal".to_string(),
-                },
-                StopReason::InterfacesGone => "every interface is gone".to_string(),
-            };
+            let why = out.reason.describe();
             eprintln!(
                 "roce-tracer: {} frames written to {}, {} dropped ({why})",
                 out.frames,
@@ -312,7 +311,104 @@ fn run() -> Result<()> {
             Ok(())
         }
         Cmd::Selftest(a) => selftest(a),
+        Cmd::Top(a) => top(a),
     }
+}
+
+/// The capture's options from the command line, checked.
+fn capture_options(
+    f: CaptureFlags,
+    interfaces: Vec<String>,
+    output: PathBuf,
+) -> Result<CaptureOptions> {
+    if f.interval.is_zero() {
+        bail!("--interval must be above zero");
+    }
+    let most = tracer_common::MAX_SNAPLEN as u32;
+    let snaplen = match f.engine {
+        Engine::Ebpf if f.snaplen > most => {
+            // The file's interface blocks then state the snap length the frames really have.
+            eprintln!(
+                "roce-tracer: the eBPF engine copies at most {most} bytes of a frame: -s {} becomes \
+                 {most} (--engine pcap keeps whole jumbo frames)",
+                f.snaplen
+            );
+            most
+        }
+        _ => f.snaplen.max(1),
+    };
+    if f.threads.is_some() && !matches!(f.engine, Engine::Ebpf) {
+        bail!(
+            "--threads is for --engine ebpf, whose rings it shares out; the other engines read \
+             each interface on a thread of its own"
+        );
+    }
+    Ok(CaptureOptions {
+        engine: match f.engine {
+            Engine::Pcap => EngineKind::Pcap,
+            Engine::Ebpf => EngineKind::Ebpf,
+            Engine::Rdma => EngineKind::Rdma,
+        },
+        interfaces,
+        output,
+        snaplen,
+        filter: f.filter,
+        all_frames: f.all_frames,
+        ring_bytes: f.ring_bytes,
+        threads: f.threads,
+        rotation: tracer::output::Rotation {
+            size: f.rotate_size,
+            every: f.rotate_seconds.filter(|d| !d.is_zero()),
+        },
+        duration: f.duration,
+        count: f.count,
+        ready_file: f.ready_file,
+        counters: f.counters,
+        interval: f.interval,
+        sysfs_root: f.sysfs_root,
+        link_bps: f.link_speed,
+        metrics: f.metrics,
+        quiet: f.quiet,
+        kernel_events: f.kernel_events,
+        tracepoints: f.tracepoints,
+        command: f.command,
+        argv: std::env::args().collect(),
+    })
+}
+
+fn top(a: TopArgs) -> Result<()> {
+    let dcqcn = roce_core::dcqcn_options::Options {
+        lines: roce_core::line::LineRates::flag(a.capture.link_speed),
+        cnp_delay_ns: i64::try_from(a.cnp_delay.as_nanos()).unwrap_or(i64::MAX),
+        fit: false,
+        ..Default::default()
+    };
+    let metrics = a.capture.metrics;
+    let source = if a.replay.is_empty() {
+        // Without -w the frames are written nowhere, by the same loop: the view is what was asked for.
+        let output = a.output.unwrap_or_else(|| PathBuf::from("/dev/null"));
+        let mut opts = capture_options(a.capture, a.interfaces, output)?;
+        // The view serves the metrics itself, and the screen replaces the line per second.
+        opts.metrics = None;
+        opts.quiet = true;
+        tracer::top::Source::Live(Box::new(opts))
+    } else {
+        tracer::top::Source::Replay {
+            paths: a.replay,
+            speed: a.speed,
+        }
+    };
+    let bin_ns = a
+        .bin
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1));
+    let said = tracer::top::run(tracer::top::TopOptions {
+        source,
+        bin_ns,
+        dcqcn,
+        metrics,
+    })?;
+    tracer::term::say(&said);
+    Ok(())
 }
 
 fn selftest(a: SelftestArgs) -> Result<()> {
@@ -395,6 +491,9 @@ mod tests {
         assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
         assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("200us").unwrap(), Duration::from_micros(200));
+        assert_eq!(parse_duration("1.5µs").unwrap(), Duration::from_nanos(1500));
+        assert_eq!(parse_duration("10ns").unwrap(), Duration::from_nanos(10));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert!(parse_duration("-1").is_err());
         assert!(parse_duration("abc").is_err());

@@ -2,13 +2,20 @@
 //! the capture itself. Values come from the same per-second pass results as the console line, so a dashboard
 //! and `roce-analyzer stats` on the file count the same things.
 //!
-//! The HTTP side is a few lines over `std::net`: one scrape is one short connection, and pulling in an HTTP
-//! stack for that would cost more build time than the whole tracer.
+//! The HTTP side is hyper on tokio: `roce-tracer top` serves it from the event loop it already runs, and
+//! `capture` from a thread of its own with a runtime of one thread ([`Metrics::serve`]). A hand-written
+//! server answered one connection at a time and knew nothing of keep-alive or a client that stalls.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
@@ -64,6 +71,8 @@ pub struct Metrics {
     dropped_by_ring: Family<RingLabels, Gauge>,
     late: Gauge,
     roce_gbps: Gauge<f64, std::sync::atomic::AtomicU64>,
+    model_gbps: Family<QpLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    flow_gbps: Family<QpLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -92,6 +101,8 @@ impl Metrics {
             dropped_by_ring: Family::default(),
             late: Gauge::default(),
             roce_gbps: Gauge::default(),
+            model_gbps: Family::default(),
+            flow_gbps: Family::default(),
         };
         r.register("frames", "Frames captured, by kind", m.frames.clone());
         r.register(
@@ -158,6 +169,17 @@ impl Metrics {
             "roce_gbps",
             "RoCE throughput over the last second, Gb/s",
             m.roce_gbps.clone(),
+        );
+        r.register(
+            "model_gbps",
+            "The DCQCN reaction-point model's rate per flow (source, destination, destination QP), fed with \
+             its CNPs as they arrived, at the last bin's last frame, Gb/s (roce-tracer top)",
+            m.model_gbps.clone(),
+        );
+        r.register(
+            "flow_gbps",
+            "Observed rate per flow over the last bin of capture time, Gb/s (roce-tracer top)",
+            m.flow_gbps.clone(),
         );
         Metrics {
             registry: Arc::new(r),
@@ -278,42 +300,83 @@ impl Metrics {
         out
     }
 
-    /// Binds `addr` and serves `/metrics` (any path, in fact) from a background thread.
+    /// Sets each flow's observed rate and, for the flows whose CNP stream is paired and modelled, the
+    /// model's rate (`roce-tracer top`, at each bin): `(src, dst, dest_qp, observed, model)`, Gb/s.
+    pub fn update_flows(
+        &self,
+        flows: &[(std::net::IpAddr, std::net::IpAddr, u32, f64, Option<f64>)],
+    ) {
+        for &(src, dst, qp, observed, model) in flows {
+            let l = QpLabels {
+                src: src.to_string(),
+                dst: dst.to_string(),
+                qp: qp.to_string(),
+            };
+            self.flow_gbps.get_or_create(&l).set(observed);
+            if let Some(g) = model {
+                self.model_gbps.get_or_create(&l).set(g);
+            }
+        }
+    }
+
+    /// Binds `addr` and serves the metrics from a thread of its own (`capture`, which has no runtime).
     pub fn serve(&self, addr: SocketAddr) -> std::io::Result<SocketAddr> {
-        let listener = TcpListener::bind(addr)?;
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
         let bound = listener.local_addr()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
         let me = self.clone();
         std::thread::Builder::new()
             .name("metrics".into())
             .spawn(move || {
-                for conn in listener.incoming().flatten() {
-                    let _ = me.answer(conn);
-                }
+                rt.block_on(async move {
+                    if let Ok(l) = tokio::net::TcpListener::from_std(listener) {
+                        me.serve_on(l).await;
+                    }
+                });
             })?;
         Ok(bound)
     }
 
-    fn answer(&self, mut conn: TcpStream) -> std::io::Result<()> {
-        conn.set_read_timeout(Some(Duration::from_secs(2)))?;
-        let mut req = Vec::new();
-        let mut buf = [0u8; 1024];
-        // Read the request head; its content does not matter, but answering before it arrives confuses
-        // some clients.
-        while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 16 * 1024 {
-            let n = conn.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            req.extend_from_slice(buf.get(..n).unwrap_or(&[]));
+    /// Serves every connection `listener` accepts, each on a task of its own, until the runtime ends.
+    pub async fn serve_on(self, listener: tokio::net::TcpListener) {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let me = self.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req| {
+                    let me = me.clone();
+                    async move { Ok::<_, Infallible>(me.answer(&req)) }
+                });
+                // A client that goes away mid-request is its own business.
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    }
+
+    /// The metrics for a GET or HEAD of any path (scrapers are configured with one, and `/metrics` is the
+    /// convention); other methods are refused.
+    fn answer<B>(&self, req: &Request<B>) -> Response<Full<Bytes>> {
+        let mut resp = Response::new(Full::new(Bytes::new()));
+        if req.method() != hyper::Method::GET && req.method() != hyper::Method::HEAD {
+            *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+            return resp;
         }
         let body = self.render();
-        write!(
-            conn,
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )?;
-        conn.flush()
+        if req.method() == hyper::Method::GET {
+            *resp.body_mut() = Full::new(Bytes::from(body));
+        }
+        resp.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        );
+        resp
     }
 }
 
@@ -321,6 +384,8 @@ impl Metrics {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
     use std::net::{IpAddr, Ipv4Addr};
 
     fn flow(qp: u32, packets: u64, ce: u64) -> FlowRow {
@@ -397,11 +462,42 @@ mod tests {
 
         let addr = m.serve("127.0.0.1:0".parse().unwrap()).unwrap();
         let mut c = TcpStream::connect(addr).unwrap();
-        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .unwrap();
         let mut resp = String::new();
         c.read_to_string(&mut resp).unwrap();
         assert!(resp.starts_with("HTTP/1.1 200 OK"), "{resp}");
         assert!(resp.contains("rocetrace_qp_bytes_total"), "{resp}");
+        assert!(resp.contains("text/plain; version=0.0.4"), "{resp}");
+        // Keep-alive: two requests on one connection, and a method that is not a read refused.
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\nPOST /metrics HTTP/1.1\r\nHost: x\r\n\
+              Content-Length: 0\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+        let mut resp = String::new();
+        c.read_to_string(&mut resp).unwrap();
+        assert_eq!(resp.matches("HTTP/1.1 200 OK").count(), 1, "{resp}");
+        assert!(resp.contains("HTTP/1.1 405 Method Not Allowed"), "{resp}");
+        // The model's gauge per flow, beside the observed rate.
+        let ip = |n| IpAddr::V4(Ipv4Addr::new(10, 0, 0, n));
+        m.update_flows(&[
+            (ip(1), ip(2), 7, 6.5, Some(3.25)),
+            (ip(3), ip(2), 8, 1.0, None),
+        ]);
+        let text = m.render();
+        assert!(
+            text.contains(r#"rocetrace_model_gbps{src="10.0.0.1",dst="10.0.0.2",qp="7"} 3.25"#),
+            "{text}"
+        );
+        assert!(
+            !text.contains(r#"rocetrace_model_gbps{src="10.0.0.3""#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"rocetrace_flow_gbps{src="10.0.0.3",dst="10.0.0.2",qp="8"} 1.0"#),
+            "{text}"
+        );
     }
 }

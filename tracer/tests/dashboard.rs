@@ -69,6 +69,7 @@ fn dashboard_metrics_exist() {
         ..pfc.clone()
     };
     m.update(&[("roce", 1)], &[], &[cnp], &[pfc, pause], 1.0, 0);
+    m.update_flows(&[(ip, ip, 1, 2.0, Some(1.5))]);
     let rendered = m.render();
     // Flows are covered by the unit tests; their names appear in the HELP/TYPE lines even without samples.
     for name in used {
@@ -159,6 +160,8 @@ fn promtool_accepts_the_metrics() {
         2.5,
         1,
     );
+    // top's gauges: the model's rate beside the observed one.
+    m.update_flows(&[(a, b, 7, 2.5, Some(1.25))]);
     let text = m.render();
     let qp = r#"{src="fd00::1",dst="fd00::2",qp="7"}"#;
     let prio = r#"{src_mac="02:00:00:00:00:01",priority="3"}"#;
@@ -171,6 +174,8 @@ fn promtool_accepts_the_metrics() {
         format!("rocetrace_pfc_frames_total{prio} 4"),
         format!("rocetrace_pfc_xoff_total{prio} 3"),
         r#"rocetrace_pause_frames_total{src_mac="02:00:00:00:00:01",priority="all"} 5"#.to_owned(),
+        format!("rocetrace_model_gbps{qp} 1.25"),
+        format!("rocetrace_flow_gbps{qp} 2.5"),
     ] {
         assert!(
             text.lines().any(|l| l == series),

@@ -17,8 +17,9 @@ use crate::shell::{is_root, sh};
 /// wireshark-common) is the peer of the multi-file merge, and gzip, zstd and lz4 compress the captures the
 /// reader must take as they are; libibverbs-dev brings rdma-core's verbs.h, against which a test checks the
 /// tracer's hand-written libibverbs layouts, and the library the rdma engine's error paths are tested with;
-/// default-jre-headless is the Java that Spark's local mode runs the spark/ job on, and python3-venv holds
-/// the PySpark that [`ensure_pyspark`] installs.
+/// default-jre-headless is the Java that Spark's local mode runs the spark/ job on, python3-venv holds
+/// the PySpark that [`ensure_pyspark`] installs, and tmux is the terminal `roce-tracer top`'s tests run it in
+/// and read its screen back from.
 const APT_PACKAGES: &[&str] = &[
     "tshark",
     "wireshark-common",
@@ -37,6 +38,7 @@ const APT_PACKAGES: &[&str] = &[
     "libibverbs-dev",
     "default-jre-headless",
     "python3-venv",
+    "tmux",
 ];
 
 /// The PySpark the spark/ job is tested with: the 3.5 line, Spark's long-term one, pinned so that a fresh

@@ -12,7 +12,7 @@ use roce_capture::{CaptureReader, LinkType};
 use serde_json::Value;
 
 use crate::common::{analyzer, analyzer_json, report_of, require_tshark, run, workspace};
-use crate::inputs::{rotated_set, without_names};
+use crate::inputs::{decoded_as_packets_alone, rotated_set, without_names};
 
 fn sample(name: &str) -> PathBuf {
     workspace().join(format!("samples/captures/{name}.pcapng"))
@@ -65,15 +65,15 @@ fn complaints(o: &Output) -> String {
         .join("\n")
 }
 
-/// Every comment of every frame, as tshark reads them: frame number → comments. Wireshark lists a custom
-/// block (the tracer's knobs and counters) as a record of its own, so its frame numbers run ahead of
-/// roce-analyzer's; the packets are numbered here as roce-analyzer numbers them.
+/// Every comment of every packet, as tshark reads them: tshark's frame number → comments. roce-analyzer
+/// numbers frames as Wireshark does (custom blocks included), so these keys are its frame numbers too.
 fn comments(file: &Path) -> BTreeMap<u64, Vec<String>> {
     require_tshark();
     let o = run(Command::new("tshark")
         .arg("-r")
         .arg(file)
-        .args(["-T", "fields", "-e", "frame.cb_pen", "-e", "frame.comment"])
+        .args(["-T", "fields", "-e", "frame.number", "-e", "frame.cb_pen"])
+        .args(["-e", "frame.comment"])
         .args(["-E", "occurrence=a", "-E"])
         .arg("aggregator=\u{1e}"));
     assert!(
@@ -82,14 +82,18 @@ fn comments(file: &Path) -> BTreeMap<u64, Vec<String>> {
         file.display(),
         complaints(&o)
     );
-    let mut number = 0;
     let mut out = BTreeMap::new();
     for l in String::from_utf8(o.stdout).unwrap().lines() {
-        let (pen, c) = l.split_once('\t').unwrap();
+        let mut cells = l.splitn(3, '\t');
+        let (number, pen, c) = (
+            cells.next().unwrap(),
+            cells.next().unwrap(),
+            cells.next().unwrap(),
+        );
         if !pen.is_empty() {
             continue;
         }
-        number += 1;
+        let number: u64 = number.parse().unwrap();
         if !c.is_empty() {
             out.insert(number, c.split('\u{1e}').map(str::to_owned).collect());
         }
@@ -470,7 +474,10 @@ fn several_inputs_become_one_file_read_as_they_were() {
         &["--link-speed", "25G"],
     );
     capinfos(&out);
-    assert_eq!(decode(std::slice::from_ref(&out)), decode(&whole));
+    assert_eq!(
+        decode(std::slice::from_ref(&out)),
+        decoded_as_packets_alone(&whole)
+    );
     let line = ["--link-speed", "25G"];
     assert_eq!(
         stats_unnamed(std::slice::from_ref(&out), &line),

@@ -201,6 +201,9 @@ pub struct CaptureReader {
     /// Custom blocks read so far, and their total size (bounded by [`MAX_CUSTOM_BYTES`]).
     custom: Vec<CustomBlock>,
     custom_bytes: usize,
+    /// Blocks read so far that Wireshark lists as records of their own: custom blocks of both kinds,
+    /// kept or skipped (Wireshark 4.0 numbers them among the packets).
+    listed: u64,
     /// Every block as stored, for a copy of the file ([`CaptureReader::keep_blocks`]); `None` when reading
     /// for an analysis.
     kept: Option<Box<kept::Kept>>,
@@ -399,6 +402,7 @@ impl CaptureReader {
             current: None,
             custom: Vec::new(),
             custom_bytes: 0,
+            listed: 0,
             kept: None,
             done: false,
         };
@@ -547,6 +551,12 @@ impl CaptureReader {
     /// to compare with the file's size for progress.
     pub fn source_bytes_read(&self) -> u64 {
         self.source_read.load(Ordering::Relaxed)
+    }
+
+    /// Blocks read so far that Wireshark numbers as if they were packets (custom blocks), so that the merge
+    /// can number the packets as Wireshark does.
+    pub fn listed_blocks(&self) -> u64 {
+        self.listed
     }
 
     /// The pcapng Custom Blocks read so far (the tracer's knobs and counter samples travel in them).

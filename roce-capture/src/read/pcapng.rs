@@ -100,6 +100,9 @@ impl CaptureReader {
             if !parsed {
                 // Name resolution, custom, decryption secrets, unknown...: nothing we use, and skipping them by
                 // length means a malformed one cannot stop the packets after it.
+                if matches!(block_type, CUSTOM_COPY | CUSTOM_NOCOPY) {
+                    self.listed += 1;
+                }
                 self.skip = Some((self.pos, u64::from(len), block_type));
                 if self.keeping() {
                     self.start_gathering(block_type, len);
@@ -167,6 +170,7 @@ impl CaptureReader {
                 return Ok(Some(found));
             }
             if custom {
+                self.listed += 1;
                 let pen = u32_at(data, 8, big_endian);
                 if let Some(body) = data.get(12..len_usize - 4)
                     && self.custom_bytes + body.len() <= MAX_CUSTOM_BYTES

@@ -290,3 +290,75 @@ fn our_pcap_opens_in_tshark_without_warnings() {
     assert_eq!(warnings(&out.stderr), "");
     assert_same(&tshark_frames(&path), &frames, "tshark on our pcap");
 }
+
+/// Wireshark numbers custom blocks among the packets (both kinds, kept or too large to keep), so a packet's
+/// number is its place among packets and custom blocks together. A finding that names frame 12 must name
+/// the packet Wireshark shows as frame 12.
+#[test]
+fn packets_are_numbered_as_wireshark_numbers_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("custom.pcapng");
+    let mut w = PcapngWriter::new(
+        std::fs::File::create(&path).unwrap(),
+        &SectionInfo::default(),
+    )
+    .unwrap();
+    let eth = w.add_interface(LinkType::ETHERNET, 0, None, None).unwrap();
+    let frame = [0x11u8; 60];
+    let ts = |i: u64| 1_700_000_000_000_000_000 + i * 1_000;
+    w.write_custom(32473, b"knobs", true).unwrap();
+    for i in 0..6 {
+        w.write_packet(eth, ts(i), &frame, 60).unwrap();
+        match i {
+            1 => w.write_custom(32473, b"counters", false).unwrap(),
+            // Larger than the reader keeps: skipped by length, still numbered.
+            3 => w.write_custom(32473, &vec![0x55; 2 << 20], true).unwrap(),
+            _ => {}
+        }
+    }
+    w.into_inner().unwrap();
+
+    let mut capture = roce_capture::Capture::open_file(&path).unwrap();
+    let mut ours = Vec::new();
+    while let Some((n, _)) = capture.next_record() {
+        ours.push(n);
+    }
+    assert_eq!(ours, [2, 3, 5, 6, 8, 9]);
+    // The batches the threaded read cuts (a few records each, so that custom blocks fall between and
+    // inside them) carry the same numbers.
+    let mut capture = roce_capture::Capture::open_file(&path).unwrap();
+    let mut batch = roce_capture::RecordBatch::default();
+    let mut batched = Vec::new();
+    while capture.read_batch(&mut batch, 4, 1 << 20) {
+        batched.extend(batch.iter().map(|(n, _)| n));
+        batch.clear();
+    }
+    assert_eq!(
+        batched, ours,
+        "read_batch numbers records as next_record does"
+    );
+
+    let p = path.to_str().unwrap();
+    let out = run(
+        "tshark",
+        &[
+            "-r",
+            p,
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+            "-e",
+            "frame.cb_pen",
+        ],
+    );
+    assert!(out.status.success(), "tshark -r {p} failed");
+    let theirs: Vec<u64> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .filter(|(_, pen)| pen.is_empty())
+        .map(|(n, _)| n.parse().unwrap())
+        .collect();
+    assert_eq!(ours, theirs, "our numbers against tshark's frame.number");
+}

@@ -255,11 +255,12 @@ fn every_block_a_reader_reads_comes_back_with_the_comments() {
     assert_eq!(
         comments,
         [
-            vec!["said before".to_owned(), "c1".to_owned()],
-            vec!["c2".to_owned()],
-            vec!["c3".to_owned()],
-            vec!["c4".to_owned()],
-            vec!["c5".to_owned()],
+            // Numbered as Wireshark numbers them: the four custom blocks before take 1 to 4.
+            vec!["said before".to_owned(), "c5".to_owned()],
+            vec!["c6".to_owned()],
+            vec!["c7".to_owned()],
+            vec!["c8".to_owned()],
+            vec!["c9".to_owned()],
         ]
     );
     assert_eq!(packets[0].1, [(2, 1u32.to_le_bytes().to_vec())]);

@@ -30,6 +30,7 @@
 
 mod alpha;
 mod bytes;
+mod feed;
 mod knobs;
 #[cfg(test)]
 mod reference;
@@ -37,6 +38,7 @@ mod rp;
 #[cfg(test)]
 mod tests;
 
+pub use feed::Feed;
 pub use knobs::{DcqcnError, EcnConfig, KnobEntry, Knobs, NpKnobs, PaperParams, PriorityEnable};
 pub use rp::Rp;
 
@@ -186,7 +188,7 @@ pub fn step_guard(cnps: usize) -> u64 {
 /// Returns `None` when the replay reached `end_ns`, or the instant it stopped at when the steps ran out: every
 /// event up to and including that instant was emitted, none after it.
 pub fn replay_with(
-    mut rp: Rp,
+    rp: Rp,
     cnp_times_ns: &[u64],
     end_ns: u64,
     max_steps: u64,
@@ -200,35 +202,13 @@ pub fn replay_with(
         sorted = v;
         times = &sorted;
     }
-    let mut steps = 0u64;
-    let mut emit = |e: Event| emit(e);
+    let mut feed = Feed::new(rp, Some(max_steps));
     for &t in times.iter().take_while(|&&t| t <= end_ns) {
-        if let Some(before) = t.checked_sub(1) {
-            while rp.step(before, &mut emit) {
-                steps += 1;
-                if steps >= max_steps {
-                    return Some(rp.clock_ns());
-                }
-            }
-        }
-        rp.on_cnp(t, &mut emit);
-        steps += 1;
-        if steps >= max_steps {
-            // Timers due at the CNP's own instant come after it (rule 6): run them, so that the replay is
-            // complete up to and including the instant it stops at.
-            let now = rp.clock_ns();
-            rp.advance(now, &mut emit);
-            return Some(now);
+        feed.cnp(t, &mut emit);
+        if let Some(stop) = feed.stopped() {
+            return Some(stop);
         }
     }
-    while rp.step(end_ns, &mut emit) {
-        steps += 1;
-        if steps >= max_steps {
-            return rp
-                .next_event_ns()
-                .filter(|&t| t <= end_ns)
-                .map(|_| rp.clock_ns());
-        }
-    }
-    None
+    feed.advance(end_ns, &mut emit);
+    feed.stopped()
 }

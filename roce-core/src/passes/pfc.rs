@@ -145,6 +145,28 @@ impl PfcPass {
         }
     }
 
+    /// The pauses still running at `now_ns` (neither resumed nor run out): (tap, source, priority, since
+    /// when, ns). A live view follows a pause across its bins with this, to call it a storm once it has
+    /// lasted long enough.
+    pub fn running(&self, now_ns: u64) -> Vec<(u32, String, Priority, u64)> {
+        let now = u128::from(now_ns) * 1000;
+        self.state
+            .iter()
+            .filter_map(|(&(iface, mac, prio), s)| {
+                let since = s.paused_since?;
+                (s.paused_until >= now).then(|| (iface, mac_to_string(&mac), prio, ps_to_ns(since)))
+            })
+            .collect()
+    }
+
+    /// Drops the record of finished pauses, which grows with time: for a pass kept for a whole live
+    /// capture that only [`PfcPass::running`] is asked of.
+    pub fn forget_finished(&mut self) {
+        for s in self.state.values_mut() {
+            s.closed.clear();
+        }
+    }
+
     /// Takes another pass's pause state: a thread's share of the capture, whose sources no other thread held.
     pub fn absorb(&mut self, other: PfcPass) {
         self.state.extend(other.state);
@@ -257,6 +279,25 @@ mod tests {
         let mut p = PfcPass::new(LineRates::flag(Some(50_000_000_000)));
         pause(&mut p, 0, Some(25_000_000_000), 0, 1000);
         assert_eq!(p.finish(1_000_000)[0].paused_ns, 10_240);
+    }
+
+    #[test]
+    fn a_running_pause_is_seen_with_its_start() {
+        let mut p = PfcPass::new(LineRates::default());
+        // 65535 quanta at 100 Gb/s: 335.5 µs, refreshed every 100 µs for 1 ms.
+        for i in 0..10 {
+            pause(&mut p, 0, Some(G100), 1_000_000 + i * 100_000, 65535);
+        }
+        let running = p.running(1_950_000);
+        assert_eq!(
+            running,
+            [(0, "02:00:00:00:00:01".to_string(), None, 1_000_000)]
+        );
+        // Past the last refresh's quanta, nothing runs.
+        assert!(p.running(2_300_000).is_empty());
+        pause(&mut p, 0, Some(G100), 3_000_000, 0);
+        p.forget_finished();
+        assert_eq!(p.finish(4_000_000)[0].pauses, 1);
     }
 
     #[test]

@@ -186,6 +186,12 @@ impl FlowSeries {
     pub fn packets(&self) -> u64 {
         self.bins.iter().map(|b| u64::from(b.packets)).sum()
     }
+
+    /// The CE-marked data packets this tap saw of the flow: a mark is made on the way and never cleared, so
+    /// of two taps that saw the same packets, the one with more marks is further along the flow's path.
+    pub fn ce_marked(&self) -> u64 {
+        self.bins.iter().map(|b| u64::from(b.ce)).sum()
+    }
 }
 
 /// Per-flow time series on one grid of bins, widened in place so that memory stays under one budget

@@ -6,7 +6,6 @@ use rustc_hash::FxHashMap;
 use roce_core::dcqcn::{DcqcnError, Knobs, Profile};
 
 use super::Options;
-use super::flow::run_model;
 use super::grid::Grid;
 use super::report::{Fit, FlowDcqcn};
 use super::stretches::Stretches;
@@ -62,7 +61,7 @@ pub(super) fn fit_knobs(
     let line_mbps = opts.line_of(f.summary.iface).mbps();
     let error = |knobs: &Knobs| -> Result<Option<(f64, usize)>, DcqcnError> {
         let mut st = Stretches::new(&f.observed, window, f.frame_bits, line_mbps);
-        let stopped = run_model(opts, (knobs, line_mbps), cnps, replay_end, |e| {
+        let stopped = opts.run_model((knobs, line_mbps), cnps, replay_end, |e| {
             st.at(e.t_ns, e.rc_mbps)
         })?;
         if stopped.is_some_and(|s| until.is_none_or(|u| s < u)) {

@@ -5,7 +5,8 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use roce_core::dcqcn::{DcqcnError, Event, EventKind, Knobs, Rp, replay_with, step_guard};
+use roce_core::dcqcn::{DcqcnError, Event, EventKind};
+use roce_core::dcqcn_options::{Options, model_knobs};
 use roce_core::passes::rates::within_line;
 
 use crate::analysis::on_disk::{DiskVec, Store};
@@ -13,7 +14,6 @@ use crate::analysis::on_disk::{DiskVec, Store};
 use super::decimate::Decimator;
 use super::grid::Grid;
 use super::observed::{Paused, observed_cuts, observed_series};
-use super::options::{Options, model_knobs};
 use super::report::{Cut, FlowDcqcn, FlowId, FlowSummary};
 use super::stretches::{Stretches, Tally};
 use super::window::Window;
@@ -33,30 +33,6 @@ pub(super) struct FlowContext<'a> {
     pub(super) opts: &'a Options,
     /// Where the flow's CNP times and cuts go once its model has run.
     pub(super) kept: &'a Arc<Store>,
-}
-
-/// The sorted CNP arrival times as the sender's reaction point sees them.
-pub(super) fn model_times(cnp_ts: &[u64], opts: &Options) -> Vec<u64> {
-    cnp_ts
-        .iter()
-        .map(|&t| t.saturating_add_signed(opts.cnp_delay_ns))
-        .collect()
-}
-
-/// A replay of `cnps` with `knobs` on a line of `line_mbps` up to `end` under the guard, each event handed to
-/// `emit`; the instant the guard stopped it, if it did.
-pub(super) fn run_model(
-    opts: &Options,
-    (knobs, line_mbps): (&Knobs, f64),
-    cnps: &[u64],
-    end: u64,
-    emit: impl FnMut(Event),
-) -> Result<Option<u64>, DcqcnError> {
-    let rp = Rp::new(opts.profile, knobs, line_mbps)?;
-    let guard = opts
-        .max_model_steps
-        .unwrap_or_else(|| step_guard(cnps.len()));
-    Ok(replay_with(rp, cnps, end, guard, emit))
 }
 
 /// The flow `w` analysed with its CNP times (`cnp_ts`, as captured, in any order): its summary without the
@@ -90,11 +66,7 @@ pub(super) fn analyse_flow(
     };
     cnp_ts.sort_unstable();
     // Each end's own enable/N when the capture recorded them; another host's say nothing of it.
-    let enabled = |host: IpAddr, np: bool| {
-        let (of, _) = opts.knobs_of(host);
-        let e = if np { of.np_enable } else { of.rp_enable };
-        s.priority.and_then(|p| e.get(p)).filter(|_| of.applies)
-    };
+    let enabled = |host: IpAddr, np: bool| opts.enabled(host, s.priority, np);
     // The line of the tap the flow's data was taken from: what its sender's NIC could send at.
     let line = opts.line_of(s.iface);
     let rp_enabled = enabled(s.key.src, false);
@@ -104,7 +76,7 @@ pub(super) fn analyse_flow(
     let times = if rp_enabled == Some(false) {
         Vec::new()
     } else {
-        model_times(&cnp_ts, opts)
+        opts.model_times(&cnp_ts)
     };
     // What the flow sent, bin by bin, as its link could carry it.
     let bins = within_line(&s.bins, grid.capacity(line));
@@ -129,7 +101,7 @@ pub(super) fn analyse_flow(
         Stretches::new(&observed, w, frame_bits, line.mbps())
     });
     let (knobs, knobs_of) = model_knobs(opts, s.key.src, line.mbps());
-    let stopped_ns = run_model(opts, (knobs, line.mbps()), &times, end, |e| {
+    let stopped_ns = opts.run_model((knobs, line.mbps()), &times, end, |e| {
         on_event(&id, &e);
         if let Some(s) = stretches.as_mut() {
             s.at(e.t_ns, e.rc_mbps);

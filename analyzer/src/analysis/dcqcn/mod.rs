@@ -16,8 +16,8 @@
 //! limiter: the sender may not send whatever its rate. They are left out of every comparison of model and
 //! observation, of the fit, and of the observed cuts.
 //!
-//! The files, in the order the work happens: `options.rs` (how the analysis runs, and whose knobs speak for
-//! a host), `pass.rs` (the streaming part, and after the read the steps below in order), `cnp_streams.rs`
+//! The files, in the order the work happens (how the analysis runs, and whose knobs speak for a host, is
+//! `roce_core::dcqcn_options`, shared with `roce-tracer top`): `pass.rs` (the streaming part, and after the read the steps below in order), `cnp_streams.rs`
 //! (which tap each CNP stream is taken from), `np_checks.rs` (the notification points' rows), `traffic.rs`
 //! (flows summed on the grid), `flow.rs` (one flow's model run beside what it sent, standing on `grid.rs`,
 //! `observed.rs`, `window.rs`, `stretches.rs` and `decimate.rs`), `fit.rs` (the knob fit); `work.rs` is a flow
@@ -30,7 +30,6 @@ mod flow;
 mod grid;
 mod np_checks;
 mod observed;
-mod options;
 mod pass;
 mod report;
 mod stretches;
@@ -40,11 +39,11 @@ mod work;
 
 pub use decimate::{CHART_FLOWS, MIN_MODEL_COLUMNS, MODEL_COLUMNS, SHARED_MODEL_COLUMNS};
 pub use fit::FIT_CNPS;
-pub use options::{DEFAULT_FIT_FLOWS, HostEcn, KnobsOf, Options};
 pub use pass::{DcqcnPass, Series};
 pub use report::{
     AggregateBin, BusyFlow, Cut, DcqcnReport, Fit, FlowDcqcn, FlowId, FlowSummary, LinkPeak,
     ModelPoint, NpPort, NpStream, Observed, ObservedCut, RateBin, Traffic, UnpairedCnps,
 };
+pub use roce_core::dcqcn_options::{DEFAULT_FIT_FLOWS, HostEcn, KnobsOf, Options};
 pub use stretches::{ABOVE_MODEL_FACTOR, RESOLVE_FRAMES};
 pub use traffic::BUSIEST_FLOWS;

@@ -8,8 +8,8 @@ use rustc_hash::FxHashMap;
 
 use roce_core::passes::flows::FlowKey;
 
-use super::options::{Options, np_gap};
 use super::report::{NpPort, NpStream};
+use roce_core::dcqcn_options::{Options, np_gap};
 
 /// The NP checks as the streams are taken: each stream's, and its CNPs gathered per (tap, receiver) for the
 /// port checks.

@@ -18,14 +18,14 @@ use crate::analysis::tap_preference;
 use super::cnp_streams::CnpStreams;
 use super::decimate::{MODEL_COLUMNS, column_width, model_columns};
 use super::fit::fit_knobs;
-use super::flow::{FlowContext, analyse_flow, model_times};
+use super::flow::{FlowContext, analyse_flow};
 use super::grid::Grid;
 use super::np_checks::NpChecks;
 use super::observed::Paused;
-use super::options::{Options, model_knobs, np_gap};
 use super::report::{DcqcnReport, FlowDcqcn, FlowId, Traffic, UnpairedCnps};
 use super::traffic::Aggregate;
 use super::work::Work;
+use roce_core::dcqcn_options::{Options, model_knobs, np_gap};
 
 /// The streaming part: one decode per frame, state per flow and per CNP stream.
 #[derive(Debug)]
@@ -104,11 +104,14 @@ impl DcqcnPass {
             s.resolve_priority(&opts.priorities);
         }
         let mut cnp_streams = CnpStreams::new(&pairing);
-        // One series per flow: the tap that saw most of it (a flow mirrored twice is not twice as fast).
+        // One series per flow: the tap that saw most of it (a flow mirrored twice is not twice as fast). Two
+        // taps at the ends of a link see the same packets; of those, the one further along the path (more
+        // CE marks: the receiver's side) shows what the flow met, where the sender's shows no mark at all.
         let mut best: FxHashMap<FlowKey, &FlowSeries> = FxHashMap::default();
+        let rank = |s: &FlowSeries| (s.packets(), tap_preference(s.iface, s.ce_marked()));
         for s in &series {
             let e = best.entry(s.key).or_insert(s);
-            if tap_preference(s.iface, s.packets()) > tap_preference(e.iface, e.packets()) {
+            if rank(s) > rank(e) {
                 *e = s;
             }
         }
@@ -184,7 +187,7 @@ impl DcqcnPass {
                 if f.summary.rp_enabled == Some(false) {
                     continue;
                 }
-                let times = model_times(&f.cnp_ts_ns.to_vec(), opts);
+                let times = opts.model_times(&f.cnp_ts_ns.to_vec());
                 if !times.is_empty() {
                     let line_mbps = opts.line_of(f.summary.iface).mbps();
                     let (knobs, _) = model_knobs(opts, f.summary.sender, line_mbps);

@@ -33,7 +33,7 @@ impl Traffic {
     ) -> Traffic {
         let mut marks: FxHashMap<FlowKey, u64> = FxHashMap::default();
         for s in every {
-            let ce = s.bins.iter().map(|b| u64::from(b.ce)).sum::<u64>();
+            let ce = s.ce_marked();
             let m = marks.entry(s.key).or_default();
             *m = (*m).max(ce);
         }

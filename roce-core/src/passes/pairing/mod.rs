@@ -286,6 +286,11 @@ impl Pairing {
         self.ambiguous.get(cnp)
     }
 
+    /// Every stream left unpaired although flows were candidates.
+    pub fn ambiguous_streams(&self) -> impl Iterator<Item = &Ambiguous> {
+        self.ambiguous.values()
+    }
+
     /// For the stream's CNPs seen at tap `iface`: (CNP time, the CE mark of the paired `flow` it answers), for
     /// the CNPs that had one at that tap, when the notification point waits `min_gap_ns` after each CNP: the
     /// flow's first mark at or after that gap (with a gap not in [`NP_GAPS_US`], the largest below it).
@@ -331,6 +336,42 @@ impl Pairing {
     /// first failure to read them back from their temporary file since the last call.
     pub fn spill_error(&self) -> Option<std::io::Error> {
         self.spill.take_error()
+    }
+}
+
+impl Pairing {
+    /// The pairs and the ambiguous streams of `decided`; the logs are added by [`PairingPass::finish`].
+    fn of(decided: Vec<(FlowKey, Decision)>) -> Pairing {
+        let mut pairing = Pairing::default();
+        for (stream, d) in decided {
+            match d {
+                Decision::Pair {
+                    receiver_qp,
+                    method,
+                    evidence,
+                    ..
+                } => {
+                    let flow = flow_of(&stream, receiver_qp);
+                    pairing.pairs.insert(
+                        flow,
+                        Pair {
+                            sender: flow.src,
+                            receiver: flow.dst,
+                            receiver_qp,
+                            sender_qp: stream.dest_qp,
+                            method,
+                            evidence,
+                        },
+                    );
+                    pairing.by_stream.insert(stream, flow);
+                }
+                Decision::Ambiguous(a) => {
+                    pairing.ambiguous.insert(stream, a);
+                }
+                Decision::None => {}
+            }
+        }
+        pairing
     }
 }
 
@@ -583,6 +624,37 @@ impl PairingPass {
 
     /// Decides every stream that has candidates, then keeps only the pairs that are one-to-one.
     pub fn finish(mut self) -> Pairing {
+        let mut pairing = Pairing::of(self.decide_all());
+        // Every stream's CNP log stays (the DCQCN analysis takes the CNP times from them); the CE log of a
+        // pair's flow goes with it, to be worked into the NP check's marks when asked.
+        for (&(iface, stream), st) in &mut self.tap_streams {
+            pairing
+                .cnp_logs
+                .insert((iface, stream), std::mem::take(&mut st.log));
+            let at = pairing
+                .by_stream
+                .get(&stream)
+                .and_then(|flow| self.tap_flows.get_mut(iface, flow));
+            if let Some(&mut (g, i)) = at {
+                let ce = std::mem::take(&mut self.tap_groups[g as usize].ce_logs[i as usize]);
+                pairing.ce_logs.insert((iface, stream), ce);
+            }
+        }
+        pairing.spill = self.spill;
+        pairing
+    }
+
+    /// The pairing the evidence so far makes, without the logs ([`Pairing::cnp_times`] and
+    /// [`Pairing::ce_triggers`] answer nothing): what `roce-tracer top` shows while the capture goes on. The
+    /// same decision as [`PairingPass::finish`] would make were the capture to end here.
+    pub fn so_far(&self) -> Pairing {
+        Pairing::of(self.decide_all())
+    }
+
+    /// Every stream's decision on the evidence so far, the one-flow-one-stream rule applied.
+    fn decide_all(&self) -> Vec<(FlowKey, Decision)> {
+        // The hits and fits are summed into a copy: the pass goes on collecting after a look.
+        let mut evidence = self.evidence.clone();
         // Every flow a stream's CNPs met at a tap is its candidate, with the hits counted there, weighed
         // against what its covered time there gives by chance.
         let mut weighed: FxHashMap<(FlowKey, u32), Weighed> = FxHashMap::default();
@@ -598,7 +670,7 @@ impl PairingPass {
             let span = st.last.saturating_sub(st.first.unwrap_or(st.last));
             let n = st.log.len;
             for (tf, h) in self.tap_groups[g as usize].flows.iter().zip(&st.hits) {
-                let e = self.evidence.entry((stream, tf.receiver_qp)).or_default();
+                let e = evidence.entry((stream, tf.receiver_qp)).or_default();
                 e.ce_hits += u64::from(h.ce);
                 e.active_hits += u64::from(h.active);
                 let w = weighed.entry((stream, tf.receiver_qp)).or_default();
@@ -620,7 +692,7 @@ impl PairingPass {
                         dest_qp: qp,
                     };
                     for e in [(key, qp), (stream, key.dest_qp)] {
-                        let e = self.evidence.entry(e).or_default();
+                        let e = evidence.entry(e).or_default();
                         e.reverse_fit += n;
                         e.reverse_lag = e.reverse_lag.max(lag);
                     }
@@ -628,7 +700,7 @@ impl PairingPass {
             }
         }
         let mut by_stream: FxHashMap<FlowKey, Vec<(u32, Evidence)>> = FxHashMap::default();
-        for (&(stream, q), &e) in &self.evidence {
+        for (&(stream, q), &e) in &evidence {
             by_stream.entry(stream).or_default().push((q, e));
         }
         let mut decided: Vec<(FlowKey, Decision)> = by_stream
@@ -691,52 +763,7 @@ impl PairingPass {
                 }
             }
         }
-        let mut pairing = Pairing::default();
-        for (stream, d) in decided {
-            match d {
-                Decision::Pair {
-                    receiver_qp,
-                    method,
-                    evidence,
-                    ..
-                } => {
-                    let flow = flow_of(&stream, receiver_qp);
-                    pairing.pairs.insert(
-                        flow,
-                        Pair {
-                            sender: flow.src,
-                            receiver: flow.dst,
-                            receiver_qp,
-                            sender_qp: stream.dest_qp,
-                            method,
-                            evidence,
-                        },
-                    );
-                    pairing.by_stream.insert(stream, flow);
-                }
-                Decision::Ambiguous(a) => {
-                    pairing.ambiguous.insert(stream, a);
-                }
-                Decision::None => {}
-            }
-        }
-        // Every stream's CNP log stays (the DCQCN analysis takes the CNP times from them); the CE log of a
-        // pair's flow goes with it, to be worked into the NP check's marks when asked.
-        for (&(iface, stream), st) in &mut self.tap_streams {
-            pairing
-                .cnp_logs
-                .insert((iface, stream), std::mem::take(&mut st.log));
-            let at = pairing
-                .by_stream
-                .get(&stream)
-                .and_then(|flow| self.tap_flows.get_mut(iface, flow));
-            if let Some(&mut (g, i)) = at {
-                let ce = std::mem::take(&mut self.tap_groups[g as usize].ce_logs[i as usize]);
-                pairing.ce_logs.insert((iface, stream), ce);
-            }
-        }
-        pairing.spill = self.spill;
-        pairing
+        decided
     }
 
     fn score(

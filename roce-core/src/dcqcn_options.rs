@@ -1,11 +1,20 @@
 //! How the DCQCN analysis runs, and whose knobs speak for each host: the user's or the capture's recorded
 //! knobs, and the choice, per sender and per notification point, between a host's own and the analysis' set.
+//!
+//! A module of its own beside `dcqcn` (which `recorded` stands on, while this reads `recorded`'s knobs), and
+//! here rather than in the analyzer because `roce-tracer top` feeds the same model live: which knobs a
+//! sender's model takes, at which line rate, with which CNP delay, and whether its reaction point is on, must
+//! be decided once for both, or the live column and `roce-analyzer dcqcn` would disagree on a definition.
+//! The fields only the analyzer reads (bins, bursts, the fit) stay beside them rather than split a struct
+//! that every analyzer step takes whole.
 
 use std::net::IpAddr;
 
-use roce_core::dcqcn::{EcnConfig, Knobs, NpKnobs, PriorityEnable, Profile, Rp};
-use roce_core::line::{LineRate, LineRates};
-use roce_core::priority::PriorityMap;
+use crate::dcqcn::{
+    DcqcnError, EcnConfig, Event, Feed, Knobs, NpKnobs, PriorityEnable, Profile, Rp,
+};
+use crate::line::{LineRate, LineRates};
+use crate::priority::PriorityMap;
 
 /// How the analysis runs.
 #[derive(Debug, Clone)]
@@ -49,7 +58,7 @@ pub struct Options {
     /// How untagged frames get their priority (`--dscp-map`); a map the tracer recorded replaces it.
     pub priorities: PriorityMap,
     /// The guard on each flow's model: instants with events it may take before it stops. `None` sizes it from
-    /// the flow's CNPs ([`step_guard`](roce_core::dcqcn::step_guard)), so that no real capture meets it.
+    /// the flow's CNPs ([`step_guard`](crate::dcqcn::step_guard)), so that no real capture meets it.
     pub max_model_steps: Option<u64>,
     /// Every host whose knobs the capture recorded with its addresses: a check of a notification point takes
     /// the receiver's own, and a flow's `enable/N` its own host's.
@@ -163,7 +172,7 @@ impl Options {
     /// Takes the knobs the capture recorded, when allowed and present: the first captured interface's, else
     /// the first by name, on top of the current ones (so that model options survive). A recorded value the
     /// model rejects leaves the knobs as they were and says so in `knob_source`.
-    pub fn apply_recorded_knobs(&mut self, recorded: &roce_core::recorded::Recorded) {
+    pub fn apply_recorded_knobs(&mut self, recorded: &crate::recorded::Recorded) {
         // The host's DSCP → priority map is a fact of its setup, not a knob choice: it applies whatever knobs
         // the user gave.
         self.priorities = self.priorities.effective(recorded.priorities.as_ref());
@@ -239,7 +248,7 @@ impl Default for Options {
 
 /// The knobs the model of a sender runs with, and whose they are: the sender's own when the capture recorded
 /// them and the model takes them, else the analysis' knobs (the hosts of one fabric are configured alike).
-pub(super) fn model_knobs(opts: &Options, sender: IpAddr, line_mbps: f64) -> (&Knobs, String) {
+pub fn model_knobs(opts: &Options, sender: IpAddr, line_mbps: f64) -> (&Knobs, String) {
     let (of, whose) = opts.knobs_of(sender);
     if !of.own {
         return (of.rp, whose);
@@ -254,8 +263,53 @@ pub(super) fn model_knobs(opts: &Options, sender: IpAddr, line_mbps: f64) -> (&K
     }
 }
 
+impl Options {
+    /// The sorted CNP arrival times as the sender's reaction point sees them: shifted by the CNP delay.
+    pub fn model_times(&self, cnp_ts: &[u64]) -> Vec<u64> {
+        cnp_ts.iter().map(|&t| self.model_time(t)).collect()
+    }
+
+    /// One CNP's capture time as the sender's reaction point sees it.
+    pub fn model_time(&self, cnp_ts: u64) -> u64 {
+        cnp_ts.saturating_add_signed(self.cnp_delay_ns)
+    }
+
+    /// Whether `host`'s reaction point (`np` false) or notification point (`np` true) is on for
+    /// `priority`, as the host's own record (or knobs meant for every host) says; `None` when nothing that
+    /// speaks for this host says.
+    pub fn enabled(&self, host: IpAddr, priority: Option<u8>, np: bool) -> Option<bool> {
+        let (of, _) = self.knobs_of(host);
+        let e = if np { of.np_enable } else { of.rp_enable };
+        priority.and_then(|p| e.get(p)).filter(|_| of.applies)
+    }
+
+    /// The model of `sender`'s reaction point on a line of `line_mbps`, fed CNP by CNP under the guard
+    /// (`max_model_steps`, else sized from the CNPs fed so far), and whose knobs it runs with.
+    pub fn feed(&self, sender: IpAddr, line_mbps: f64) -> Result<(Feed, String), DcqcnError> {
+        let (knobs, whose) = model_knobs(self, sender, line_mbps);
+        let rp = Rp::new(self.profile, knobs, line_mbps)?;
+        Ok((Feed::new(rp, self.max_model_steps), whose))
+    }
+
+    /// A replay of `cnps` (model times, sorted) with `knobs` on a line of `line_mbps` up to `end` under the
+    /// guard, each event handed to `emit`; the instant the guard stopped it, if it did.
+    pub fn run_model(
+        &self,
+        (knobs, line_mbps): (&Knobs, f64),
+        cnps: &[u64],
+        end: u64,
+        emit: impl FnMut(Event),
+    ) -> Result<Option<u64>, DcqcnError> {
+        let rp = Rp::new(self.profile, knobs, line_mbps)?;
+        let guard = self
+            .max_model_steps
+            .unwrap_or_else(|| crate::dcqcn::step_guard(cnps.len()));
+        Ok(crate::dcqcn::replay_with(rp, cnps, end, guard, emit))
+    }
+}
+
 /// The least gap of a notification point, ns, and whose knob it is: the NP is the host that sends the CNPs.
-pub(super) fn np_gap(opts: &Options, np: IpAddr) -> (u64, String) {
+pub fn np_gap(opts: &Options, np: IpAddr) -> (u64, String) {
     let (of, whose) = opts.knobs_of(np);
     (
         u64::from(of.np.min_time_between_cnps).saturating_mul(1_000),
