@@ -89,12 +89,18 @@ fn same_for_1_2_and_3_threads(what: &str, commands: &[&[&str]], files: &[PathBuf
     }
 }
 
+/// Each sample alone, then every sample at once: many files, many taps, PFC, CNPs, losses.
+fn on_every_sample(commands: &[&[&str]]) {
+    let samples = sample_captures();
+    for s in &samples {
+        same_for_1_2_and_3_threads(&s.display().to_string(), commands, std::slice::from_ref(s));
+    }
+    same_for_1_2_and_3_threads("all samples", commands, &samples);
+}
+
 #[test]
 fn report_is_the_same_bytes_on_any_number_of_threads() {
-    for s in sample_captures() {
-        same_for_1_2_and_3_threads(&s.display().to_string(), REPORT, std::slice::from_ref(&s));
-    }
-    same_for_1_2_and_3_threads("all samples", REPORT, &sample_captures());
+    on_every_sample(REPORT);
 }
 
 /// Annotate runs report's read, then copies the capture with the analysis in its comments: many taps
@@ -108,11 +114,7 @@ fn annotate_is_the_same_bytes_on_any_number_of_threads() {
 
 #[test]
 fn stats_is_the_same_bytes_on_any_number_of_threads() {
-    for s in sample_captures() {
-        same_for_1_2_and_3_threads(&s.display().to_string(), STATS, std::slice::from_ref(&s));
-    }
-    // Every sample at once: many files, many taps, PFC, CNPs, losses.
-    same_for_1_2_and_3_threads("all samples", STATS, &sample_captures());
+    on_every_sample(STATS);
 }
 
 /// A rotated mirror of 4,096 QPs in three files of three formats (pcap, gzip pcap, pcapng): many flows
