@@ -21,6 +21,8 @@ tasks:
   fuzz [--seconds N] [TARGET...]           run the fuzz targets (default 20 s each)
   bench [--frames N] [--one-core]          generate a large capture, measure analyzer and tshark, update BENCHMARKS.md
                                            (every core unless --one-core; any bench mode takes --one-core)
+  bench --cores 1,2 [--frames N]           stats and report with --threads N for each N listed, on the bench's
+                                           capture: wall time per N, the runs of each N taking turns
   bench --scale [--per-file N] [--long]    a saturation test's size: 3 rotated files (pcap, gzip, pcapng) of N
                                            frames (5 M), report vs stats, memory, output; --long adds 60 s in 12
                                            zstd files, reported over 3, 6 and 12 of them

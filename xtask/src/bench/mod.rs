@@ -1,10 +1,11 @@
 //! `cargo xtask bench`: the project's performance measurements, which rewrite their sections of
 //! BENCHMARKS.md. This module reads the command line and starts the kind of bench it names; each kind
-//! (`analyzer`, `scale`, `hops`, `spark`, `tracer`) stands on the shared helpers below it (`measure`,
+//! (`analyzer`, `cores`, `scale`, `hops`, `spark`, `tracer`) stands on the shared helpers below it (`measure`,
 //! `machine`, `inputs`, `benchmarks_md`), and none of them reaches back here.
 
 mod analyzer;
 mod benchmarks_md;
+mod cores;
 mod hops;
 mod inputs;
 mod machine;
@@ -20,6 +21,8 @@ use anyhow::{Context, Result, bail};
 enum Kind {
     /// The analyzer against the floor and tshark, on a bulk capture of `frames`.
     Analyzer { frames: u64 },
+    /// `stats` and `report` with `--threads N` for each N of `threads`, on a bulk capture of `frames`.
+    Cores { frames: u64, threads: Vec<u32> },
     /// A saturation test's rotated capture, `per_file` frames in each of three files; `long` adds 60 s.
     Scale { per_file: u64, long: bool },
     /// `hops` over both sides of a simulated switch, `us` µs of traffic.
@@ -39,7 +42,7 @@ struct Args {
 }
 
 /// The flags that choose a kind other than the analyzer's; at most one of them.
-const KINDS: &[&str] = &["--scale", "--hops", "--tracer", "--spark"];
+const KINDS: &[&str] = &["--cores", "--scale", "--hops", "--tracer", "--spark"];
 
 pub fn run(args: &[String]) -> Result<()> {
     let args = parse(args)?;
@@ -48,6 +51,7 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     match args.kind {
         Kind::Analyzer { frames } => analyzer::run(frames),
+        Kind::Cores { frames, threads } => cores::run(frames, &threads),
         Kind::Scale { per_file, long } => scale::run(per_file, long),
         Kind::Hops { us } => hops::run(us),
         Kind::Tracer => tracer::run(),
@@ -72,10 +76,17 @@ fn parse(args: &[String]) -> Result<Args> {
     };
     let task = format!("bench {kind}");
     let task = task.trim_end();
+    // `--cores` is the one kind that takes a value: the thread counts right after it.
+    let counts = args.iter().position(|a| a == "--cores").map(|i| i + 1);
+    let threads = match counts {
+        Some(i) => cores::parse_counts(args.get(i).map_or("", String::as_str))?,
+        None => Vec::new(),
+    };
     let mut options = args
         .iter()
-        .map(String::as_str)
-        .filter(|a| *a != "--one-core" && *a != kind);
+        .enumerate()
+        .filter(|&(i, a)| a.as_str() != "--one-core" && a.as_str() != kind && Some(i) != counts)
+        .map(|(_, a)| a.as_str());
     let mut frames = samples::bulk::BulkSpec::default().frames;
     let mut per_file = 5_000_000;
     let mut long = false;
@@ -88,7 +99,7 @@ fn parse(args: &[String]) -> Result<Args> {
                 .with_context(|| format!("{option} needs a number{what}"))
         };
         match (kind, option) {
-            ("" | "--spark", "--frames") => frames = number("")?,
+            ("" | "--spark" | "--cores", "--frames") => frames = number("")?,
             ("--scale", "--per-file") => per_file = number("")?,
             ("--scale", "--long") => long = true,
             ("--hops", "--us") => us = number(" of µs")?,
@@ -97,6 +108,7 @@ fn parse(args: &[String]) -> Result<Args> {
         }
     }
     let kind = match kind {
+        "--cores" => Kind::Cores { frames, threads },
         "--scale" => Kind::Scale { per_file, long },
         "--hops" => Kind::Hops { us },
         "--tracer" => Kind::Tracer,
@@ -161,6 +173,20 @@ mod tests {
             }
         );
         assert_eq!(kind("--spark --frames 7"), Kind::Spark { frames: 7 });
+        assert_eq!(
+            kind("--cores 1,2"),
+            Kind::Cores {
+                frames: default_frames,
+                threads: vec![1, 2]
+            }
+        );
+        assert_eq!(
+            kind("--frames 9 --cores 2,1,3"),
+            Kind::Cores {
+                frames: 9,
+                threads: vec![2, 1, 3]
+            }
+        );
     }
 
     #[test]
@@ -198,6 +224,14 @@ mod tests {
         assert_eq!(error("--frames many"), "--frames needs a number");
         assert_eq!(error("--hops --us"), "--us needs a number of µs");
         assert_eq!(error("--scale --per-file -3"), "--per-file needs a number");
+        assert_eq!(
+            error("--cores"),
+            "--cores takes thread counts like 1,2, not \"\""
+        );
+        assert_eq!(
+            error("--cores --frames 5"),
+            "--cores takes thread counts like 1,2, not \"--frames\""
+        );
     }
 
     #[test]

@@ -1,0 +1,194 @@
+//! `cargo xtask bench --cores 1,2`: what `--threads N` buys `stats` and `report` on the analyzer bench's
+//! capture, for each N given.
+//!
+//! The runs of the different N take turns (one run of each N, three times over) rather than three of one N
+//! then three of the next: the machines this runs on share their cores with other work, and runs side by
+//! side see the same load. Each figure is the median of its three, timed as every bench times (on every core
+//! the bench may use, under GNU time). The load average is read before and after, since another process
+//! busy on a core takes exactly what the extra threads hoped to use, and a reader must know it was there.
+
+use std::process::Stdio;
+
+use anyhow::{Context, Result, bail};
+use samples::bulk::BulkSpec;
+
+use super::benchmarks_md;
+use super::inputs::{build_release_analyzer, bulk_capture, release_analyzer};
+use super::machine::{cores_of_cpu, kernel};
+use super::measure::{Run, cores, cores_note, path, run_on, time_once, wrapper_overhead};
+use crate::install;
+use crate::workspace::target_dir;
+
+/// Runs of each command at each N.
+const RUNS: usize = 3;
+
+/// The commands measured, by name, each given `--threads N` and the capture.
+const COMMANDS: &[&str] = &["stats", "report"];
+
+/// Parses `1,2,4`: thread counts, each at least 1, none twice.
+pub fn parse_counts(list: &str) -> Result<Vec<u32>> {
+    let mut counts = Vec::new();
+    for part in list.split(',') {
+        let n: u32 = part
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&n| n >= 1)
+            .with_context(|| format!("--cores takes thread counts like 1,2, not {list:?}"))?;
+        if counts.contains(&n) {
+            bail!("--cores names {n} twice");
+        }
+        counts.push(n);
+    }
+    Ok(counts)
+}
+
+/// The 1-minute load average, as /proc/loadavg says it; `None` where there is none.
+fn load() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Each command at each thread count: its runs, in the order they ran.
+struct Measured {
+    command: &'static str,
+    threads: u32,
+    runs: Vec<Run>,
+}
+
+impl Measured {
+    /// The run of median wall time.
+    fn median(&self) -> Run {
+        let mut runs = self.runs.clone();
+        runs.sort_by(|a, b| a.wall.total_cmp(&b.wall));
+        runs[runs.len() / 2]
+    }
+}
+
+pub fn run(frames: u64, counts: &[u32]) -> Result<()> {
+    let spec = BulkSpec {
+        frames,
+        ..BulkSpec::default()
+    };
+    install::ensure_apt(&["time"])?;
+    build_release_analyzer(&[])?;
+    let analyzer = path(&release_analyzer());
+    let file = bulk_capture(&spec)?;
+    let size_mb = std::fs::metadata(&file)?.len() as f64 / 1e6;
+    let f = path(&file);
+    let report_dir = path(&target_dir().join("bench").join("report-cores"));
+    // Warm the page cache so that no run reads the disk.
+    time_once(&[&analyzer, "stats", "--threads", "1", &f], 0.0)?;
+    let overhead = wrapper_overhead()?;
+    let mut rows: Vec<Measured> = COMMANDS
+        .iter()
+        .flat_map(|&command| {
+            counts.iter().map(move |&threads| Measured {
+                command,
+                threads,
+                runs: Vec::new(),
+            })
+        })
+        .collect();
+    let load_before = load();
+    for round in 0..RUNS {
+        for row in &mut rows {
+            eprintln!(
+                "xtask: {} --threads {}, run {}",
+                row.command,
+                row.threads,
+                round + 1
+            );
+            let threads = row.threads.to_string();
+            let mut argv = vec![analyzer.as_str(), row.command, "--threads", &threads];
+            if row.command == "report" {
+                argv.extend(["-o", report_dir.as_str()]);
+            }
+            argv.push(&f);
+            row.runs
+                .push(run_on(cores(), &argv, overhead, Stdio::inherit())?);
+        }
+    }
+    let load_after = load();
+    let report = render(&rows, &spec, size_mb, overhead, (load_before, load_after));
+    println!("{report}");
+    benchmarks_md::update(
+        "cores",
+        &report,
+        "## Analyzer on N threads: `cargo xtask bench --cores 1,2`\n\n\
+         `stats`, `report` and `annotate` read on `--threads N` (issue 26). This section is each command's wall \
+         time on the analyzer bench's capture for every N asked, the runs of the different N taking turns.\n",
+    )
+}
+
+fn render(
+    rows: &[Measured],
+    spec: &BulkSpec,
+    size_mb: f64,
+    overhead: f64,
+    load: (Option<f64>, Option<f64>),
+) -> String {
+    let shown = |l: Option<f64>| l.map_or("unknown".to_owned(), |l| format!("{l:.2}"));
+    let mut s = format!(
+        "Machine: {}, {}; runs on {}; {RUNS} runs of each, the thread counts taking turns; median wall time \
+         taken around each process, less {:.1} ms for starting GNU time and taskset. Load average (1 min) \
+         {} before the runs and {} after.\n\n\
+         Capture: `samples::bulk`, {} frames over {} QPs, snap length {}, {:.0} MB.\n\n",
+        cores_of_cpu(),
+        kernel(),
+        cores_note(),
+        overhead * 1e3,
+        shown(load.0),
+        shown(load.1),
+        spec.frames,
+        spec.qps,
+        spec.snaplen.map_or("none".into(), |s| format!("{s} B")),
+        size_mb,
+    );
+    s.push_str(
+        "| command | --threads | wall s (median) | every run, s | CPU s (median run) | peak RSS MB | \
+         against the first N |\n|---|---:|---:|---|---:|---:|---:|\n",
+    );
+    for row in rows {
+        let median = row.median();
+        let first = rows
+            .iter()
+            .find(|r| r.command == row.command)
+            .map_or(median.wall, |r| r.median().wall);
+        let every: Vec<String> = row.runs.iter().map(|r| format!("{:.3}", r.wall)).collect();
+        let rss = row.runs.iter().map(|r| r.rss_mb).fold(0.0, f64::max);
+        s.push_str(&format!(
+            "| `{}` | {} | {:.3} | {} | {:.2} | {:.1} | {:.2}× |\n",
+            row.command,
+            row.threads,
+            median.wall,
+            every.join(", "),
+            median.cpu,
+            rss,
+            first / median.wall,
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_counts;
+
+    #[test]
+    fn thread_counts_parse_and_bad_ones_are_refused() {
+        assert_eq!(parse_counts("1,2").unwrap(), [1, 2]);
+        assert_eq!(parse_counts("4").unwrap(), [4]);
+        for bad in ["", "0", "1,,2", "two", "-1"] {
+            assert!(parse_counts(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            format!("{:#}", parse_counts("2,2").unwrap_err()),
+            "--cores names 2 twice"
+        );
+    }
+}
