@@ -1,6 +1,7 @@
-//! The report's read on several threads: the threads that own the flows decode them and count them
+//! The report's read on three threads or more: the threads that own the flows decode them and count them
 //! (`Stats`), and one thread, the tail, takes what the DCQCN and hosts passes read of every frame in the
-//! capture's order.
+//! capture's order. Of `--threads N`, N - 1 own flows and one is the tail; the thread that cuts the
+//! capture into chunks comes on top, as for `stats`.
 //!
 //! The DCQCN pass cannot be split by flow as `Stats` is: its rate grid is shared by every flow (its start
 //! is the first frame's time, and it widens when all flows together hold too many bins), and the pairing
@@ -58,7 +59,9 @@ pub(super) fn read(
     passes: Passes,
     mut progress: impl FnMut(u64),
 ) -> (Stats, Passes, LazyHops) {
-    let threads = opts.threads.max(1);
+    // The tail works as hard as an owner, so it counts among the N threads: N - 1 owners. The reading
+    // thread, which only cuts chunks, is on top, as for `stats`.
+    let threads = opts.threads.saturating_sub(1).max(1);
     let mut passes = passes;
     let mut tail = |chunk: Vec<Vec<(u32, Brief)>>| merged(&chunk, &mut passes);
     let mut read_so_far = 0usize;

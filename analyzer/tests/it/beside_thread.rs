@@ -1,7 +1,7 @@
-//! `report`'s read on several threads must give the analysis of one: the owners' briefs merged back into
-//! the capture's order for the DCQCN and hosts passes (`analysis::spread`), the hops pass on a thread of
-//! its own over the capture read again, and, for inputs that cannot be read twice, the passes on the one
-//! thread beside the reading loop (`analysis::beside`). Over every sample at once (a capture of many taps,
+//! `report`'s read on several threads must give the analysis of one: on three threads or more the owners'
+//! briefs merged back into the capture's order for the DCQCN and hosts passes (`analysis::spread`), the
+//! hops pass on a thread of its own over the capture read again; on two, and for inputs that cannot be
+//! read twice, the passes on the one thread beside the reading loop (`analysis::beside`). Over every sample at once (a capture of many taps,
 //! a file each, so new taps show up mid-chunk) and several chunks.
 
 use analyzer::analysis::{self, PipelineOptions};
@@ -30,7 +30,7 @@ fn the_threads_give_the_analysis_of_one_thread() {
         "several chunks and taps: {} frames",
         v.stats.capture.frames
     );
-    for n in [2, 3] {
+    for n in [2, 3, 4] {
         assert_eq!(one, analyse(all(), n), "{n} threads");
     }
 }
