@@ -154,8 +154,9 @@ pub fn run_with_model_events(
 /// is the loop below, with the DCQCN and hosts passes on a second thread when there is one ([`beside`]).
 ///
 /// Two threads keep the loop: on the bench's capture (two cores) `report` took 1.43 s with the passes
-/// beside it, 1.70 s spread over one owner and the tail, and 1.80 s on one thread. The spread read pays
-/// for a thread that copies every record into chunks, and one owner does not win that back.
+/// beside it, 1.70 s spread over one owner and the tail, and 1.73 to 1.84 s on one thread (BENCHMARKS.md).
+/// The spread read pays for a thread that copies every record into chunks, and one owner does not win that
+/// back.
 fn read(
     capture: &mut Capture,
     opts: &PipelineOptions,

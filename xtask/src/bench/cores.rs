@@ -119,7 +119,7 @@ pub fn run(frames: u64, counts: &[u32]) -> Result<()> {
     benchmarks_md::update(
         "cores",
         &report,
-        "## Analyzer on N threads: `cargo xtask bench --cores 1,2`\n\n\
+        "## Analyzer on N threads: `cargo xtask bench --cores 1,2,3`\n\n\
          `stats`, `report` and `annotate` read on `--threads N` (issue 26). This section is each command's wall \
          time on the analyzer bench's capture for every N asked, the runs of the different N taking turns.\n",
     )
