@@ -87,22 +87,43 @@ fn hw_counter_names(root: &Path, p: &RdmaPort) -> Vec<String> {
     )
 }
 
-/// `pause_frames_rx[3,4]`: a meaning and the priorities it is counted for.
+/// `pause_frames_rx[0-7]`, `pause_frames_tx[3,4]`: each meaning with the priorities it is counted for, runs of
+/// three or more as ranges.
 fn meanings_text(readable: &[(Meaning, Option<u8>)]) -> String {
     let mut out: Vec<String> = Vec::new();
     for m in Meaning::ALL {
-        let prios: Vec<String> = readable
+        let of: Vec<Option<u8>> = readable
             .iter()
             .filter(|(r, _)| *r == m)
-            .map(|(_, p)| p.map_or(String::new(), |p| p.to_string()))
+            .map(|(_, p)| *p)
             .collect();
-        match prios.as_slice() {
-            [] => {}
-            [one] if one.is_empty() => out.push(m.key().to_string()),
-            many => out.push(format!("{}[{}]", m.key(), many.join(","))),
+        let prios: Vec<u8> = of.iter().flatten().copied().collect();
+        if of.contains(&None) {
+            out.push(m.key().to_string());
+        } else if !prios.is_empty() {
+            out.push(format!("{}[{}]", m.key(), ranges(&prios)));
         }
     }
     out.join(", ")
+}
+
+/// `0-7`, `3,4`, `0,2-5`: sorted numbers with their runs of three or more as ranges.
+fn ranges(sorted: &[u8]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        if j >= i + 2 {
+            parts.push(format!("{}-{}", sorted[i], sorted[j]));
+        } else {
+            parts.extend(sorted[i..=j].iter().map(u8::to_string));
+        }
+        i = j + 1;
+    }
+    parts.join(",")
 }
 
 /// What `--counters` reads of a port by meaning: whose names, which meanings its counters and its netdev's
@@ -463,6 +484,13 @@ mod tests {
             text.contains("apt-get install libibverbs1 ibverbs-providers"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn priorities_read_as_runs() {
+        assert_eq!(ranges(&[0, 1, 2, 3, 4, 5, 6, 7]), "0-7");
+        assert_eq!(ranges(&[3, 4]), "3,4");
+        assert_eq!(ranges(&[0, 2, 3, 4, 5, 7]), "0,2-5,7");
     }
 
     #[test]

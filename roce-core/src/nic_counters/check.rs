@@ -255,8 +255,8 @@ fn compared(p: &PortInfo, r: &MeaningRow, packets: &dyn PacketSide) -> Option<Co
     })
 }
 
-/// What the port counted of a meaning, as the verdict says it.
-fn phrase(meaning: Meaning, priority: Option<u8>, dev: &str) -> String {
+/// What the port counted of a meaning, as the verdict and the findings say it (`CNPs mlx5_0 sent`).
+pub fn phrase(meaning: Meaning, priority: Option<u8>, dev: &str) -> String {
     match (meaning, priority) {
         (Meaning::CnpSent, _) => format!("CNPs {dev} sent"),
         (Meaning::CnpHandled, _) => format!("CNPs {dev} handled"),
@@ -268,7 +268,8 @@ fn phrase(meaning: Meaning, priority: Option<u8>, dev: &str) -> String {
     }
 }
 
-fn percent(f: f64) -> String {
+/// A share as the verdicts write it: `98.7 %`.
+pub fn percent(f: f64) -> String {
     format!("{:.1} %", f * 100.0)
 }
 

@@ -257,7 +257,8 @@ fn rows_of(
             meaning,
             priority: None,
             status: Status::NotRecorded,
-            counters: src.names.iter().map(|n| (*n).to_string()).collect(),
+            // `{p}` of a per-priority name reads as `N` for people.
+            counters: src.names.iter().map(|n| n.replace("{p}", "N")).collect(),
             movement: None,
         });
     }
