@@ -572,6 +572,91 @@ mod tests {
         assert_eq!((rows[0].delta, rows[0].captured), (Some(50), Some(0)));
     }
 
+    /// A reset between samples makes the NIC's count a lower bound, and the verdict says so; with two
+    /// hosts in the capture, ports are named by host.
+    #[test]
+    fn a_reset_counter_reads_at_least_and_hosts_name_their_ports() {
+        let a = vec![IpAddr::from([10, 0, 0, 2])];
+        let mut reset = port(0, a.clone());
+        reset.meanings[0].movement =
+            super::super::movement::movement(&[(10, 900), (15, 1000), (20, 40)]);
+        let c = &compare(
+            &[reset.clone()],
+            &Fake {
+                cnps: 140,
+                seen: true,
+            },
+        )[0];
+        assert_eq!(
+            c.verdict,
+            "the capture saw 100.0 % of the CNPs mlx5_0 sent (140 of at least 140)"
+        );
+        let mut other = port(10, vec![IpAddr::from([10, 0, 0, 3])]);
+        other.info.host = "b".into();
+        reset.info.host = "a".into();
+        let two = compare(
+            &[reset, other],
+            &Fake {
+                cnps: 10,
+                seen: true,
+            },
+        );
+        assert_eq!(
+            (two[0].name(), two[1].name()),
+            ("a/mlx5_0".into(), "b/mlx5_0".into())
+        );
+        assert!(
+            two[1].verdict.contains("CNPs b/mlx5_0 sent"),
+            "{}",
+            two[1].verdict
+        );
+    }
+
+    /// Pause frames are compared by the port's MAC and priority, XOFF only where the vendor counts only those.
+    #[test]
+    fn pause_frames_go_by_mac_priority_and_what_the_vendor_counts() {
+        struct Pauses(std::cell::RefCell<Vec<([u8; 6], Option<u8>, bool)>>);
+        impl PacketSide for Pauses {
+            fn host_events(&self, _: HostEvent, _: &[IpAddr], _: u64, _: u64) -> Windowed {
+                Windowed::default()
+            }
+            fn pause_frames(
+                &self,
+                mac: [u8; 6],
+                p: Option<u8>,
+                xoff: bool,
+                _: u64,
+                _: u64,
+            ) -> Windowed {
+                self.0.borrow_mut().push((mac, p, xoff));
+                Windowed { count: 6, edge: 0 }
+            }
+            fn host_seen(&self, _: &[IpAddr]) -> bool {
+                true
+            }
+        }
+        let mut p = port(0, vec![IpAddr::from([10, 0, 0, 3])]);
+        p.info.vendor = Some(Vendor::Irdma);
+        p.meanings = vec![MeaningRow {
+            meaning: Meaning::PauseFramesTx,
+            priority: Some(3),
+            status: Status::Counted,
+            counters: vec!["ethtool/ens3f0/tx_priority_3_xoff.nic".into()],
+            movement: super::super::movement::movement(&[(10, 0), (20, 12)]),
+        }];
+        let seen = Pauses(Default::default());
+        let c = &compare(&[p], &seen)[0];
+        assert_eq!(
+            seen.0.borrow().as_slice(),
+            [([2, 0, 0, 0, 0, 2], Some(3), true)]
+        );
+        assert_eq!(
+            c.verdict,
+            "the capture saw 50.0 % of the pause frames mlx5_0 sent on priority 3 (6 of 12)"
+        );
+        assert_eq!(c.low().count(), 1);
+    }
+
     #[test]
     fn macs_parse() {
         assert_eq!(parse_mac("02:00:0a:FF:00:01"), Some([2, 0, 10, 255, 0, 1]));
