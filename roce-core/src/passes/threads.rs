@@ -16,7 +16,8 @@ impl Stats {
     /// The part of a frame a thread that owns its flow folds: everything but the record's size and time.
     fn owned_frame(&mut self, f: &Frame<'_>) {
         self.capture.kind(f);
-        self.flows.frame(f);
+        let psn = self.flows.observe(f);
+        self.nic_side.frame(f, psn);
         self.cnps.frame(f);
         self.pfc.frame(f);
     }
@@ -27,6 +28,7 @@ impl Stats {
         self.flows.absorb(other.flows);
         self.cnps.absorb(other.cnps);
         self.pfc.absorb(other.pfc);
+        self.nic_side.absorb(other.nic_side);
     }
 }
 
