@@ -344,6 +344,7 @@ fn stats(a: StatsArgs) -> Result<ExitCode> {
         writeln!(out)?;
     } else {
         print_stats(&mut out, &report)?;
+        analyzer::output::nic::print(&mut out, &report.nic_counters)?;
         if let Some(k) = &kernel_summary {
             print_kernel_events(&mut out, k, &kernel.events)?;
         }
@@ -634,6 +635,8 @@ fn write_tables(dir: &Path, r: &StatsReport, format: TableFormat) -> Result<()> 
     tables::write(dir, "cnps", &r.cnps, format).with_context(ctx)?;
     tables::write(dir, "pfc", &r.pfc, format).with_context(ctx)?;
     tables::write(dir, "counters", &r.counters, format).with_context(ctx)?;
+    let nic = roce_core::nic_counters::check::table_rows(&r.nic_counters);
+    tables::write(dir, "nic_counters", &nic, format).with_context(ctx)?;
     tables::write(dir, "kernel_drops", &r.kernel_drops, format).with_context(ctx)?;
     Ok(())
 }

@@ -30,6 +30,8 @@ pub struct Recorded {
     pub priorities: Option<Result<PriorityMap, PriorityMapError>>,
     /// How each sampled NIC counter moved (`CTRS`), by name.
     pub counters: Vec<CounterDelta>,
+    /// The same counters by meaning, per RDMA port the tracer described or counted (`KNOB` and `CTRS`).
+    pub nics: Vec<crate::nic_counters::ports::NicPort>,
     /// The kernel's drops summed over the `DROP` blocks.
     pub kernel_drops: Vec<KernelDrop>,
     /// The `EVNT` blocks merged over the capture (empty without `--kernel-events`).
@@ -47,6 +49,10 @@ impl Recorded {
             priorities,
             ecn,
             counters: counter_deltas(blocks),
+            nics: crate::nic_counters::ports::nic_ports(
+                &read::<records::Knobs>(blocks).collect::<Vec<_>>(),
+                &read::<records::Counters>(blocks).collect::<Vec<_>>(),
+            ),
             kernel_drops: kernel_drops(blocks),
             kernel_events: kernel_events(blocks),
         }

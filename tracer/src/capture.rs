@@ -472,6 +472,14 @@ fn run_inner(
             w.offer(Message::Blocks(vec![block]));
         }
     }
+    // A sample before the first frame and one after the last (below), so that the counters' deltas cover
+    // the whole capture rather than its whole intervals.
+    if let Some(s) = sampler.as_mut()
+        && let Some(block) = s.sample_block()
+        && let Err(source) = file.write_custom(&block)
+    {
+        return Err(write_error(opts, 0, source));
+    }
     // Metrics before the ready file and the command: a port that cannot be bound stops the capture before
     // anyone is told it runs, and before a workload starts that nobody would then stop.
     let metrics = match opts.metrics {
@@ -678,6 +686,13 @@ fn run_inner(
     }
     sink.show(true);
     drop(rx);
+    if write_failure.is_none()
+        && let Some(s) = sampler.as_mut()
+        && let Some(block) = s.sample_block()
+        && let Err(e) = sink.file.write_custom(&block)
+    {
+        write_failure = Some(e);
+    }
     let (stats, probe_block) = session
         .engine
         .take()

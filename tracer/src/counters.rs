@@ -1,15 +1,21 @@
 //! NIC counters, ethtool statistics and DCQCN knobs, stored in the capture as custom blocks (see
 //! [`roce_capture::blocks`]).
 //!
-//! Counters: every file under `class/infiniband/*/ports/*/counters/` and `.../hw_counters/` (mlx5 puts
-//! `np_cnp_sent`, `rp_cnp_handled`, `out_of_sequence` and friends there), and every ethtool statistic of each
+//! Counters: every file under `class/infiniband/*/ports/*/counters/` and `.../hw_counters/` (each RDMA driver
+//! puts its own names there: mlx5's `np_cnp_sent`, bnxt_re's `tx_cnp_pkts`, irdma's `cnpSent`, ionic's
+//! `tx_rdma_cnp_pkts`, [`roce_core::nic_counters`] says which is which), every ethtool statistic of each
 //! captured interface (what `ethtool -S` prints: mlx5's per-priority `rx_prio3_pause`,
-//! `rx_prio3_pause_duration`, `rx_prio3_pause_transition`, ...), under the key `ethtool/<iface>/<name>`.
+//! `rx_prio3_pause_duration`, `rx_prio3_pause_transition`, ...), under the key `ethtool/<iface>/<name>`, and
+//! of each RDMA port's netdev that is not captured, the statistics that table knows (its pause and discard
+//! counters are in ethtool only, while a capture with the rdma engine or on a mirror port names no netdev of
+//! the port; the hundreds of per-queue statistics are left out). The samples are taken at the start, every
+//! interval and at the end, so that their deltas cover the whole capture.
 //! Knobs: every file under `class/net/*/ecn/roce_rp/` and `roce_np/`, read once; beside them, for each of
 //! those interfaces, the port's QoS trust (`IFACE/trust`: `pcp` or `dscp`) and DSCP → priority map
 //! (`IFACE/dscp2prio/DSCP`), as `mlnx_qos -i IFACE` prints them (the driver keeps them behind DCB netlink, not
 //! in sysfs), and the addresses of each interface's RoCE GIDs (`addrs`), which tell a reader whose knobs
-//! these are.
+//! these are. Beside them go the host's name and its RDMA ports (driver, netdev, MAC, addresses), which tie
+//! each port's counters to its packets; the `CTRS` blocks name the host too.
 //!
 //! On a live system the root is `/sys`, the ethtool statistics come from the `SIOCETHTOOL` ioctl and the QoS
 //! from running `mlnx_qos` (a host without it records none). A fixture tree (`--sysfs-root`, for tests) is
@@ -22,6 +28,7 @@ use std::path::{Path, PathBuf};
 
 use crate::sys::{self, EthtoolSocket};
 use roce_capture::blocks::{self, records};
+use roce_core::nic_counters::is_known_ethtool_name;
 
 /// Bounds the walk of a knob directory (mlx5 nests one level: `roce_np/enable/<priority>`).
 const MAX_DEPTH: usize = 3;
@@ -62,6 +69,12 @@ pub const QOS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 pub struct Sampler {
     root: PathBuf,
     interfaces: Vec<String>,
+    /// The netdevs of RDMA ports that are not captured: only their statistics of known meaning are kept.
+    port_netdevs: Vec<String>,
+    /// The host's name, in every block, which keeps hosts apart in captures read together.
+    host: String,
+    /// The host's RDMA ports, as the `KNOB` block describes them.
+    ports: Vec<records::RdmaPortRecord>,
     /// Counter files found at start, relative to the root.
     files: Vec<String>,
     ethtool: EthtoolSource,
@@ -108,11 +121,14 @@ impl Sampler {
         )
     }
 
-    /// A fixture tree laid out like `/sys`, with `ethtool-S/<iface>` files for the ethtool statistics and
-    /// `mlnx_qos/<iface>` files for the QoS.
+    /// A fixture tree laid out like `/sys`, with `ethtool-S/<iface>` files for the ethtool statistics,
+    /// `mlnx_qos/<iface>` files for the QoS, and the host's name in `hostname` (this host's without it).
     pub fn fixture(root: &Path, interfaces: &[String]) -> Self {
         Sampler {
             qos: QosSource::Files(root.join("mlnx_qos")),
+            host: std::fs::read_to_string(root.join("hostname"))
+                .map(|h| h.trim().to_owned())
+                .unwrap_or_else(|_| sys::hostname()),
             ..Self::new(
                 root,
                 interfaces,
@@ -137,20 +153,53 @@ impl Sampler {
                 }
             }
         }
+        let ports: Vec<records::RdmaPortRecord> = crate::ports::rdma_ports(root)
+            .into_iter()
+            .map(|p| records::RdmaPortRecord {
+                mac: p
+                    .netdev
+                    .as_deref()
+                    .and_then(|n| crate::ports::netdev_mac(root, n)),
+                addrs: crate::qp_owners::port_addrs(&p.gids)
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+                device: p.device,
+                port: p.port,
+                driver: p.driver,
+                netdev: p.netdev,
+            })
+            .collect();
+        let mut port_netdevs: Vec<String> = ports
+            .iter()
+            .filter_map(|p| p.netdev.clone())
+            .filter(|n| !interfaces.contains(n))
+            .collect();
+        port_netdevs.sort();
+        port_netdevs.dedup();
         Sampler {
             root: root.to_path_buf(),
             interfaces: interfaces.to_vec(),
+            port_netdevs,
+            host: sys::hostname(),
+            ports,
             files,
             ethtool,
             qos: QosSource::Command,
         }
     }
 
-    /// One line per captured interface whose ethtool statistics cannot be read, for the start-up message;
-    /// empty when every interface has them.
+    /// One line per captured interface, and per RDMA port's netdev, whose ethtool statistics cannot be read,
+    /// for the start-up message; empty when every one has them.
     pub fn ethtool_problems(&mut self) -> Vec<String> {
         let mut out = Vec::new();
-        for iface in self.interfaces.clone() {
+        let all: Vec<String> = self
+            .interfaces
+            .iter()
+            .chain(&self.port_netdevs)
+            .cloned()
+            .collect();
+        for iface in all {
             match self.ethtool_of(&iface) {
                 Ok(v) if v.is_empty() => out.push(format!("{iface} has no ethtool statistics")),
                 Ok(_) => {}
@@ -158,6 +207,14 @@ impl Sampler {
             }
         }
         out
+    }
+
+    /// The names of one interface's ethtool statistics (none when they cannot be read), for `roce-tracer
+    /// list` to say which counters a port can read.
+    pub fn ethtool_names(&mut self, iface: &str) -> Vec<String> {
+        self.ethtool_of(iface)
+            .map(|v| v.into_iter().map(|(n, _)| n).collect())
+            .unwrap_or_default()
     }
 
     /// One interface's ethtool statistics, from the ioctl or the fixture file.
@@ -255,8 +312,9 @@ impl Sampler {
         out
     }
 
-    /// One reading of every counter file that still parses as a number, and of every ethtool statistic of
-    /// the captured interfaces (an interface whose statistics cannot be read this time is left out).
+    /// One reading of every counter file that still parses as a number, of every ethtool statistic of the
+    /// captured interfaces, and of the statistics of known meaning of the RDMA ports' other netdevs (an
+    /// interface whose statistics cannot be read this time is left out).
     pub fn sample(&mut self) -> BTreeMap<String, u64> {
         let mut out: BTreeMap<String, u64> = self
             .files
@@ -273,13 +331,20 @@ impl Sampler {
                 }
             }
         }
+        for iface in self.port_netdevs.clone() {
+            if let Ok(stats) = self.ethtool_of(&iface) {
+                for (name, v) in stats.into_iter().filter(|(n, _)| is_known_ethtool_name(n)) {
+                    out.insert(format!("{ETHTOOL_PREFIX}/{iface}/{name}"), v);
+                }
+            }
+        }
         out
     }
 
-    /// The `KNOB` block, or `None` when no interface has knobs.
+    /// The `KNOB` block, or `None` when no interface has knobs and the host has no RDMA port.
     pub fn knobs_block(&self) -> Option<Vec<u8>> {
         let knobs = self.knobs();
-        if knobs.is_empty() {
+        if knobs.is_empty() && self.ports.is_empty() {
             return None;
         }
         blocks::encode_record(&records::Knobs {
@@ -288,6 +353,8 @@ impl Sampler {
             addrs: self.addrs(&knobs),
             knobs,
             captured: self.interfaces.clone(),
+            host: self.host.clone(),
+            ports: self.ports.clone(),
         })
         .ok()
     }
@@ -302,6 +369,7 @@ impl Sampler {
             version: records::VERSION,
             ts_ns: sys::now_ns(),
             counters,
+            host: self.host.clone(),
         })
         .ok()
     }
@@ -709,6 +777,7 @@ PFC configuration:
             version: records::VERSION,
             ts_ns: 1,
             counters: first,
+            host: String::new(),
         })
         .unwrap();
         let custom = |data: Vec<u8>| roce_capture::CustomBlock {

@@ -8,9 +8,11 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::counters::Sampler;
 use crate::ports::{Netdev, RdmaPort, netdevs, rdma_ports};
 use crate::qp_owners::Gid;
 use crate::sys::{Cap, missing_caps};
+use roce_core::nic_counters::{self, Meaning, Place, Vendor};
 
 /// What each engine would see on a netdev.
 fn netdev_view(n: &Netdev, ports: &[RdmaPort]) -> String {
@@ -49,6 +51,122 @@ fn port_view(p: &RdmaPort) -> String {
             other.unwrap_or("unknown")
         ),
     }
+}
+
+/// Whose counter names a port has, and how that is known: its driver, its device name, or its counters' names.
+fn vendor_of(p: &RdmaPort, hw: &[String]) -> (Option<Vendor>, String) {
+    if let Some(v) = p.driver.as_deref().and_then(Vendor::of_driver) {
+        return (
+            Some(v),
+            format!("driver {}", p.driver.as_deref().unwrap_or("")),
+        );
+    }
+    if let Some(v) = Vendor::of_device_name(&p.device) {
+        return (Some(v), "device name".into());
+    }
+    if let Some(v) = Vendor::of_counter_names(hw.iter().map(String::as_str)) {
+        return (Some(v), "counter names".into());
+    }
+    (
+        None,
+        p.driver
+            .as_deref()
+            .map_or("no driver link".into(), |d| format!("driver {d}")),
+    )
+}
+
+/// The names in a port's `hw_counters` directory.
+fn hw_counter_names(root: &Path, p: &RdmaPort) -> Vec<String> {
+    crate::ports::names_in(
+        &root
+            .join("class/infiniband")
+            .join(&p.device)
+            .join("ports")
+            .join(p.port.to_string())
+            .join("hw_counters"),
+    )
+}
+
+/// `pause_frames_rx[0-7]`, `pause_frames_tx[3,4]`: each meaning with the priorities it is counted for, runs of
+/// three or more as ranges.
+fn meanings_text(readable: &[(Meaning, Option<u8>)]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for m in Meaning::ALL {
+        let of: Vec<Option<u8>> = readable
+            .iter()
+            .filter(|(r, _)| *r == m)
+            .map(|(_, p)| *p)
+            .collect();
+        let prios: Vec<u8> = of.iter().flatten().copied().collect();
+        if of.contains(&None) {
+            out.push(m.key().to_string());
+        } else if !prios.is_empty() {
+            out.push(format!("{}[{}]", m.key(), ranges(&prios)));
+        }
+    }
+    out.join(", ")
+}
+
+/// `0-7`, `3,4`, `0,2-5`: sorted numbers with their runs of three or more as ranges.
+fn ranges(sorted: &[u8]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        if j >= i + 2 {
+            parts.push(format!("{}-{}", sorted[i], sorted[j]));
+        } else {
+            parts.extend(sorted[i..=j].iter().map(u8::to_string));
+        }
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+/// What `--counters` reads of a port by meaning: whose names, which meanings its counters and its netdev's
+/// ethtool statistics hold here, which its vendor has no counter for, and which it has but are missing here.
+fn counters_view(root: &Path, p: &RdmaPort, counters: &mut Sampler) -> String {
+    let hw = hw_counter_names(root, p);
+    let (vendor, from) = vendor_of(p, &hw);
+    let Some(v) = vendor else {
+        return format!(
+            "counters: whose names these are is not known ({from}); roce-analyzer shows them by their own names only"
+        );
+    };
+    let eth = p
+        .netdev
+        .as_deref()
+        .map(|n| counters.ethtool_names(n))
+        .unwrap_or_default();
+    let readable = nic_counters::readable(v, |place, name| match place {
+        Place::HwCounters => hw.iter().any(|h| h == name),
+        Place::Ethtool => eth.iter().any(|e| e == name),
+    });
+    let mut line = format!("counters ({}, by its {from}): ", v.name());
+    if readable.is_empty() {
+        line.push_str("no meaning readable here");
+    } else {
+        line.push_str(&meanings_text(&readable));
+    }
+    let missing: Vec<&str> = Meaning::ALL
+        .into_iter()
+        .filter(|m| nic_counters::source(v, *m).is_some() && !readable.iter().any(|(r, _)| r == m))
+        .map(Meaning::key)
+        .collect();
+    if !missing.is_empty() {
+        let _ = write!(line, "; not found here: {}", missing.join(", "));
+    }
+    let lacks: Vec<&str> = nic_counters::not_counted(v)
+        .into_iter()
+        .map(Meaning::key)
+        .collect();
+    if !lacks.is_empty() {
+        let _ = write!(line, "; not counted by {}: {}", v.name(), lacks.join(", "));
+    }
+    line
 }
 
 fn gid_summary(gids: &[Gid]) -> String {
@@ -185,8 +303,9 @@ fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
     }
 }
 
-/// The whole report: netdevs, RDMA ports, permissions.
-pub fn render(root: &Path, host: &Host) -> String {
+/// The whole report: netdevs, RDMA ports (with what their counters mean), permissions. `counters` reads the
+/// ports' netdevs' ethtool statistic names (by ioctl, or from a fixture tree's files).
+pub fn render(root: &Path, host: &Host, counters: &mut Sampler) -> String {
     let nets = netdevs(root);
     let ports = rdma_ports(root);
     let mut out = String::new();
@@ -234,8 +353,10 @@ pub fn render(root: &Path, host: &Host) -> String {
         let rows: Vec<Vec<String>> = ports
             .iter()
             .map(|p| {
+                let hw = hw_counter_names(root, p);
                 vec![
                     format!("{}:{}", p.device, p.port),
+                    vendor_of(p, &hw).0.map_or("?", Vendor::name).to_string(),
                     p.link_layer.clone().unwrap_or_else(|| "?".into()),
                     p.state.clone().unwrap_or_else(|| "?".into()),
                     p.netdev.clone().unwrap_or_else(|| "-".into()),
@@ -247,6 +368,7 @@ pub fn render(root: &Path, host: &Host) -> String {
             &mut out,
             &[
                 "DEVICE:PORT",
+                "VENDOR",
                 "LINK",
                 "STATE",
                 "NETDEV",
@@ -256,6 +378,13 @@ pub fn render(root: &Path, host: &Host) -> String {
         );
         for p in &ports {
             let _ = writeln!(out, "  {}:{}  {}", p.device, p.port, port_view(p));
+            let _ = writeln!(
+                out,
+                "  {}:{}  {}",
+                p.device,
+                p.port,
+                counters_view(root, p, counters)
+            );
         }
     }
     out.push_str("\nThis process:\n");
@@ -293,7 +422,11 @@ mod tests {
             memlock: None,
             libibverbs: "libibverbs.so.1 loads and lists no device".into(),
         };
-        let text = render(dir.path(), &root_host);
+        let text = render(
+            dir.path(),
+            &root_host,
+            &mut Sampler::fixture(dir.path(), &[]),
+        );
         println!("{text}");
         let line = |start: &str| -> String {
             text.lines()
@@ -336,7 +469,7 @@ mod tests {
                 "cannot load libibverbs.so.1 (sudo apt-get install libibverbs1 ibverbs-providers)"
                     .into(),
         };
-        let text = render(dir.path(), &user);
+        let text = render(dir.path(), &user, &mut Sampler::fixture(dir.path(), &[]));
         // 4096 buffers of 9000 + 64 bytes rounded to 9088 on ens1f0np0's MTU: 35 MiB.
         assert!(
             text.contains("the locked-memory limit (8192 KiB) is below the 35 MiB a port's receive buffers pin"),
@@ -354,6 +487,13 @@ mod tests {
     }
 
     #[test]
+    fn priorities_read_as_runs() {
+        assert_eq!(ranges(&[0, 1, 2, 3, 4, 5, 6, 7]), "0-7");
+        assert_eq!(ranges(&[3, 4]), "3,4");
+        assert_eq!(ranges(&[0, 2, 3, 4, 5, 7]), "0,2-5,7");
+    }
+
+    #[test]
     fn no_rdma_device_is_said_plainly() {
         let dir = tempfile::tempdir().unwrap();
         put(dir.path(), "class/net/lo/operstate", "unknown");
@@ -364,6 +504,7 @@ mod tests {
                 memlock: Some(64 << 10),
                 libibverbs: "-".into(),
             },
+            &mut Sampler::fixture(dir.path(), &[]),
         );
         assert!(
             !text.contains("locked-memory"),

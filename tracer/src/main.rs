@@ -302,11 +302,20 @@ fn run() -> Result<()> {
             Ok(())
         }
         Cmd::List(a) => {
+            // A fixture tree brings its ethtool statistics as files, as for `capture --sysfs-root`.
+            let mut counters = match &a.sysfs_root {
+                Some(root) => tracer::counters::Sampler::fixture(root, &[]),
+                None => tracer::counters::Sampler::live(&[]),
+            };
             let root = a.sysfs_root.unwrap_or_else(|| PathBuf::from("/sys"));
             // Device and interface names come from the host.
             print!(
                 "{}",
-                tracer::term::safe(&tracer::list::render(&root, &tracer::list::Host::this()))
+                tracer::term::safe(&tracer::list::render(
+                    &root,
+                    &tracer::list::Host::this(),
+                    &mut counters
+                ))
             );
             Ok(())
         }

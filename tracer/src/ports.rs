@@ -29,6 +29,9 @@ pub struct RdmaPort {
     pub software: bool,
     /// Its GIDs: RoCE v1 or v2 and the address each stands for.
     pub gids: Vec<Gid>,
+    /// The device's driver (the name of `class/infiniband/DEV/device/driver`'s link: `mlx5_core`, `bnxt_en`,
+    /// `ice`, `ionic`): it says whose names the device's counters have.
+    pub driver: Option<String>,
 }
 
 /// One network interface.
@@ -49,7 +52,8 @@ fn read(path: &Path) -> Option<String> {
         .filter(|t| !t.is_empty())
 }
 
-fn names_in(dir: &Path) -> Vec<String> {
+/// The names in a directory, sorted; none when it cannot be read.
+pub(crate) fn names_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .map(|d| {
             d.flatten()
@@ -96,6 +100,22 @@ pub fn sysfs_speed_bps(text: &str) -> Option<u64> {
     (mbps > 0 && mbps < u64::from(u32::MAX)).then(|| mbps * 1_000_000)
 }
 
+/// A netdev's MAC address from sysfs (`class/net/NAME/address`), which its PFC frames carry.
+pub fn netdev_mac(root: &Path, name: &str) -> Option<String> {
+    read(&root.join("class/net").join(name).join("address"))
+}
+
+/// The driver bound to an RDMA device: its `device/driver` link's last part.
+pub fn device_driver(root: &Path, device: &str) -> Option<String> {
+    let link = std::fs::read_link(
+        root.join("class/infiniband")
+            .join(device)
+            .join("device/driver"),
+    )
+    .ok()?;
+    link.file_name()?.to_str().map(str::to_owned)
+}
+
 /// Which netdev a port belongs to: the one its GIDs name; else Soft-RoCE's `parent`; else the PCI
 /// function's netdev whose `dev_port` is this port (0-based), or its only one.
 fn netdev_of(root: &Path, device: &str, port: u32, gids: &[Gid]) -> Option<String> {
@@ -131,6 +151,7 @@ pub fn rdma_ports(root: &Path) -> Vec<RdmaPort> {
             .filter_map(|p| p.parse().ok())
             .collect();
         ports.sort_unstable();
+        let driver = device_driver(root, &device);
         for port in ports {
             let pdir = dev_dir.join("ports").join(port.to_string());
             let gids = read_gid_table(root, &device, port).unwrap_or_default();
@@ -144,6 +165,7 @@ pub fn rdma_ports(root: &Path) -> Vec<RdmaPort> {
                 gids,
                 device: device.clone(),
                 port,
+                driver: driver.clone(),
             });
         }
     }
@@ -227,6 +249,13 @@ pub(crate) mod tests {
             "0000:0000:0000:0000:0000:0000:0000:0000\n",
         );
         std::fs::create_dir_all(root.join(format!("{mlx}/device/net/ens1f0np0"))).unwrap();
+        put(root, "class/net/ens1f0np0/address", "0c:42:a1:00:00:01\n");
+        std::fs::create_dir_all(root.join("bus/pci/drivers/mlx5_core")).unwrap();
+        std::os::unix::fs::symlink(
+            "../../../../bus/pci/drivers/mlx5_core",
+            root.join(format!("{mlx}/device/driver")),
+        )
+        .unwrap();
         put(
             root,
             "class/infiniband/ibp0/ports/1/link_layer",
@@ -254,6 +283,12 @@ pub(crate) mod tests {
         assert_eq!(mlx.state.as_deref(), Some("ACTIVE"));
         assert!(!mlx.software);
         assert_eq!(mlx.gids.len(), 2, "the all-zero slot is free");
+        assert_eq!(mlx.driver.as_deref(), Some("mlx5_core"));
+        assert_eq!(ports[0].driver, None);
+        assert_eq!(
+            netdev_mac(dir.path(), "ens1f0np0").as_deref(),
+            Some("0c:42:a1:00:00:01")
+        );
         assert!(ports[2].software);
         assert_eq!(ports[2].netdev.as_deref(), Some("veth1"));
         let nets = netdevs(dir.path());

@@ -317,6 +317,39 @@ fn missing_privileges_are_named_with_the_fix() {
     assert!(stderr.contains("setcap"), "{stderr}");
 }
 
+/// A capture on `vb` in a network namespace with `--counters` read from the fixture tree `root`, sampled
+/// every `interval` for `duration`; fails the test when the tracer fails.
+fn capture_counters(
+    dir: &std::path::Path,
+    tag: &str,
+    root: &std::path::Path,
+    interval: &str,
+    duration: &str,
+) -> std::path::PathBuf {
+    let ns = netns(tag);
+    let out = dir.join("cap.pcapng");
+    let child = ns.capture_on_vb(
+        dir,
+        &out,
+        &[
+            "--counters",
+            "--interval",
+            interval,
+            "--sysfs-root",
+            root.to_str().unwrap(),
+            "--duration",
+            duration,
+        ],
+    );
+    let result = wait(child, 10);
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    out
+}
+
 #[test]
 fn counters_and_knobs_travel_in_the_capture() {
     if !require_netns("counters_and_knobs_travel_in_the_capture") {
@@ -348,27 +381,7 @@ fn counters_and_knobs_travel_in_the_capture() {
          tx_prio3_pause_duration: 310\n     rx_prio4_pause: 0",
     );
     put("ethtool-S/other", "NIC statistics:\n     rx_prio3_pause: 1");
-    let ns = netns("ct");
-    let out = dir.path().join("cap.pcapng");
-    let child = ns.capture_on_vb(
-        dir.path(),
-        &out,
-        &[
-            "--counters",
-            "--interval",
-            "200ms",
-            "--sysfs-root",
-            root.to_str().unwrap(),
-            "--duration",
-            "1500ms",
-        ],
-    );
-    let result = wait(child, 10);
-    assert!(
-        result.status.success(),
-        "{}",
-        String::from_utf8_lossy(&result.stderr)
-    );
+    let out = capture_counters(dir.path(), "ct", &root, "200ms", "1500ms");
     let blocks: Vec<_> = custom_blocks(&out)
         .iter()
         .map(|b| raw_record(b).expect("one of our records"))
@@ -415,6 +428,35 @@ fn counters_and_knobs_travel_in_the_capture() {
         .find(|d| d.name == "ethtool/vb/tx_prio3_pause")
         .expect("ethtool row in the analyzer's counter deltas");
     assert_eq!((row.first, row.last, row.delta), (8, 8, 0));
+}
+
+/// A capture shorter than one `--interval` still has two counter samples, one before its first frame and one
+/// after its last, so that the counters' deltas cover the capture rather than whole intervals of it.
+#[test]
+fn counters_are_sampled_at_the_start_and_the_end() {
+    if !require_netns("counters_are_sampled_at_the_start_and_the_end") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sys");
+    let counter = root.join("class/infiniband/mlx5_0/ports/1/hw_counters/np_cnp_sent");
+    std::fs::create_dir_all(counter.parent().unwrap()).unwrap();
+    std::fs::write(&counter, "17\n").unwrap();
+    let out = capture_counters(dir.path(), "cse", &root, "1h", "300ms");
+    let samples: Vec<serde_json::Value> = custom_blocks(&out)
+        .iter()
+        .filter_map(|b| raw_record(b))
+        .filter(|(k, _)| *k == roce_capture::blocks::COUNTERS)
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(samples.len(), 2, "{samples:?}");
+    let ts = |i: usize| samples[i]["ts_ns"].as_u64().unwrap();
+    assert!(ts(1) - ts(0) >= 300_000_000, "{} → {}", ts(0), ts(1));
+    assert!(
+        samples
+            .iter()
+            .all(|s| s["host"].as_str().is_some_and(|h| !h.is_empty()))
+    );
 }
 
 /// `--counters` on a live interface: the ethtool statistics come from the `SIOCETHTOOL` ioctl. A veth has

@@ -9,6 +9,8 @@ use serde::Serialize;
 
 use crate::analysis::dcqcn::DcqcnReport;
 use crate::analysis::pauses::PauseReport;
+use roce_core::nic_counters::check::{CheckedRow, counted_text, percent, phrase};
+use roce_core::nic_counters::{Meaning, Status};
 use roce_core::passes::StatsReport;
 use roce_core::passes::flows::FlowRow;
 
@@ -99,6 +101,7 @@ pub fn diagnose(
     cnp_priorities(stats, pauses, &mut out);
     priority_checks(pauses, &mut out);
     cnp_counters(stats, &mut out);
+    nic_counters(stats, &mut out);
     out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.code.cmp(b.code)));
     out
 }
@@ -654,18 +657,31 @@ fn priority_checks(p: &PauseReport, out: &mut Vec<Finding>) {
     }
 }
 
-/// dcqcn.md: cross-check the captured CNPs with the NICs' own count when counters were sampled. Fewer CNPs in
-/// the capture than the NICs sent means the capture point missed some (or did not see every receiver).
+/// The CNPs the NICs counted against every CNP in the capture, for the ports whose counters the tracer could
+/// not tie to their host (an older tracer recorded no addresses): the NICs' sum against the capture's, as a
+/// capture of one host's traffic would have it. Ports tied to their host are judged one by one
+/// ([`nic_counters`]).
 fn cnp_counters(stats: &StatsReport, out: &mut Vec<Finding>) {
-    let sent: Vec<&roce_core::recorded::CounterDelta> = stats
-        .counters
+    let sent: Vec<(String, &CheckedRow)> = stats
+        .nic_counters
         .iter()
-        .filter(|d| d.name.ends_with("np_cnp_sent") && !d.reset)
+        .filter(|c| c.info.addrs.is_empty())
+        .flat_map(|c| {
+            c.meanings
+                .iter()
+                .filter(|r| r.row.meaning == Meaning::CnpSent && r.row.status == Status::Counted)
+                .filter(|r| r.row.movement.is_some_and(|m| !m.at_least()))
+                .map(move |r| (c.name(), r))
+        })
         .collect();
     if sent.is_empty() {
         return;
     }
-    let nic: u64 = sent.iter().map(|d| d.delta).sum();
+    let nic: u64 = sent
+        .iter()
+        .filter_map(|(_, r)| r.row.movement)
+        .map(|m| m.delta)
+        .sum();
     let captured: u64 = stats.cnps.iter().map(|c| c.count).sum();
     let (lo, hi) = (nic.min(captured), nic.max(captured));
     if hi == 0 || (hi - lo) as f64 <= 0.1 * hi as f64 {
@@ -675,12 +691,68 @@ fn cnp_counters(stats: &StatsReport, out: &mut Vec<Finding>) {
         code: "cnp_count_mismatch",
         severity: Severity::Warning,
         title: format!("The NICs report {nic} CNPs sent; the capture holds {captured}"),
-        detail: "np_cnp_sent moved by a different amount than the CNPs captured: the capture point does not see \
-                 every CNP (another path, a tap on one side only), or the recorder lost frames."
+        detail: "The NICs' counters of CNPs sent moved by a different amount than the CNPs captured: the capture \
+                 point does not see every CNP (another path, a tap on one side only), or the recorder lost frames. \
+                 The tracer did not record these ports' addresses, so their CNPs are compared with every CNP of \
+                 the capture."
             .into(),
         evidence: sent
             .iter()
-            .map(|d| format!("{}: +{} over {} samples", d.name, d.delta, d.samples))
+            .filter_map(|(name, r)| {
+                let m = r.row.movement?;
+                Some(format!(
+                    "{name} {}: +{} over {} samples",
+                    r.row.counters.join(" + "),
+                    m.delta,
+                    m.samples
+                ))
+            })
             .collect(),
+    });
+}
+
+/// docs/nic-counters.md: a port whose counters say it sent (or received) clearly more of the same packets
+/// than the capture holds of its host over the same stretch of time: the capture is incomplete, and by how
+/// much is the share.
+fn nic_counters(stats: &StatsReport, out: &mut Vec<Finding>) {
+    let mut lows: Vec<(f64, String, String)> = Vec::new();
+    for c in &stats.nic_counters {
+        for r in c.low() {
+            let (Some(cmp), Some(m)) = (&r.compared, r.row.movement) else {
+                continue;
+            };
+            let share = cmp.fraction.unwrap_or(0.0);
+            let what = phrase(r.row.meaning, r.row.priority, &c.name());
+            lows.push((
+                share,
+                what.clone(),
+                format!(
+                    "{what}: {} by {} ({}); the capture holds {} ({}, {} over the same {:.3} s)",
+                    counted_text(&m),
+                    r.row.counters.join(" + "),
+                    c.info.vendor.map_or("?", |v| v.name()),
+                    cmp.captured.count,
+                    cmp.with,
+                    percent(share),
+                    m.last_ns.saturating_sub(m.first_ns) as f64 / 1e9,
+                ),
+            ));
+        }
+    }
+    let Some((share, what, _)) = lows.iter().min_by(|a, b| a.0.total_cmp(&b.0)).cloned() else {
+        return;
+    };
+    out.push(Finding {
+        code: "capture_below_nic_counters",
+        severity: Severity::Warning,
+        title: format!("The capture holds {} of the {what}", percent(share)),
+        detail: "The NIC counted more of these packets than the capture holds of its host over the same stretch \
+                 of time, so the capture is missing some of its traffic: the mirror port or the recorder dropped \
+                 frames (check the capture's drop counts and the mirror's own), or the tap does not see every \
+                 path this host's packets take (another uplink, a LAG member, traffic kept inside a switch). \
+                 Every count taken from this capture (CNPs, pauses, losses) is short by as much. PFC frames are \
+                 often not mirrored at all: a switch consumes them on the port they arrive at."
+            .into(),
+        evidence: lows.into_iter().map(|(_, _, line)| line).collect(),
     });
 }

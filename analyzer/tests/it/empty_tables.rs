@@ -162,6 +162,11 @@ fn stats_tables_without_rows_keep_their_columns() {
             "name,first,last,delta,reset,samples,first_ns,last_ns",
         ),
         ("kernel_drops", "protocol,reason,count,ip"),
+        (
+            "nic_counters",
+            "host,device,port,vendor,netdev,meaning,priority,status,counters,first,last,delta,at_least,\
+             wraps,samples,first_ns,last_ns,compared_with,captured,captured_edge,captured_fraction",
+        ),
     ] {
         let (names, rows) = read_back(dir.path(), t);
         assert_eq!(rows, 0, "{t}");

@@ -20,6 +20,7 @@ mod hops;
 mod inputs;
 mod lazy_hops;
 mod line_rate;
+mod nic_counters;
 mod np_check;
 mod pairing;
 mod pairing_chance;

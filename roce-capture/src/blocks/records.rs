@@ -76,6 +76,41 @@ pub struct Knobs {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub addrs: BTreeMap<String, Vec<String>>,
+    /// The traced host's name, which ties this host's `CTRS` samples to its ports when the captures of several
+    /// hosts are read together (their devices are all `mlx5_0`). Absent from older blocks.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub host: String,
+    /// Every RDMA port of the host, with what the analyzer needs to set its counters beside the packets: whose
+    /// driver names them, the netdev whose ethtool statistics are its own, and the MAC and addresses its frames
+    /// carry. Absent from older blocks (the analyzer then cannot tie a device's counters to its packets).
+    #[serde(
+        deserialize_with = "lenient_list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub ports: Vec<RdmaPortRecord>,
+}
+
+/// One RDMA port as the tracer found it in sysfs at the start.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RdmaPortRecord {
+    /// The RDMA device (`mlx5_0`, `bnxt_re0`, `irdma1`, `ionic_0`).
+    pub device: String,
+    /// The port number.
+    pub port: u32,
+    /// The name of the device's driver (`class/infiniband/DEV/device/driver`'s link: `mlx5_core`, `bnxt_en`,
+    /// `ice`, `ionic`), which says whose counter names the device has.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// The port's netdev, whose ethtool statistics (`ethtool/NETDEV/...` in `CTRS`) are the port's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub netdev: Option<String>,
+    /// The netdev's MAC address (`aa:bb:...`): PFC frames the port sends carry it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+    /// The addresses its RoCE GIDs stand for: the packets of this port's host.
+    #[serde(deserialize_with = "lenient_list")]
+    pub addrs: Vec<String>,
 }
 
 /// `CTRS`, every `--interval`: one reading of every NIC counter.
@@ -90,6 +125,9 @@ pub struct Counters {
     /// `ethtool/<iface>/<statistic>` → value.
     #[serde(deserialize_with = "lenient_map")]
     pub counters: BTreeMap<String, u64>,
+    /// The traced host's name, as in its `KNOB` block. Absent from older blocks.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub host: String,
 }
 
 /// `PROB`, once at the end of an eBPF capture: the probe's own counters, summed over CPUs.

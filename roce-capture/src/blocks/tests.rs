@@ -35,6 +35,15 @@ fn knobs_round_trip() {
         knobs: map(&[("eth0/roce_rp/rpg_gd", "11".to_string())]),
         captured: vec!["eth0".into()],
         addrs: [("eth0".to_string(), vec!["10.0.0.1".to_string()])].into(),
+        host: "node7".into(),
+        ports: vec![RdmaPortRecord {
+            device: "bnxt_re0".into(),
+            port: 1,
+            driver: Some("bnxt_en".into()),
+            netdev: Some("eth0".into()),
+            mac: Some("02:00:00:00:00:01".into()),
+            addrs: vec!["10.0.0.1".into()],
+        }],
     });
 }
 
@@ -44,6 +53,7 @@ fn counters_round_trip() {
         version: VERSION,
         ts_ns: 7,
         counters: map(&[("ethtool/eth0/rx_prio3_pause", u64::MAX), ("a/b", 0)]),
+        host: "node7".into(),
     });
 }
 

@@ -7,6 +7,7 @@ pub mod cnp;
 pub mod flow_index;
 pub mod flows;
 pub mod hosts;
+pub mod nic_side;
 pub mod occupancy;
 pub mod pairing;
 pub mod pfc;
@@ -34,6 +35,8 @@ pub struct StatsReport {
     pub pfc: Vec<pfc::PfcRow>,
     /// NIC counters the tracer sampled (`--counters`): how much each moved during the capture.
     pub counters: Vec<crate::recorded::CounterDelta>,
+    /// The same counters by meaning, per RDMA port, beside what the capture holds of its host's packets.
+    pub nic_counters: Vec<crate::nic_counters::check::NicCheck>,
     /// Kernel drops the tracer counted (`--kernel-events`).
     pub kernel_drops: Vec<crate::recorded::KernelDrop>,
     /// How untagged frames got their priority (see `flows[].priority_source`).
@@ -47,6 +50,7 @@ pub struct Stats {
     flows: flows::FlowsPass,
     cnps: cnp::CnpPass,
     pfc: pfc::PfcPass,
+    nic_side: nic_side::NicSidePass,
     lines: LineRates,
     priorities: crate::priority::PriorityMap,
 }
@@ -59,6 +63,7 @@ impl Stats {
             flows: flows::FlowsPass::default(),
             cnps: cnp::CnpPass::default(),
             pfc: pfc::PfcPass::new(lines),
+            nic_side: nic_side::NicSidePass::default(),
             lines,
             priorities: crate::priority::PriorityMap::default(),
         }
@@ -74,7 +79,8 @@ impl Stats {
     /// Feeds one decoded frame to every pass.
     pub fn frame(&mut self, f: &Frame<'_>) {
         self.capture.frame(f);
-        self.flows.frame(f);
+        let psn = self.flows.observe(f);
+        self.nic_side.frame(f, psn);
         self.cnps.frame(f);
         self.pfc.frame(f);
     }
@@ -113,12 +119,21 @@ impl Stats {
             let p = map.resolve(r.pcp, Some(r.dscp));
             (r.priority, r.priority_source) = (p.map(|p| p.0), p.map(|p| p.1));
         }
+        let nic_counters = crate::nic_counters::check::compare(
+            &recorded.nics,
+            &nic_side::Packets {
+                pass: &self.nic_side,
+                flows: &flows,
+                cnps: &cnps,
+            },
+        );
         let report = StatsReport {
             capture: self.capture.finish(capture, self.lines),
             flows,
             cnps,
             pfc,
             counters: recorded.counters.clone(),
+            nic_counters,
             kernel_drops: recorded.kernel_drops.clone(),
             priority_map: map,
         };

@@ -18,7 +18,8 @@ impl Stats {
     #[inline]
     pub fn owned_frame(&mut self, f: &Frame<'_>) {
         self.capture.kind(f);
-        self.flows.frame(f);
+        let psn = self.flows.observe(f);
+        self.nic_side.frame(f, psn);
         self.cnps.frame(f);
         self.pfc.frame(f);
     }
@@ -37,6 +38,7 @@ impl Stats {
         self.flows.absorb(other.flows);
         self.cnps.absorb(other.cnps);
         self.pfc.absorb(other.pfc);
+        self.nic_side.absorb(other.nic_side);
     }
 }
 

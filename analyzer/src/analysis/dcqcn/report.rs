@@ -134,8 +134,9 @@ pub struct FlowDcqcn {
     #[serde(flatten)]
     /// The flow's numbers, flattened into the same JSON object as its series.
     pub summary: FlowSummary,
-    /// Every CNP the model was fed (delay applied), for the charts' CNP marks; in a temporary file until the
-    /// report is written ([`on_disk`](crate::analysis::on_disk)).
+    /// Every CNP the model was fed, at its capture time (the CNP delay is added only where the model is run,
+    /// so the charts mark each CNP where the capture saw it); in a temporary file until the report is written
+    /// ([`on_disk`](crate::analysis::on_disk)).
     pub cnp_ts_ns: DiskVec<u64>,
     /// The model's cuts, each one a CNP it acted on; in the same file.
     pub cuts: DiskVec<Cut>,

@@ -302,6 +302,8 @@ pub(super) fn write_tables(
     // Only captures made with `roce-tracer --counters` / `--kernel-events` carry these.
     if !input.stats.counters.is_empty() {
         out.extend(whole(dir, "counters", &input.stats.counters, f)?);
+        let nic = roce_core::nic_counters::check::table_rows(&input.stats.nic_counters);
+        out.extend(whole(dir, "nic_counters", &nic, f)?);
     }
     if !input.stats.kernel_drops.is_empty() {
         out.extend(whole(dir, "kernel_drops", &input.stats.kernel_drops, f)?);

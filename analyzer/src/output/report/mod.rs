@@ -10,7 +10,7 @@
 //! evidence, worst flows first.
 //!
 //! This module only orders the work. Each section of the page is a module that owns its charts, its HTML
-//! tables and its notes ([`findings`], [`fabric`], [`flows`], [`pfc`], [`kernel`], [`cnp`], [`alpha`], [`queues`], [`qp_table`]) and
+//! tables and its notes ([`findings`], [`fabric`], [`flows`], [`pfc`], [`nic`], [`kernel`], [`cnp`], [`alpha`], [`queues`], [`qp_table`]) and
 //! writes them through [`Report`]; [`summary`] writes `summary.json` and [`export`] the CSV and Parquet
 //! tables, [`trace`] the timeline for Perfetto. A new section is a module with a `write(&mut Report)` and one line in [`write_report_with`].
 //!
@@ -30,6 +30,7 @@ pub mod headline;
 pub mod html;
 pub mod kernel;
 pub mod manifest;
+pub mod nic;
 pub mod pfc;
 pub mod progress;
 pub mod qp_table;
@@ -256,6 +257,7 @@ fn write_sections(r: &mut Report<'_>) -> Result<(), ReportError> {
     fabric::write(r)?;
     flows::write(r)?;
     pfc::write(r)?;
+    nic::write(r);
     kernel::write(r)?;
     cnp::write(r)?;
     alpha::write(r)?;

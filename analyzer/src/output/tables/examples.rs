@@ -18,6 +18,8 @@ use crate::analysis::np::{Pacing, PortCheck, StreamCheck};
 use crate::analysis::pauses::Storm;
 use roce_core::dcqcn::{Cause, EventKind};
 use roce_core::line::{LineRate, LineSource};
+use roce_core::nic_counters::check::NicCounterRow;
+use roce_core::nic_counters::{Meaning, Status, Vendor};
 use roce_core::passes::cnp::CnpRow;
 use roce_core::passes::flows::{FlowRow, Naks};
 use roce_core::passes::pairing::Method;
@@ -153,6 +155,34 @@ impl TableRow for CounterDelta {
             samples: 0,
             first_ns: 0,
             last_ns: 0,
+        }
+    }
+}
+
+impl TableRow for NicCounterRow {
+    fn example() -> Self {
+        NicCounterRow {
+            host: String::new(),
+            device: String::new(),
+            port: 0,
+            vendor: Some(Vendor::Mlx5),
+            netdev: Some(String::new()),
+            meaning: Meaning::CnpSent,
+            priority: Some(0),
+            status: Status::Counted,
+            counters: Vec::new(),
+            first: Some(0),
+            last: Some(0),
+            delta: Some(0),
+            at_least: Some(false),
+            wraps: Some(0),
+            samples: Some(0),
+            first_ns: Some(0),
+            last_ns: Some(0),
+            compared_with: Some(String::new()),
+            captured: Some(0),
+            captured_edge: Some(0),
+            captured_fraction: Some(0.0),
         }
     }
 }

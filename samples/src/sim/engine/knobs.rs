@@ -57,5 +57,6 @@ pub(super) fn knob_record(sc: &Scenario, file: usize) -> Option<Knobs> {
         knobs,
         captured,
         addrs,
+        ..Knobs::default()
     })
 }
