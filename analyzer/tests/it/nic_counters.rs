@@ -41,7 +41,7 @@ fn sample(ts: u64, cnps: u64, ce: u64, pauses: u64) -> Vec<u8> {
 /// The capture: ten CNPs before the first counter sample and five after the last (outside what the counters
 /// cover), and between them 200 CNPs from 10.0.0.5, 50 CE-marked packets to it and 20 PFC frames from its
 /// MAC, with every fourth CNP left out when `lossy`.
-fn capture(dir: &Path, lossy: bool) -> PathBuf {
+pub(crate) fn capture(dir: &Path, lossy: bool) -> PathBuf {
     let mut w = PcapngWriter::new(Vec::new(), &SectionInfo::default()).unwrap();
     w.add_interface(LinkType::ETHERNET, 65535, Some("mirror0"), None)
         .unwrap();

@@ -117,6 +117,17 @@ fn stats_is_the_same_bytes_on_any_number_of_threads() {
     on_every_sample(STATS);
 }
 
+/// NIC counter samples beside the packets: the CNPs and the CE-marked packets a host's counters have twins
+/// of belong to different flows, so with several owners each holds part of the host's series, which must
+/// join into what one thread counts (the report's NIC section, `nic_counters` in the tables).
+#[test]
+fn nic_counters_are_the_same_bytes_on_any_number_of_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = crate::nic_counters::capture(dir.path(), true);
+    let commands = [STATS, REPORT, ANNOTATE].concat();
+    same_for_1_2_and_3_threads("NIC counters", &commands, std::slice::from_ref(&file));
+}
+
 /// A rotated mirror of 4,096 QPs in three files of three formats (pcap, gzip pcap, pcapng): many flows
 /// spread over the threads, read as one capture; whole, through a window, and with its last file cut
 /// short in the middle of a record (the warning, and the results up to the damage).
