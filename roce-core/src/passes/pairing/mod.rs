@@ -652,34 +652,29 @@ impl PairingPass {
     }
 
     /// Every stream's decision on the evidence so far, the one-flow-one-stream rule applied.
+    ///
+    /// A stream has as many candidates as its host pair has flows, so the streams × candidates of a saturation
+    /// test are hundreds of thousands: each stream's evidence is summed and scored on its own and dropped
+    /// before the next, rather than all of them held in tables at once (which doubled `report`'s peak).
     fn decide_all(&self) -> Vec<(FlowKey, Decision)> {
-        // The hits and fits are summed into a copy: the pass goes on collecting after a look.
-        let mut evidence = self.evidence.clone();
-        // Every flow a stream's CNPs met at a tap is its candidate, with the hits counted there, weighed
-        // against what its covered time there gives by chance.
-        let mut weighed: FxHashMap<(FlowKey, u32), Weighed> = FxHashMap::default();
-        let mut taps: FxHashMap<FlowKey, u32> = FxHashMap::default();
+        // Each stream's taps, in the tap table's order, so that a tie between taps goes the same way at
+        // every call.
+        let mut at_taps: FxHashMap<FlowKey, Vec<(u32, &TapStream)>> = FxHashMap::default();
         for (&(iface, stream), st) in &self.tap_streams {
-            let Some(&g) = self
+            if let Some(&g) = self
                 .tap_groups_by_pair
                 .get(&(iface, stream.dst, stream.src))
-            else {
-                continue;
-            };
-            *taps.entry(stream).or_default() += 1;
-            let span = st.last.saturating_sub(st.first.unwrap_or(st.last));
-            let n = st.log.len;
-            for (tf, h) in self.tap_groups[g as usize].flows.iter().zip(&st.hits) {
-                let e = evidence.entry((stream, tf.receiver_qp)).or_default();
-                e.ce_hits += u64::from(h.ce);
-                e.active_hits += u64::from(h.active);
-                let w = weighed.entry((stream, tf.receiver_qp)).or_default();
-                w.ce.keep(n, h.ce, chance::null_rate(h.ce_from, h.ce_to, span));
-                w.active
-                    .keep(n, h.active, chance::null_rate(h.tx_from, h.tx_to, span));
+            {
+                at_taps.entry(stream).or_default().push((g, st));
             }
         }
+        // The evidence that names both QPs (CM, DETH), and the responses that fit: few, by stream.
+        let mut named: FxHashMap<FlowKey, Vec<(u32, Evidence)>> = FxHashMap::default();
+        for (&(stream, q), &e) in &self.evidence {
+            named.entry(stream).or_default().push((q, e));
+        }
         // A response B→A to q_A that fitted the request flow A→B to q_B counts for the connection (q_A, q_B).
+        let mut fits: FxHashMap<FlowKey, Vec<(u32, u64, u32)>> = FxHashMap::default();
         for (_, &key, r) in self.responses.iter() {
             let Some(&g) = self.request_groups_by_pair.get(&(key.dst, key.src)) else {
                 continue;
@@ -691,40 +686,63 @@ impl PairingPass {
                         dst: key.src,
                         dest_qp: qp,
                     };
-                    for e in [(key, qp), (stream, key.dest_qp)] {
-                        let e = evidence.entry(e).or_default();
-                        e.reverse_fit += n;
-                        e.reverse_lag = e.reverse_lag.max(lag);
-                    }
+                    fits.entry(key).or_default().push((qp, n, lag));
+                    fits.entry(stream).or_default().push((key.dest_qp, n, lag));
                 }
             }
         }
-        let mut by_stream: FxHashMap<FlowKey, Vec<(u32, Evidence)>> = FxHashMap::default();
-        for (&(stream, q), &e) in &evidence {
-            by_stream.entry(stream).or_default().push((q, e));
-        }
-        let mut decided: Vec<(FlowKey, Decision)> = by_stream
-            .into_iter()
-            .map(|(stream, mut cands)| {
-                cands.sort_unstable_by_key(|c| c.0);
-                let taps = taps.get(&stream).copied().unwrap_or(1);
-                let scored: Vec<Candidate> = cands
-                    .into_iter()
-                    .map(|(q, evidence)| {
-                        let w = weighed.get(&(stream, q)).copied().unwrap_or_default();
-                        self.score(&stream, q, evidence, w, taps)
-                    })
-                    .collect();
-                // Every flow the other way between the two hosts could have scored by chance.
-                let requests = self
-                    .request_groups_by_pair
-                    .get(&(stream.dst, stream.src))
-                    .map_or(0, |&g| self.request_groups[g as usize].qps.len());
-                let m = scored.len().max(requests);
-                let cnps = self.cnps.get(&stream).copied().unwrap_or(0);
-                (stream, decide(stream, scored, m, cnps))
-            })
+        let mut streams: Vec<FlowKey> = at_taps
+            .keys()
+            .chain(named.keys())
+            .chain(fits.keys())
+            .copied()
             .collect();
+        streams.sort_unstable();
+        streams.dedup();
+        let mut decided: Vec<(FlowKey, Decision)> = Vec::with_capacity(streams.len());
+        let mut sums: FxHashMap<u32, (Evidence, Weighed)> = FxHashMap::default();
+        for stream in streams {
+            sums.clear();
+            for &(q, e) in named.get(&stream).map_or(&[][..], Vec::as_slice) {
+                sums.entry(q).or_default().0 = e;
+            }
+            // Every flow the stream's CNPs met at a tap is its candidate, with the hits counted there, weighed
+            // against what its covered time there gives by chance.
+            let tapped = at_taps.get(&stream).map_or(&[][..], Vec::as_slice);
+            for &(g, st) in tapped {
+                let span = st.last.saturating_sub(st.first.unwrap_or(st.last));
+                let n = st.log.len;
+                for (tf, h) in self.tap_groups[g as usize].flows.iter().zip(&st.hits) {
+                    let (e, w) = sums.entry(tf.receiver_qp).or_default();
+                    e.ce_hits += u64::from(h.ce);
+                    e.active_hits += u64::from(h.active);
+                    w.ce.keep(n, h.ce, chance::null_rate(h.ce_from, h.ce_to, span));
+                    w.active
+                        .keep(n, h.active, chance::null_rate(h.tx_from, h.tx_to, span));
+                }
+            }
+            for &(q, n, lag) in fits.get(&stream).map_or(&[][..], Vec::as_slice) {
+                let (e, _) = sums.entry(q).or_default();
+                e.reverse_fit += n;
+                e.reverse_lag = e.reverse_lag.max(lag);
+            }
+            let taps = (tapped.len() as u32).max(1);
+            let mut cands: Vec<(u32, Evidence, Weighed)> =
+                sums.iter().map(|(&q, &(e, w))| (q, e, w)).collect();
+            cands.sort_unstable_by_key(|c| c.0);
+            let scored: Vec<Candidate> = cands
+                .into_iter()
+                .map(|(q, evidence, w)| self.score(&stream, q, evidence, w, taps))
+                .collect();
+            // Every flow the other way between the two hosts could have scored by chance.
+            let requests = self
+                .request_groups_by_pair
+                .get(&(stream.dst, stream.src))
+                .map_or(0, |&g| self.request_groups[g as usize].qps.len());
+            let m = scored.len().max(requests);
+            let cnps = self.cnps.get(&stream).copied().unwrap_or(0);
+            decided.push((stream, decide(stream, scored, m, cnps)));
+        }
         decided.sort_unstable_by_key(|(s, _)| *s);
         // One flow, one stream: a flow claimed twice goes to the stronger method, or to neither.
         let mut claims: FxHashMap<FlowKey, Vec<usize>> = FxHashMap::default();
