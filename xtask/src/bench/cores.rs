@@ -172,12 +172,75 @@ fn render(
             first / median.wall,
         ));
     }
+    s.push_str(&amdahl(rows));
+    s
+}
+
+/// Amdahl's law read backwards: a speedup `speedup` on `n` threads leaves this share of the one-thread run
+/// that did not spread over them.
+fn serial_fraction(speedup: f64, n: f64) -> f64 {
+    ((n / speedup - 1.0) / (n - 1.0)).clamp(0.0, 1.0)
+}
+
+/// Amdahl's law forwards: the speedup on `n` cores of a run whose share `serial` does not spread.
+fn projected(serial: f64, n: f64) -> f64 {
+    1.0 / (serial + (1.0 - serial) / n)
+}
+
+/// The serial share each command's best measured speedup leaves, and what it would give on a capture host's
+/// 16 and 64 cores, from runs on no more threads than the machine has cores (more would measure the
+/// machine's oversubscription, not the command). An upper bound: it assumes the rest spreads perfectly.
+fn amdahl(rows: &[Measured]) -> String {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as u32;
+    let mut s = String::new();
+    for command in COMMANDS {
+        let of = |n: u32| {
+            rows.iter()
+                .find(|r| r.command == *command && r.threads == n)
+        };
+        let Some(one) = of(1) else { continue };
+        let best = rows
+            .iter()
+            .filter(|r| r.command == *command && r.threads > 1 && r.threads <= cores)
+            .map(|r| (r.threads, one.median().wall / r.median().wall))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let Some((n, speedup)) = best else { continue };
+        if s.is_empty() {
+            s.push_str(
+                "\nFrom the best speedup on at most as many threads as cores, by Amdahl's law: the share of \
+                 the one-thread run that did not spread, and the speedup it would allow on 16 and 64 cores \
+                 were the rest to spread perfectly (an upper bound).\n\n\
+                 | command | threads | speedup | serial share | 16 cores | 64 cores |\n\
+                 |---|---:|---:|---:|---:|---:|\n",
+            );
+        }
+        let f = serial_fraction(speedup, f64::from(n));
+        s.push_str(&format!(
+            "| `{command}` | {n} | {speedup:.2}× | {:.0} % | {:.1}× | {:.1}× |\n",
+            f * 100.0,
+            projected(f, 16.0),
+            projected(f, 64.0),
+        ));
+    }
     s
 }
 
 #[cfg(test)]
 mod tests {
-    use super::parse_counts;
+    use super::{parse_counts, projected, serial_fraction};
+
+    /// Amdahl both ways: a run twice as fast on two threads spread wholly, one no faster did not at all, and
+    /// the fraction read from a speedup gives that speedup back.
+    #[test]
+    fn the_serial_share_and_its_projection_agree() {
+        assert_eq!(serial_fraction(2.0, 2.0), 0.0);
+        assert_eq!(serial_fraction(1.0, 2.0), 1.0);
+        let f = serial_fraction(1.34, 2.0);
+        assert!((f - 0.4925).abs() < 1e-3, "{f}");
+        assert!((projected(f, 2.0) - 1.34).abs() < 1e-9);
+        assert!(projected(f, 64.0) < 1.0 / f);
+        assert!((projected(0.05, 16.0) - 9.14).abs() < 0.01);
+    }
 
     #[test]
     fn thread_counts_parse_and_bad_ones_are_refused() {
