@@ -261,6 +261,13 @@ fn every_cnp_of_incast_dcqcn_says_its_flow_and_the_model_rate_after_it() {
             r["packets"],
             r["bytes"]
         );
+        // The mean rate in the unit stats writes it: the ACK flows of this sample run at a few Mb/s, which two
+        // decimals of Gb/s would show as 0.00.
+        let want = format!(
+            "{want}, {} mean, CE {},",
+            roce_core::units::fmt_rate(r["mean_gbps"].as_f64().unwrap() * 1e9),
+            r["ce_packets"]
+        );
         let n = first["frame"].as_u64().unwrap();
         assert!(
             said.get(&n)
@@ -271,6 +278,10 @@ fn every_cnp_of_incast_dcqcn_says_its_flow_and_the_model_rate_after_it() {
             said.get(&n)
         );
     }
+    assert!(
+        said.values().flatten().any(|c| c.contains(" Mb/s mean,")),
+        "a slow flow's rate in Mb/s"
+    );
 }
 
 /// The frames commented with `code`, as decode reads them.

@@ -7,6 +7,7 @@ use rustc_hash::FxHashMap;
 use roce_core::decode::{Frame, Kind};
 use roce_core::passes::StatsReport;
 use roce_core::passes::flows::{FlowKey, FlowRow};
+use roce_core::units::fmt_rate;
 
 use crate::analysis::dcqcn::{DcqcnReport, FlowDcqcn};
 
@@ -65,9 +66,10 @@ impl FirstPackets {
 /// A flow in one line: its row of the flows table, and its DCQCN model in brief.
 fn summary(r: &FlowRow, tap: Option<&str>, modeled: Option<&FlowDcqcn>) -> String {
     let at = tap.map_or(String::new(), |t| format!(" at {t}"));
+    // The unit `stats` writes the flow's rate in, so that a slow flow does not read `0.00 Gb/s`.
     let rate = r
         .mean_gbps
-        .map_or(String::new(), |g| format!(", {g:.2} Gb/s mean"));
+        .map_or(String::new(), |g| format!(", {} mean", fmt_rate(g * 1e9)));
     let mut text = format!(
         "rocetrace: flow {} → {} QP 0x{:06x}{at}, first packet: {} packets, {} bytes{rate}, CE {}, PSN gaps {}, \
          sent again {}, late {}, NAKs {}",
