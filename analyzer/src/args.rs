@@ -80,6 +80,8 @@ pub(crate) struct AnnotateArgs {
 pub(crate) struct HopsArgs {
     #[command(flatten)]
     pub(crate) input: Input,
+    #[command(flatten)]
+    pub(crate) threads: Threads,
     /// Drain rate of every queue, and the rate that takes each frame's serialization out of its delay. By
     /// default each downstream tap's line rate as the capture recorded it (pcapng if_speed); where none is
     /// recorded, the drain rate is measured from back-to-back frames. A number alone is Gb/s (25).
@@ -225,6 +227,8 @@ pub(crate) struct Input {
 pub(crate) struct DecodeArgs {
     #[command(flatten)]
     pub(crate) input: Input,
+    #[command(flatten)]
+    pub(crate) threads: Threads,
     /// JSON lines, one object per frame, with the fields documented in docs/decode.md.
     #[arg(long)]
     pub(crate) json: bool,
@@ -286,8 +290,9 @@ pub(crate) struct StatsArgs {
 pub(crate) struct Threads {
     /// Threads the read works on; the output is the same bytes whatever their number. stats shares the
     /// flows among them, besides the thread that reads; report and annotate give the DCQCN and hosts passes
-    /// a thread of their own and, from three threads on, share the flows among the rest (docs/report.md).
-    /// By default as many as the cores this process may use; 1 reads on one thread.
+    /// a thread of their own and, from three threads on, share the flows among the rest (docs/report.md);
+    /// hops matches on a second thread, decode --parquet encodes on one. By default as many as the cores
+    /// this process may use; 1 reads on one thread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(crate) threads: Option<u32>,
 }

@@ -188,7 +188,7 @@ fn hops(a: HopsArgs) -> Result<ExitCode> {
         bin_bytes: a.bin_bytes,
         switch_ecn: a.switch_ecn,
     };
-    let report = hops_analysis::run(&mut capture, decoder(&a.input), opts);
+    let report = hops_analysis::run_on(&mut capture, decoder(&a.input), opts, threads(&a.threads));
     capture.check_window()?;
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {
@@ -268,7 +268,7 @@ fn decode_parquet(
         group_rows: a.row_group_rows,
         ..dataset::Layout::default()
     };
-    let mut writer = dataset::DatasetWriter::create(&dir, layout)?;
+    let mut writer = dataset::DatasetWriter::create(&dir, layout, threads(&a.threads))?;
     let limit = a.count.unwrap_or(u64::MAX);
     let mut taken = 0u64;
     let mut full = false;

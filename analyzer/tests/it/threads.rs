@@ -117,6 +117,17 @@ fn stats_is_the_same_bytes_on_any_number_of_threads() {
     on_every_sample(STATS);
 }
 
+/// `hops` (its text and JSON) and the Parquet dataset of `decode --parquet`, the part files byte for byte:
+/// matching on a second thread or not, encoding on a second thread or not.
+#[test]
+fn hops_and_the_dataset_are_the_same_bytes_on_any_number_of_threads() {
+    on_every_sample(&[
+        &["hops"],
+        &["hops", "--json"],
+        &["decode", "--parquet", "DIR"],
+    ]);
+}
+
 /// NIC counter samples beside the packets: the CNPs and the CE-marked packets a host's counters have twins
 /// of belong to different flows, so with several owners each holds part of the host's series, which must
 /// join into what one thread counts (the report's NIC section, `nic_counters` in the tables).

@@ -1,5 +1,5 @@
-//! `cargo xtask bench --cores 1,2`: what `--threads N` buys `stats` and `report` on the analyzer bench's
-//! capture, for each N given.
+//! `cargo xtask bench --cores 1,2`: what `--threads N` buys `stats`, `report`, `decode --parquet` and `hops`
+//! on the analyzer's and the hops bench's captures, for each N given.
 //!
 //! The runs of the different N take turns (one run of each N, three times over) rather than three of one N
 //! then three of the next: the machines this runs on share their cores with other work, and runs side by
@@ -22,8 +22,12 @@ use crate::workspace::target_dir;
 /// Runs of each command at each N.
 const RUNS: usize = 3;
 
-/// The commands measured, by name, each given `--threads N` and the capture.
-const COMMANDS: &[&str] = &["stats", "report"];
+/// The commands measured, by name, each given `--threads N` and its capture: `hops` the hops bench's two
+/// taps (`bench --hops`'s default), the others the analyzer bench's file.
+const COMMANDS: &[&str] = &["stats", "report", "decode --parquet", "hops"];
+
+/// The µs of traffic in the hops capture: `bench --hops`'s default, so both benches time one capture.
+const HOPS_US: u64 = 800_000;
 
 /// Parses `1,2,4`: thread counts, each at least 1, none twice.
 pub fn parse_counts(list: &str) -> Result<Vec<u32>> {
@@ -81,8 +85,17 @@ pub fn run(frames: u64, counts: &[u32]) -> Result<()> {
     let size_mb = std::fs::metadata(&file)?.len() as f64 / 1e6;
     let f = path(&file);
     let report_dir = path(&target_dir().join("bench").join("report-cores"));
+    let dataset = target_dir().join("bench").join("dataset-cores");
+    let dataset_dir = path(&dataset);
+    let hops_files: Vec<String> = super::hops::capture(HOPS_US)?
+        .iter()
+        .map(|f| path(f))
+        .collect();
     // Warm the page cache so that no run reads the disk.
     time_once(&[&analyzer, "stats", "--threads", "1", &f], 0.0)?;
+    let mut warm = vec![analyzer.as_str(), "stats"];
+    warm.extend(hops_files.iter().map(String::as_str));
+    time_once(&warm, 0.0)?;
     let overhead = wrapper_overhead()?;
     let mut rows: Vec<Measured> = COMMANDS
         .iter()
@@ -104,11 +117,21 @@ pub fn run(frames: u64, counts: &[u32]) -> Result<()> {
                 round + 1
             );
             let threads = row.threads.to_string();
-            let mut argv = vec![analyzer.as_str(), row.command, "--threads", &threads];
-            if row.command == "report" {
-                argv.extend(["-o", report_dir.as_str()]);
+            let mut argv = vec![analyzer.as_str()];
+            argv.extend(row.command.split(' '));
+            argv.extend(["--threads", &threads]);
+            match row.command {
+                "report" => argv.extend(["-o", report_dir.as_str(), &f]),
+                "decode --parquet" => {
+                    // The dataset writer refuses a directory that holds part files already.
+                    if dataset.exists() {
+                        std::fs::remove_dir_all(&dataset)?;
+                    }
+                    argv.extend([dataset_dir.as_str(), &f]);
+                }
+                "hops" => argv.extend(hops_files.iter().map(String::as_str)),
+                _ => argv.push(&f),
             }
-            argv.push(&f);
             row.runs
                 .push(run_on(cores(), &argv, overhead, Stdio::inherit())?);
         }
@@ -120,8 +143,9 @@ pub fn run(frames: u64, counts: &[u32]) -> Result<()> {
         "cores",
         &report,
         "## Analyzer on N threads: `cargo xtask bench --cores 1,2,3`\n\n\
-         `stats`, `report` and `annotate` read on `--threads N` (issue 26). This section is each command's wall \
-         time on the analyzer bench's capture for every N asked, the runs of the different N taking turns.\n",
+         `stats`, `report`, `annotate`, `hops` and `decode --parquet` read on `--threads N` (issue 26). This \
+         section is each command's wall time on its bench capture for every N asked, the runs of the different \
+         N taking turns.\n",
     )
 }
 
@@ -137,7 +161,8 @@ fn render(
         "Machine: {}, {}; runs on {}; {RUNS} runs of each, the thread counts taking turns; median wall time \
          taken around each process, less {:.1} ms for starting GNU time and taskset. Load average (1 min) \
          {} before the runs and {} after.\n\n\
-         Capture: `samples::bulk`, {} frames over {} QPs, snap length {}, {:.0} MB.\n\n",
+         Capture: `samples::bulk`, {} frames over {} QPs, snap length {}, {:.0} MB; for `hops`, the hops \
+         bench's 4:1 incast tapped on both sides of the switch ({HOPS_US} µs, two files, five taps).\n\n",
         cores_of_cpu(),
         kernel(),
         cores_note(),

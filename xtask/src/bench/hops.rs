@@ -41,9 +41,8 @@ fn scenario(duration_us: u64) -> String {
     s
 }
 
-pub fn run(duration_us: u64) -> Result<()> {
-    build_release_analyzer(&[])?;
-    let analyzer = release_analyzer();
+/// The bench's two files (the senders' taps, the receiver's), simulated once per duration and kept.
+pub(super) fn capture(duration_us: u64) -> Result<Vec<PathBuf>> {
     let dir = target_dir()
         .join("bench")
         .join(format!("hops-{duration_us}"));
@@ -55,6 +54,13 @@ pub fn run(duration_us: u64) -> Result<()> {
         eprintln!("xtask: simulating {duration_us} µs into {}", dir.display());
         sim::write_run(&sc, &dir)?;
     }
+    Ok(files)
+}
+
+pub fn run(duration_us: u64) -> Result<()> {
+    build_release_analyzer(&[])?;
+    let analyzer = release_analyzer();
+    let files = capture(duration_us)?;
     let mut frames = 0u64;
     let mut mb = 0.0;
     for f in &files {

@@ -37,7 +37,7 @@ mod series;
 mod taps;
 
 pub use super::hist;
-pub use pass::{HopsPass, run};
+pub use pass::{HopsPass, run, run_on};
 pub use rates::WIRE_OVERHEAD;
 pub use report::{HopReport, HopsReport, MarkingReport, QueueReport, TapReport};
 pub use series::{Series, SeriesBin};

@@ -195,17 +195,28 @@ fn fill(frames: &mut Frames<'_>, batch: &mut Vec<Seen>, side: &mut Side) -> bool
     !batch.is_empty()
 }
 
-/// Runs the pass over a whole capture. With a second core, one thread reads, decodes and keeps the [`Side`]
-/// while another matches (each takes about half of the work); the pass sees the same frames in the same order
-/// either way.
+/// Runs the pass over a whole capture on as many threads as the cores this process may use (two at most).
 pub fn run(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -> HopsReport {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    run_on(capture, decoder, opts, cores)
+}
+
+/// Runs the pass over a whole capture on `threads`. From two on, one thread reads, decodes and keeps the
+/// [`Side`] while another matches (each takes about half of the work; matching keeps the capture's order, so
+/// a third thread would have nothing of its own); on one, both on this thread. The pass sees the same frames
+/// in the same order either way, so the report is the same bytes.
+pub fn run_on(
+    capture: &mut Capture,
+    decoder: Decoder,
+    opts: HopsOptions,
+    threads: usize,
+) -> HopsReport {
     // Matching keys on the ICRC the frame carries, never on whether it is right: no CRC over every frame.
     let decoder = Decoder {
         check_icrc: false,
         ..decoder
     };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let pass = if cores > 1 {
+    let pass = if threads > 1 {
         run_two_threads(capture, decoder, opts)
     } else {
         let mut pass = HopsPass::new(opts);

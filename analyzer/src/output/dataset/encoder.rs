@@ -119,12 +119,7 @@ impl Encoder {
                     new_taps,
                     end_group,
                 } => {
-                    self.taps.extend(new_taps);
-                    self.encode(&rows).map_err(parquet_error(&self.dir))?;
-                    if end_group || self.group_full() {
-                        self.close_group()?;
-                    }
-                    rows.clear();
+                    self.take(&mut rows, new_taps, end_group)?;
                     // The decoding side reuses the buffers; gone, it no longer needs them.
                     let _ = back.send(rows);
                 }
@@ -134,6 +129,24 @@ impl Encoder {
         // The decoding side stopped without finishing (its input failed): the file in progress keeps its
         // temporary name, so no reader takes it for a whole one.
         Ok(self.frames)
+    }
+
+    /// Encodes one batch of rows (and the taps first named in it) and empties it for reuse; closes the row
+    /// group where the decoding side or the group's budget ends it. The same step on either thread, so the
+    /// files are the same bytes whether or not encoding has a thread of its own.
+    pub(super) fn take(
+        &mut self,
+        rows: &mut Rows,
+        new_taps: Vec<String>,
+        end_group: bool,
+    ) -> Result<(), DatasetError> {
+        self.taps.extend(new_taps);
+        self.encode(rows).map_err(parquet_error(&self.dir))?;
+        if end_group || self.group_full() {
+            self.close_group()?;
+        }
+        rows.clear();
+        Ok(())
     }
 
     fn group_full(&self) -> bool {
@@ -241,7 +254,7 @@ impl Encoder {
     }
 
     /// Writes what is left and closes the last file.
-    fn finish(mut self) -> Result<u64, DatasetError> {
+    pub(super) fn finish(mut self) -> Result<u64, DatasetError> {
         self.close_group()?;
         self.parts.finish()?;
         Ok(self.frames)

@@ -102,7 +102,7 @@ fn parquet_error(path: &Path) -> impl FnOnce(ParquetError) -> DatasetError + '_ 
 }
 
 /// Writes the frames of one capture as `part-NNNNN.parquet` files into a directory, encoding on a second
-/// thread.
+/// thread (or, asked for one thread, on the decoding one).
 #[derive(Debug)]
 pub struct DatasetWriter {
     dir: PathBuf,
@@ -114,11 +114,15 @@ pub struct DatasetWriter {
     to_encoder: Option<SyncSender<Message>>,
     recycled: Receiver<Box<Rows>>,
     encoder: Option<JoinHandle<Result<u64, DatasetError>>>,
+    /// The encoder when it runs on the decoding thread; then `to_encoder` and `encoder` are `None`.
+    inline: Option<Box<Encoder>>,
 }
 
 impl DatasetWriter {
-    /// Creates `dir` (and its parents); refuses a directory that already holds part files.
-    pub fn create(dir: &Path, layout: Layout) -> Result<Self, DatasetError> {
+    /// Creates `dir` (and its parents); refuses a directory that already holds part files. On `threads` from
+    /// two on, a thread encodes while the caller's decodes; on one, the caller's thread does both. The files
+    /// are the same bytes either way.
+    pub fn create(dir: &Path, layout: Layout, threads: usize) -> Result<Self, DatasetError> {
         tables::create_dir(dir)?;
         for entry in std::fs::read_dir(dir).map_err(io_error(dir))? {
             let name = entry.map_err(io_error(dir))?.file_name();
@@ -136,25 +140,33 @@ impl DatasetWriter {
         let group_rows = layout.group_rows.unwrap_or(usize::MAX);
         let batch = PAGE_ROWS.min(group_rows);
         let encoder = Encoder::new(dir.to_path_buf(), layout)?;
-        // One batch queued while one is encoded and one filled: the decoding thread waits rather than
-        // letting buffers pile up when encoding is the slower side.
-        let (to_encoder, from_decoder) = sync_channel(1);
         let (back, recycled) = std::sync::mpsc::channel();
-        let handle = std::thread::Builder::new()
-            .name("parquet-encoder".into())
-            .spawn(move || encoder.run(from_decoder, back))
-            .map_err(io_error(dir))?;
-        Ok(DatasetWriter {
+        let mut writer = DatasetWriter {
             dir: dir.to_path_buf(),
             rows: Box::new(Rows::with_capacity(batch)),
             batch,
             group_rows,
             in_group: 0,
             taps_sent: 0,
-            to_encoder: Some(to_encoder),
+            to_encoder: None,
             recycled,
-            encoder: Some(handle),
-        })
+            encoder: None,
+            inline: None,
+        };
+        if threads <= 1 {
+            writer.inline = Some(Box::new(encoder));
+            return Ok(writer);
+        }
+        // One batch queued while one is encoded and one filled: the decoding thread waits rather than
+        // letting buffers pile up when encoding is the slower side.
+        let (to_encoder, from_decoder) = sync_channel(1);
+        let handle = std::thread::Builder::new()
+            .name("parquet-encoder".into())
+            .spawn(move || encoder.run(from_decoder, back))
+            .map_err(io_error(dir))?;
+        writer.to_encoder = Some(to_encoder);
+        writer.encoder = Some(handle);
+        Ok(writer)
     }
 
     /// Adds a frame; returns true when a batch is full and [`DatasetWriter::flush`] is due (the frame
@@ -166,7 +178,7 @@ impl DatasetWriter {
         n >= self.batch || self.in_group + n >= self.group_rows
     }
 
-    /// Hands the buffered rows to the encoding thread, naming taps as `capture` does.
+    /// Hands the buffered rows to the encoder, naming taps as `capture` does.
     pub fn flush(&mut self, capture: &Capture) -> Result<(), DatasetError> {
         if self.rows.len() == 0 {
             return Ok(());
@@ -184,6 +196,9 @@ impl DatasetWriter {
             .map(|t| t.name.clone())
             .collect();
         self.taps_sent = self.taps_sent.max(taps.len());
+        if let Some(encoder) = &mut self.inline {
+            return encoder.take(&mut self.rows, new_taps, end_group);
+        }
         let fresh = self
             .recycled
             .try_recv()
@@ -226,6 +241,9 @@ impl DatasetWriter {
     /// Writes what is left, closes the last file and returns the frames written.
     pub fn finish(mut self, capture: &Capture) -> Result<u64, DatasetError> {
         self.flush(capture)?;
+        if let Some(encoder) = self.inline.take() {
+            return encoder.finish();
+        }
         self.send(Message::Finish)?;
         self.join()
     }
