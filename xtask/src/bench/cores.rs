@@ -118,7 +118,7 @@ pub fn run(frames: u64, counts: &[u32]) -> Result<()> {
             );
             let threads = row.threads.to_string();
             let mut argv = vec![analyzer.as_str()];
-            argv.extend(row.command.split(' '));
+            argv.extend(row.command.split(' ').take(1));
             argv.extend(["--threads", &threads]);
             match row.command {
                 "report" => argv.extend(["-o", report_dir.as_str(), &f]),
@@ -127,7 +127,7 @@ pub fn run(frames: u64, counts: &[u32]) -> Result<()> {
                     if dataset.exists() {
                         std::fs::remove_dir_all(&dataset)?;
                     }
-                    argv.extend([dataset_dir.as_str(), &f]);
+                    argv.extend(["--parquet", dataset_dir.as_str(), &f]);
                 }
                 "hops" => argv.extend(hops_files.iter().map(String::as_str)),
                 _ => argv.push(&f),
