@@ -176,7 +176,11 @@ fn second_signal(engine: &str, tag: &str) {
                 .output()
         })
     };
-    wait_until("the replay reaching vb", 60, || ns.rx_packets("vb") > 0);
+    // Signalled as soon as vb saw a packet, the tracer could still hold every frame in its rings and its
+    // merge, which the second signal skips: wait until frames are on disk (the file grows a MiB at a time).
+    wait_until("frames on disk", 60, || {
+        std::fs::metadata(&out).map_or(0, |m| m.len()) > 64 * 1024
+    });
     signal(&child, "TERM");
     signal(&child, "INT");
     let result = wait(child, 60);
