@@ -47,6 +47,15 @@ pub fn sample(name: &str) -> PathBuf {
     workspace().join(format!("samples/captures/{name}.pcapng"))
 }
 
+/// Writes `text` into `root/rel`, its directories made: one file of a fixture tree laid out like a host's
+/// sysfs or proc.
+pub fn put_file(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().expect("a file under root"))
+        .expect("make the fixture's directory");
+    std::fs::write(&p, text).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
+}
+
 /// Says, visibly, that `what` did not run on this machine and why.
 pub fn not_run_here(what: &str) {
     let line = format!("not run here: {what}\n");

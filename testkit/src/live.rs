@@ -251,17 +251,7 @@ impl Netns {
     /// Replays a pcap into `va` once at the pace of its timestamps, as the traffic went by when it was
     /// captured: what a capture's timing-dependent analysis (rates, the DCQCN model) needs to see again.
     pub fn replay_paced(&self, pcap: &Path) {
-        let out = self
-            .cmd("tcpreplay")
-            .args(["-q", "-i", "va"])
-            .arg(pcap)
-            .output()
-            .expect("run tcpreplay");
-        assert!(
-            out.status.success(),
-            "tcpreplay failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.tcpreplay(&["-i", "va"], pcap);
     }
 
     /// Replays a pcap into `va` as fast as possible, `loops` times.
@@ -271,10 +261,15 @@ impl Netns {
 
     /// Replays a pcap into `dev` as fast as possible, `loops` times.
     pub fn replay_into(&self, dev: &str, pcap: &Path, loops: u32) {
+        self.tcpreplay(&["-t", "-i", dev, &format!("--loop={loops}")], pcap);
+    }
+
+    /// Runs tcpreplay quietly in the namespace with `args` over `pcap`, and fails the test if it fails.
+    fn tcpreplay(&self, args: &[&str], pcap: &Path) {
         let out = self
             .cmd("tcpreplay")
-            .args(["-q", "-t", "-i", dev])
-            .arg(format!("--loop={loops}"))
+            .arg("-q")
+            .args(args)
             .arg(pcap)
             .output()
             .expect("run tcpreplay");

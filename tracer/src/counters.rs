@@ -486,11 +486,7 @@ mod tests {
     /// A tree laid out like an mlx5 host's sysfs, small, with eth0's `ethtool -S` output.
     fn fixture() -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
-        let put = |rel: &str, v: &str| {
-            let p = d.path().join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, format!("{v}\n")).unwrap();
-        };
+        let put = |rel: &str, v: &str| testkit::put_file(d.path(), rel, &format!("{v}\n"));
         put(
             "class/infiniband/mlx5_0/ports/1/counters/port_xmit_data",
             "1000",
@@ -574,11 +570,7 @@ PFC configuration:
     #[test]
     fn the_qos_map_and_the_addresses_are_recorded_and_read_back() {
         let d = fixture();
-        let put = |rel: &str, v: &str| {
-            let p = d.path().join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, v).unwrap();
-        };
+        let put = |rel: &str, v: &str| testkit::put_file(d.path(), rel, v);
         put("mlnx_qos/eth0", MLNX_QOS);
         // eth1 has knobs but its tool's answer is not there (a host without mlnx_qos): no map for it.
         let gid = "class/infiniband/mlx5_0/ports/1";

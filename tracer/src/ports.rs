@@ -176,11 +176,7 @@ pub fn rdma_ports(root: &Path) -> Vec<RdmaPort> {
 pub(crate) mod tests {
     use super::*;
 
-    pub(crate) fn put(root: &Path, rel: &str, text: &str) {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
+    pub(crate) use testkit::put_file as put;
 
     #[test]
     fn a_speed_comes_from_sysfs_or_not_at_all() {

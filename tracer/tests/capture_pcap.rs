@@ -361,11 +361,7 @@ fn counters_and_knobs_travel_in_the_capture() {
     }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("sys");
-    let put = |rel: &str, v: &str| {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, format!("{v}\n")).unwrap();
-    };
+    let put = |rel: &str, v: &str| testkit::put_file(&root, rel, &format!("{v}\n"));
     put(
         "class/infiniband/mlx5_0/ports/1/counters/port_rcv_packets",
         "12345",

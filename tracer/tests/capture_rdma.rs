@@ -261,11 +261,7 @@ fn the_count_and_a_signal_stop_the_rdma_engine_like_the_others() {
     assert_eq!(records(&out).len(), 10);
 }
 
-fn put(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
+use testkit::put_file as put;
 
 /// A sysfs tree with a RoCE port (mlx5_0:1 on ens1f0np0) and an InfiniBand one (mlx5_1:1).
 fn fake_sysfs(root: &Path) -> PathBuf {

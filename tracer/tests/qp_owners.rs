@@ -66,9 +66,7 @@ fn snapshots_of_rdma_res_travel_in_the_capture() {
     ];
     for (index, gid, kind) in gids {
         for (sub, text) in [("gids", gid), ("gid_attrs/types", kind)] {
-            let path = port.join(sub).join(index);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, format!("{text}\n")).unwrap();
+            testkit::put_file(&port, &format!("{sub}/{index}"), &format!("{text}\n"));
         }
     }
 

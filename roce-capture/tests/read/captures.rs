@@ -40,31 +40,25 @@ fn warnings(stderr: &[u8]) -> String {
         .join("\n")
 }
 
-/// Per frame: (timestamp in ns, original length, captured length), as tshark sees the file.
-fn tshark_frames(path: &Path) -> Vec<(u64, u32, u32)> {
+/// tshark's `fields` of every frame of the file, one tab-separated line per frame.
+fn tshark_fields(path: &Path, fields: &[&str]) -> String {
     let p = path.to_str().unwrap();
-    let out = run(
-        "tshark",
-        &[
-            "-r",
-            p,
-            "-T",
-            "fields",
-            "-e",
-            "frame.time_epoch",
-            "-e",
-            "frame.len",
-            "-e",
-            "frame.cap_len",
-        ],
-    );
+    let mut args = vec!["-r", p, "-T", "fields"];
+    for f in fields {
+        args.extend(["-e", f]);
+    }
+    let out = run("tshark", &args);
     assert!(
         out.status.success(),
         "tshark -r {p} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout)
-        .unwrap()
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Per frame: (timestamp in ns, original length, captured length), as tshark sees the file.
+fn tshark_frames(path: &Path) -> Vec<(u64, u32, u32)> {
+    tshark_fields(path, &["frame.time_epoch", "frame.len", "frame.cap_len"])
         .lines()
         // tshark lists copyable custom blocks as frames with no timestamp; they are not packets.
         .filter(|line| !line.starts_with('\t'))
@@ -338,23 +332,7 @@ fn packets_are_numbered_as_wireshark_numbers_them() {
         "read_batch numbers records as next_record does"
     );
 
-    let p = path.to_str().unwrap();
-    let out = run(
-        "tshark",
-        &[
-            "-r",
-            p,
-            "-T",
-            "fields",
-            "-e",
-            "frame.number",
-            "-e",
-            "frame.cb_pen",
-        ],
-    );
-    assert!(out.status.success(), "tshark -r {p} failed");
-    let theirs: Vec<u64> = String::from_utf8(out.stdout)
-        .unwrap()
+    let theirs: Vec<u64> = tshark_fields(&path, &["frame.number", "frame.cb_pen"])
         .lines()
         .filter_map(|l| l.split_once('\t'))
         .filter(|(_, pen)| pen.is_empty())
