@@ -103,23 +103,20 @@ pub(super) fn read(
     (stats, passes, hops)
 }
 
-/// Every owner's briefs of one chunk, each list in its chunk's order, to the passes in the capture's order.
+/// Every owner's briefs of one chunk to the passes in the capture's order. Each brief carries its place in
+/// the chunk and no two share one, so each is put straight into its place: the tail's work per frame stays
+/// the same however many owners there are (it is the part of the read that does not spread).
 fn merged(chunk: &[Vec<(u32, Brief)>], passes: &mut Passes) {
-    let mut next = vec![0usize; chunk.len()];
-    loop {
-        let mut best: Option<(u32, usize)> = None;
-        for (owner, list) in chunk.iter().enumerate() {
-            if let Some(&(index, _)) = list.get(next[owner])
-                && best.is_none_or(|(b, _)| index < b)
-            {
-                best = Some((index, owner));
-            }
-        }
-        let Some((_, owner)) = best else {
-            return;
-        };
-        let (_, brief) = &chunk[owner][next[owner]];
-        next[owner] += 1;
+    let places = chunk
+        .iter()
+        .filter_map(|list| list.last().map(|&(index, _)| index as usize + 1))
+        .max()
+        .unwrap_or(0);
+    let mut in_order: Vec<Option<&Brief>> = vec![None; places];
+    for (index, brief) in chunk.iter().flatten() {
+        in_order[*index as usize] = Some(brief);
+    }
+    for brief in in_order.into_iter().flatten() {
         passes.dcqcn.frame(brief);
         passes.hosts.frame(brief);
     }

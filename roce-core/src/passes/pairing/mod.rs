@@ -697,6 +697,7 @@ impl PairingPass {
             .chain(fits.keys())
             .copied()
             .collect();
+        // In key order: the one-flow-one-stream rule below and every output take the decisions so.
         streams.sort_unstable();
         streams.dedup();
         let mut decided: Vec<(FlowKey, Decision)> = Vec::with_capacity(streams.len());
@@ -743,7 +744,6 @@ impl PairingPass {
             let cnps = self.cnps.get(&stream).copied().unwrap_or(0);
             decided.push((stream, decide(stream, scored, m, cnps)));
         }
-        decided.sort_unstable_by_key(|(s, _)| *s);
         // One flow, one stream: a flow claimed twice goes to the stronger method, or to neither.
         let mut claims: FxHashMap<FlowKey, Vec<usize>> = FxHashMap::default();
         for (i, (stream, d)) in decided.iter().enumerate() {
