@@ -288,11 +288,12 @@ pub(crate) struct StatsArgs {
 /// How many threads a command's read runs on.
 #[derive(Debug, Args)]
 pub(crate) struct Threads {
-    /// Threads the read works on; the output is the same bytes whatever their number. stats shares the
+    /// Threads the command works on; the output is the same bytes whatever their number. stats shares the
     /// flows among them, besides the thread that reads; report and annotate give the DCQCN and hosts passes
-    /// a thread of their own and, from three threads on, share the flows among the rest (docs/report.md);
-    /// hops matches on a second thread, decode --parquet encodes on one. By default as many as the cores
-    /// this process may use; 1 reads on one thread.
+    /// a thread of their own and, from three threads on, share the flows among the rest, then run the
+    /// flows' models and write the report's tables and charts over them (docs/report.md); hops matches on
+    /// a second thread, decode --parquet encodes on one. By default as many as the cores this process may
+    /// use; 1 works on one thread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(crate) threads: Option<u32>,
 }

@@ -11,7 +11,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use analyzer::analysis::dcqcn::{DcqcnPass, Options};
+use analyzer::analysis::dcqcn::{DcqcnPass, FlowId, OnEvent, Options};
 use analyzer::analysis::fabric::FabricPass;
 use analyzer::analysis::findings::Severity;
 use analyzer::analysis::hops::{self as hops_analysis, HopsOptions};
@@ -34,7 +34,7 @@ use args::{
 };
 use clap::Parser;
 use roce_capture::{Capture, inputs};
-use roce_core::dcqcn::{EcnConfig, Profile};
+use roce_core::dcqcn::{EcnConfig, Event, Profile};
 use roce_core::decode::Decoder;
 use roce_core::filter::Filter;
 use roce_core::frames::Frames;
@@ -68,10 +68,16 @@ fn main() -> ExitCode {
         Command::Decode(a) => decode(a),
         Command::Stats(a) => stats(a),
         Command::Dcqcn(a) => dcqcn(a),
-        Command::Report(a) => report(a),
+        Command::Report(a) => {
+            one_malloc_arena();
+            on_threads(threads(&a.threads), || report(a))
+        }
         Command::Hops(a) => hops(a),
         Command::Fabric(a) => fabric(a),
-        Command::Annotate(a) => annotate(a),
+        Command::Annotate(a) => {
+            one_malloc_arena();
+            on_threads(threads(&a.threads), || annotate(a))
+        }
     };
     match result {
         Ok(code) => code,
@@ -111,6 +117,21 @@ fn threads(given: &Threads) -> usize {
         || std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         |n| n as usize,
     )
+}
+
+/// Runs `work` in a pool of `n` threads, so that the steps after the read that spread over threads (the
+/// models of the flows, the report's tables and charts) take the threads `--threads` allows and no more; on
+/// this thread when no pool can be had. The pool's threads get the main thread's stack size.
+fn on_threads<T: Send>(n: usize, work: impl FnOnce() -> T + Send) -> T {
+    match rayon::ThreadPoolBuilder::new()
+        .num_threads(n.max(1))
+        .stack_size(8 << 20)
+        .thread_name(|i| format!("work-{i}"))
+        .build()
+    {
+        Ok(pool) => pool.install(work),
+        Err(_) => work(),
+    }
 }
 
 /// Opens the inputs as one capture, windowed; a directory's files that are not captures are named, and so
@@ -428,7 +449,6 @@ fn model_options(m: &ModelArgs) -> Result<Options> {
 }
 
 fn report(a: ReportArgs) -> Result<ExitCode> {
-    one_malloc_arena();
     let opts = PipelineOptions {
         decoder: decoder(&a.input),
         dcqcn: model_options(&a.model)?,
@@ -450,15 +470,16 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
     } else {
         None
     };
+    let mut to_log = |id: &FlowId, e: &Event| {
+        if let Some(l) = &mut log {
+            l.push(id, e);
+        }
+    };
     let analysis = pipeline::run_with_model_events(
         &mut capture,
         &opts,
         |pos| progress.set_position(pos),
-        &mut |id, e| {
-            if let Some(l) = &mut log {
-                l.push(id, e);
-            }
-        },
+        a.model_table.then_some(&mut to_log as OnEvent<'_>),
     )?;
     progress.finish();
     capture.check_window()?;
@@ -505,10 +526,11 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
     Ok(finish(&capture))
 }
 
-/// The report's analysis runs the DCQCN passes on a second thread, and glibc would give that thread an
-/// allocation arena of its own: free memory in one arena serves no allocation of the other, which cost a
-/// fifth more peak memory on the saturation benchmark (176 → 216 MB, before the mmap threshold above was
-/// fixed) for no speed. One arena for the process.
+/// The report's analysis runs the DCQCN passes on a second thread (and its later steps on a pool's), and
+/// glibc would give each thread an allocation arena of its own: free memory in one arena serves no
+/// allocation of another, which cost a fifth more peak memory on the saturation benchmark (176 → 216 MB,
+/// before the mmap threshold above was fixed) for no speed, and half again on the bench capture once the
+/// tables were written over a pool (106 → 160 MB). One arena for the process, set before any thread starts.
 fn one_malloc_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes a malloc setting; it is called before any other thread of ours starts.
@@ -541,7 +563,6 @@ fn write_model_table(dir: &Path, log: ModelLog) -> Result<()> {
 
 /// `annotate`: the analysis of `report`, then the capture read again and written with it in its comments.
 fn annotate(a: AnnotateArgs) -> Result<ExitCode> {
-    one_malloc_arena();
     let opts = PipelineOptions {
         decoder: decoder(&a.input),
         dcqcn: model_options(&a.model)?,
@@ -557,7 +578,7 @@ fn annotate(a: AnnotateArgs) -> Result<ExitCode> {
         &mut capture,
         &opts,
         |pos| progress.set_position(pos),
-        &mut |id, e| models.event(id, e),
+        Some(&mut |id, e| models.event(id, e)),
     )?;
     progress.finish();
     capture.check_window()?;

@@ -87,16 +87,17 @@ pub fn run(
     opts: &PipelineOptions,
     progress: impl FnMut(u64),
 ) -> Result<Analysis, DcqcnError> {
-    run_with_model_events(capture, opts, progress, &mut |_, _| {})
+    run_with_model_events(capture, opts, progress, None)
 }
 
-/// [`run`], handing every event of every flow's DCQCN model to `on_event` as the model makes it (the
-/// report's per-event table goes to disk this way, never whole in memory).
+/// [`run`], handing every event of every flow's DCQCN model to `on_event`, when there is one, as the model
+/// makes it (the report's per-event table goes to disk this way, never whole in memory). Without one the
+/// flows' models run over the threads of the caller's rayon pool, each flow's on one.
 pub fn run_with_model_events(
     capture: &mut Capture,
     opts: &PipelineOptions,
     mut progress: impl FnMut(u64),
-    on_event: &mut dyn FnMut(&dcqcn::FlowId, &roce_core::dcqcn::Event),
+    on_event: Option<dcqcn::OnEvent<'_>>,
 ) -> Result<Analysis, DcqcnError> {
     let (stats, passes, hops) = read(capture, opts, &mut progress);
     let beside::Passes { dcqcn, hosts } = passes;

@@ -250,7 +250,7 @@ fn analyse_with_events(bytes: Vec<u8>, opts: &Options) -> (DcqcnReport, Vec<(Flo
     let (_, pauses) = pfc.finish_with_intervals(last);
     let mut events = Vec::new();
     let (report, _) = pass
-        .finish_with_events(&opts, &pauses, &mut |id, e| events.push((*id, *e)))
+        .finish_with_events(&opts, &pauses, Some(&mut |id, e| events.push((*id, *e))))
         .unwrap();
     (report, events)
 }
@@ -858,8 +858,9 @@ fn the_report_writes_every_model_event_on_request() {
         ..PipelineOptions::default()
     };
     let mut events = 0usize;
-    let a = pipeline::run_with_model_events(&mut capture, &opts, |_| {}, &mut |_, _| events += 1)
-        .unwrap();
+    let a =
+        pipeline::run_with_model_events(&mut capture, &opts, |_| {}, Some(&mut |_, _| events += 1))
+            .unwrap();
     assert!(events > 100, "{events}");
     // The taps are named as everywhere else: FILE:IFACE.
     let f = &a.dcqcn.flows[0];

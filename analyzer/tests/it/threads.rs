@@ -170,6 +170,40 @@ fn every_output_over_a_rotated_set_is_the_same_bytes_on_any_number_of_threads() 
     same_for_1_2_and_3_threads("rotated set, cut short", &commands, &files);
 }
 
+/// The flows' models run over the threads when nothing takes their events, and in turn, one flow after the
+/// other, when `--model-table` writes them: the two ways give the same report, file for file, on the
+/// rotated set's 4,096 QPs (more flows than one batch of the threads holds).
+#[test]
+fn the_models_give_the_same_report_over_threads_and_in_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_rotated(dir.path());
+    // Each file by its name alone: the first three outputs are the command's status, stdout and stderr.
+    let report_files = |args: &[&str], skip: &[&str]| -> Vec<(String, Vec<u8>)> {
+        outputs(args, &files, 3)
+            .into_iter()
+            .skip(3)
+            .map(|(key, bytes)| (key.rsplit(' ').next().unwrap_or_default().to_owned(), bytes))
+            .filter(|(name, _)| !skip.contains(&name.as_str()))
+            .collect()
+    };
+    // The manifest lists model_events.parquet too.
+    let spread = report_files(REPORT[0], &[".roce-report"]);
+    let in_turn = report_files(
+        &["report", "--model-table", "-o", "DIR"],
+        &[".roce-report", "model_events.parquet"],
+    );
+    let names = |o: &[(String, Vec<u8>)]| o.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&spread), names(&in_turn));
+    assert!(
+        names(&spread).contains(&"model.parquet".to_owned()),
+        "the report holds the models: {:?}",
+        names(&spread)
+    );
+    for ((name, a), (_, b)) in spread.iter().zip(&in_turn) {
+        assert!(a == b, "{name} differs between the two ways");
+    }
+}
+
 /// Cuts a file in the middle of a record past its first third.
 fn cut_short(file: &Path) {
     let bytes = std::fs::read(file).unwrap();

@@ -3,9 +3,13 @@
 //!
 //! The runs of the different N take turns (one run of each N, three times over) rather than three of one N
 //! then three of the next: the machines this runs on share their cores with other work, and runs side by
-//! side see the same load. Each figure is the median of its three, timed as every bench times (on every core
-//! the bench may use, under GNU time). The load average is read before and after, since another process
-//! busy on a core takes exactly what the extra threads hoped to use, and a reader must know it was there.
+//! side see the same load. Each figure is the median of its three, timed as every bench times (under GNU
+//! time). A run of N threads is allowed the first N cores and no more (`taskset`), as issue 26 measures "by
+//! the cores it was allowed": on more cores the one-thread run would have its reading-ahead thread on a core
+//! of its own and the speedup would be understated, on fewer the N threads would share them. More threads
+//! than the machine has cores share them all. The load average is read before and after, since another
+//! process busy on a core takes exactly what the extra threads hoped to use, and a reader must know it was
+//! there.
 
 use std::process::Stdio;
 
@@ -15,7 +19,7 @@ use samples::bulk::BulkSpec;
 use super::benchmarks_md;
 use super::inputs::{build_release_analyzer, bulk_capture, release_analyzer};
 use super::machine::{cores_of_cpu, kernel};
-use super::measure::{Run, cores, cores_note, path, run_on, time_once, wrapper_overhead};
+use super::measure::{Run, cores, path, run_on, time_once, wrapper_overhead};
 use crate::install;
 use crate::workspace::target_dir;
 
@@ -45,6 +49,15 @@ pub fn parse_counts(list: &str) -> Result<Vec<u32>> {
         counts.push(n);
     }
     Ok(counts)
+}
+
+/// The cores a run of `threads` threads is allowed: the first `threads` of the machine's, or all of them.
+fn first_cores(threads: u32) -> String {
+    let machine = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    match threads.min(machine) {
+        0 | 1 => "0".to_owned(),
+        n => format!("0-{}", n - 1),
+    }
 }
 
 /// The 1-minute load average, as /proc/loadavg says it; `None` where there is none.
@@ -132,8 +145,12 @@ pub fn run(frames: u64, counts: &[u32]) -> Result<()> {
                 "hops" => argv.extend(hops_files.iter().map(String::as_str)),
                 _ => argv.push(&f),
             }
-            row.runs
-                .push(run_on(cores(), &argv, overhead, Stdio::inherit())?);
+            row.runs.push(run_on(
+                &first_cores(row.threads),
+                &argv,
+                overhead,
+                Stdio::inherit(),
+            )?);
         }
     }
     let load_after = load();
@@ -158,14 +175,15 @@ fn render(
 ) -> String {
     let shown = |l: Option<f64>| l.map_or("unknown".to_owned(), |l| format!("{l:.2}"));
     let mut s = format!(
-        "Machine: {}, {}; runs on {}; {RUNS} runs of each, the thread counts taking turns; median wall time \
+        "Machine: {}, {}; a run of N threads on the first N cores (taskset; on every core, {}, when N \
+         is larger); {RUNS} runs of each, the thread counts taking turns; median wall time \
          taken around each process, less {:.1} ms for starting GNU time and taskset. Load average (1 min) \
          {} before the runs and {} after.\n\n\
          Capture: `samples::bulk`, {} frames over {} QPs, snap length {}, {:.0} MB; for `hops`, the hops \
          bench's 4:1 incast tapped on both sides of the switch ({HOPS_US} µs, two files, five taps).\n\n",
         cores_of_cpu(),
         kernel(),
-        cores_note(),
+        cores(),
         overhead * 1e3,
         shown(load.0),
         shown(load.1),
@@ -175,8 +193,8 @@ fn render(
         size_mb,
     );
     s.push_str(
-        "| command | --threads | wall s (median) | every run, s | CPU s (median run) | peak RSS MB | \
-         against the first N |\n|---|---:|---:|---|---:|---:|---:|\n",
+        "| command | --threads | cores | wall s (median) | every run, s | CPU s (median run) | peak RSS MB \
+         | against the first N |\n|---|---:|---|---:|---|---:|---:|---:|\n",
     );
     for row in rows {
         let median = row.median();
@@ -187,9 +205,10 @@ fn render(
         let every: Vec<String> = row.runs.iter().map(|r| format!("{:.3}", r.wall)).collect();
         let rss = row.runs.iter().map(|r| r.rss_mb).fold(0.0, f64::max);
         s.push_str(&format!(
-            "| `{}` | {} | {:.3} | {} | {:.2} | {:.1} | {:.2}× |\n",
+            "| `{}` | {} | {} | {:.3} | {} | {:.2} | {:.1} | {:.2}× |\n",
             row.command,
             row.threads,
+            first_cores(row.threads),
             median.wall,
             every.join(", "),
             median.cpu,

@@ -39,7 +39,7 @@ mod work;
 
 pub use decimate::{CHART_FLOWS, MIN_MODEL_COLUMNS, MODEL_COLUMNS, SHARED_MODEL_COLUMNS};
 pub use fit::FIT_CNPS;
-pub use pass::{DcqcnPass, Series};
+pub use pass::{DcqcnPass, OnEvent, Series};
 pub use report::{
     AggregateBin, BusyFlow, Cut, DcqcnReport, Fit, FlowDcqcn, FlowId, FlowSummary, LinkPeak,
     ModelPoint, NpPort, NpStream, Observed, ObservedCut, RateBin, Traffic, UnpairedCnps,

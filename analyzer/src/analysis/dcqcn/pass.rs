@@ -2,6 +2,7 @@
 //! times), and what it does after the read, in order: the CNP streams paired with their flows, each flow's
 //! model run, the fit of the flows with most CNPs, the unpaired streams and the NP checks, into one report.
 
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use roce_core::dcqcn::{DcqcnError, Event, Rp};
@@ -26,6 +27,9 @@ use super::report::{DcqcnReport, FlowDcqcn, FlowId, Traffic, UnpairedCnps};
 use super::traffic::Aggregate;
 use super::work::Work;
 use roce_core::dcqcn_options::{Options, model_knobs, np_gap};
+
+/// What takes every event of every flow's model, in the order the models make them.
+pub type OnEvent<'a> = &'a mut dyn FnMut(&FlowId, &Event);
 
 /// The streaming part: one decode per frame, state per flow and per CNP stream.
 #[derive(Debug)]
@@ -80,7 +84,7 @@ impl DcqcnPass {
         opts: &Options,
         pauses: &[PauseInterval],
     ) -> Result<(DcqcnReport, Series), DcqcnError> {
-        self.finish_with_events(opts, pauses, &mut |_, _| {})
+        self.finish_with_events(opts, pauses, None)
     }
 
     /// [`DcqcnPass::finish_with_series`], handing every event of every flow's model to `on_event` as the model
@@ -89,7 +93,7 @@ impl DcqcnPass {
         self,
         opts: &Options,
         pauses: &[PauseInterval],
-        on_event: &mut dyn FnMut(&FlowId, &Event),
+        on_event: Option<OnEvent<'_>>,
     ) -> Result<(DcqcnReport, Series), DcqcnError> {
         // Refuse bad knobs before any work (any line rate will do: every one the rule gives is valid).
         Rp::new(opts.profile, &opts.knobs, opts.lines.of(None).mbps())?;
@@ -147,8 +151,18 @@ impl DcqcnPass {
         }
         let column_widths = model_columns(&work, start, end);
         let kept = Store::new();
+        let context = |width| FlowContext {
+            grid,
+            columns: Grid { start, width },
+            end,
+            paused: &paused,
+            opts,
+            kept: &kept,
+        };
         let mut flows = Vec::with_capacity(work.len());
-        for (w, width) in work.into_iter().zip(column_widths) {
+        // Each flow's CNP times, read from the pairing's logs (which feeds the NP checks too) one flow at a
+        // time and in order, on this thread.
+        let mut ready = work.into_iter().zip(column_widths).map(|(w, width)| {
             let cnp_ts = w.cnp.map_or_else(Vec::new, |(k, iface, _)| {
                 let times = pairing.cnp_times(iface, &k);
                 let (min_gap_ns, _) = np_gap(opts, k.src);
@@ -156,19 +170,35 @@ impl DcqcnPass {
                 np.stream(k, Some(w.series.key.dest_qp), iface, &times, &answers);
                 times
             });
-            flows.push(analyse_flow(
-                w,
-                cnp_ts,
-                FlowContext {
-                    grid,
-                    columns: Grid { start, width },
-                    end,
-                    paused: &paused,
-                    opts,
-                    kept: &kept,
-                },
-                &mut *on_event,
-            )?);
+            (w, cnp_ts, width)
+        });
+        match on_event {
+            // The events go out one flow after another, in order: the models run in turn.
+            Some(on_event) => {
+                for (w, cnp_ts, width) in ready {
+                    flows.push(analyse_flow(w, cnp_ts, context(width), &mut *on_event)?);
+                }
+            }
+            // The models need nothing of each other: a batch of flows at a time over the threads of the
+            // caller's rayon pool, the batch small enough that only its flows' CNP times are held at once.
+            None => loop {
+                let batch: Vec<_> = ready
+                    .by_ref()
+                    .take(rayon::current_num_threads() * 16)
+                    .collect();
+                if batch.is_empty() {
+                    break;
+                }
+                let done: Vec<_> = batch
+                    .into_par_iter()
+                    .map(|(w, cnp_ts, width)| {
+                        analyse_flow(w, cnp_ts, context(width), &mut |_, _| {})
+                    })
+                    .collect();
+                for f in done {
+                    flows.push(f?);
+                }
+            },
         }
         if let Some(e) = pairing.spill_error() {
             return Err(DcqcnError::Spill(e.to_string()));
@@ -183,17 +213,24 @@ impl DcqcnPass {
             )
         });
         if opts.fit {
-            for f in flows.iter_mut().take(opts.fit_flows) {
-                if f.summary.rp_enabled == Some(false) {
-                    continue;
-                }
-                let times = opts.model_times(&f.cnp_ts_ns.to_vec());
-                if !times.is_empty() {
-                    let line_mbps = opts.line_of(f.summary.iface).mbps();
-                    let (knobs, _) = model_knobs(opts, f.summary.sender, line_mbps);
-                    f.summary.fit = fit_knobs(&times, f, grid, end, (opts, knobs))?;
-                }
-            }
+            // Each fit is its own: over the pool's threads too, the first error in the flows' order.
+            let fitted: Vec<Result<(), DcqcnError>> = flows
+                .par_iter_mut()
+                .take(opts.fit_flows)
+                .map(|f| {
+                    if f.summary.rp_enabled == Some(false) {
+                        return Ok(());
+                    }
+                    let times = opts.model_times(&f.cnp_ts_ns.to_vec());
+                    if !times.is_empty() {
+                        let line_mbps = opts.line_of(f.summary.iface).mbps();
+                        let (knobs, _) = model_knobs(opts, f.summary.sender, line_mbps);
+                        f.summary.fit = fit_knobs(&times, f, grid, end, (opts, knobs))?;
+                    }
+                    Ok(())
+                })
+                .collect();
+            fitted.into_iter().collect::<Result<(), _>>()?;
         }
         let mut unpaired_cnps: Vec<UnpairedCnps> = cnp_streams
             .rest()

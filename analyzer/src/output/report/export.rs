@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::summary::DcqcnFlowRow;
@@ -274,39 +275,61 @@ fn per_event<T: TableRow>(
     )?)
 }
 
+/// One table's writing, a task of its own: each writes its own files, in any order.
+type TableTask<'a> = Box<dyn Fn() -> Result<Vec<PathBuf>, ReportError> + Send + Sync + 'a>;
+
+/// Every table of the report but the kernel events', each a task on the caller's rayon pool; the files in
+/// the order the tables are listed below, the first error in that order too.
 pub(super) fn write_tables(
     dir: &Path,
     input: &ReportInput<'_>,
 ) -> Result<Vec<PathBuf>, ReportError> {
     let d = input.dcqcn;
-    let dcqcn_flows: Vec<DcqcnFlowRow> = d.flows.iter().map(DcqcnFlowRow::of).collect();
     let f = &FORMATS;
-    let mut out = whole(dir, "flows", &input.stats.flows, f)?;
-    out.extend(whole(dir, "cnps", &input.stats.cnps, f)?);
-    out.extend(whole(dir, "pfc", &input.stats.pfc, f)?);
-    out.extend(whole(dir, "dcqcn_flows", &dcqcn_flows, f)?);
-    out.extend(per_event(dir, "cuts", flow_chunks(d, cut_rows))?);
-    // Whole: a ratio can be null (NaN), and a chunk of nulls only would type its column otherwise. The table
-    // has a row per burst of CNPs, far fewer than the cuts.
-    let observed_cuts: Vec<ObservedCutRow> = d.flows.iter().flat_map(observed_cut_rows).collect();
-    out.extend(whole(dir, "observed_cuts", &observed_cuts, f)?);
-    out.extend(per_event(dir, "model", flow_chunks(d, model_rows))?);
-    out.extend(whole(dir, "unpaired_cnps", &d.unpaired_cnps, f)?);
-    out.extend(whole(dir, "np_streams", &d.np_streams, f)?);
-    out.extend(whole(dir, "np_ports", &d.np_ports, f)?);
-    out.extend(whole(dir, "pause_intervals", &input.pauses.intervals, f)?);
-    out.extend(whole(dir, "storms", &input.pauses.storms, f)?);
-    out.extend(whole(dir, "findings", input.findings, f)?);
-    out.extend(whole(dir, "fabric_pairs", &input.fabric.pairs, f)?);
-    out.extend(whole(dir, "fabric_hosts", &input.fabric.hosts, f)?);
+    let mut tasks: Vec<TableTask<'_>> = vec![
+        Box::new(|| whole(dir, "flows", &input.stats.flows, f)),
+        Box::new(|| whole(dir, "cnps", &input.stats.cnps, f)),
+        Box::new(|| whole(dir, "pfc", &input.stats.pfc, f)),
+        Box::new(|| {
+            let rows: Vec<DcqcnFlowRow> = d.flows.iter().map(DcqcnFlowRow::of).collect();
+            whole(dir, "dcqcn_flows", &rows, f)
+        }),
+        Box::new(|| per_event(dir, "cuts", flow_chunks(d, cut_rows))),
+        // Whole: a ratio can be null (NaN), and a chunk of nulls only would type its column otherwise. The
+        // table has a row per burst of CNPs, far fewer than the cuts.
+        Box::new(|| {
+            let rows: Vec<ObservedCutRow> = d.flows.iter().flat_map(observed_cut_rows).collect();
+            whole(dir, "observed_cuts", &rows, f)
+        }),
+        Box::new(|| per_event(dir, "model", flow_chunks(d, model_rows))),
+        Box::new(|| whole(dir, "unpaired_cnps", &d.unpaired_cnps, f)),
+        Box::new(|| whole(dir, "np_streams", &d.np_streams, f)),
+        Box::new(|| whole(dir, "np_ports", &d.np_ports, f)),
+        Box::new(|| whole(dir, "pause_intervals", &input.pauses.intervals, f)),
+        Box::new(|| whole(dir, "storms", &input.pauses.storms, f)),
+        Box::new(|| whole(dir, "findings", input.findings, f)),
+        Box::new(|| whole(dir, "fabric_pairs", &input.fabric.pairs, f)),
+        Box::new(|| whole(dir, "fabric_hosts", &input.fabric.hosts, f)),
+    ];
     // Only captures made with `roce-tracer --counters` / `--kernel-events` carry these.
     if !input.stats.counters.is_empty() {
-        out.extend(whole(dir, "counters", &input.stats.counters, f)?);
-        let nic = roce_core::nic_counters::check::table_rows(&input.stats.nic_counters);
-        out.extend(whole(dir, "nic_counters", &nic, f)?);
+        tasks.push(Box::new(|| {
+            whole(dir, "counters", &input.stats.counters, f)
+        }));
+        tasks.push(Box::new(|| {
+            let nic = roce_core::nic_counters::check::table_rows(&input.stats.nic_counters);
+            whole(dir, "nic_counters", &nic, f)
+        }));
     }
     if !input.stats.kernel_drops.is_empty() {
-        out.extend(whole(dir, "kernel_drops", &input.stats.kernel_drops, f)?);
+        tasks.push(Box::new(|| {
+            whole(dir, "kernel_drops", &input.stats.kernel_drops, f)
+        }));
+    }
+    let written: Vec<_> = tasks.par_iter().map(|task| task()).collect();
+    let mut out = Vec::new();
+    for files in written {
+        out.extend(files?);
     }
     Ok(out)
 }

@@ -145,11 +145,16 @@ pub(crate) struct Report<'a> {
 impl Report<'_> {
     /// Draws `chart` into the page (inline SVG, with `caption`) and beside it as `NAME.png`.
     pub fn chart(&mut self, name: &str, chart: &Chart, caption: &str) -> Result<(), ReportError> {
-        let svg = charts::to_svg(chart)?;
         let png_name = format!("{name}.png");
         let png_path = self.dir.join(&png_name);
         manifest::add(self.dir, &png_name)?;
-        charts::to_png(chart, &png_path)?;
+        // The two drawings of one chart need nothing of each other: on two threads when there are two.
+        let (svg, png) = rayon::join(
+            || charts::to_svg(chart),
+            || charts::to_png(chart, &png_path),
+        );
+        let svg = svg?;
+        png?;
         self.page.figure(&svg, caption, &png_name);
         self.charts.push(png_path);
         Ok(())
@@ -198,28 +203,17 @@ pub fn write_report_with(
         charts: Vec::new(),
     };
 
-    // The tables and the trace need nothing the sections make: they are written on threads of their own
-    // while the sections draw their charts (the model and cuts tables alone took a tenth of the report's
-    // time on the saturation benchmark). Errors come out in the order a single thread would meet them.
-    let (sections, tables, trace) = std::thread::scope(|scope| {
-        let tables = scope.spawn(|| {
-            let mut tables = export::write_tables(dir, input)?;
-            if let Some(k) = &kernel_summary {
-                for name in export::KERNEL_TABLES {
-                    export::list(dir, name, &export::FORMATS)?;
-                }
-                tables.extend(export::write_kernel_tables(
-                    dir,
-                    k,
-                    &kernel.events,
-                    &export::FORMATS,
-                )?);
-            }
-            Ok::<_, ReportError>(tables)
-        });
-        let trace = scope.spawn(|| trace::write_trace(dir, input, kernel));
-        let sections = write_sections(&mut r);
-        (sections, join(tables), join(trace))
+    // The tables and the trace need nothing the sections make: they are written as tasks of their own (each
+    // table one) while the sections draw their charts, on as many threads as the caller's rayon pool has
+    // (the flows, model and cuts tables alone took a third of the report's time on the bench capture).
+    // Errors come out in the order a single thread would meet them.
+    // Each is set by its task before the scope ends (a task that panics raises its panic there).
+    let mut tables = Ok(Vec::new());
+    let mut trace = Ok(PathBuf::new());
+    let sections = rayon::scope(|scope| {
+        scope.spawn(|_| tables = write_tables(dir, input, kernel_summary.as_ref(), kernel));
+        scope.spawn(|_| trace = trace::write_trace(dir, input, kernel));
+        write_sections(&mut r)
     });
     sections?;
     let tables = tables?;
@@ -244,10 +238,26 @@ const INDEX: &str = "index.html";
 /// The numbers' file name.
 pub(crate) const SUMMARY: &str = "summary.json";
 
-/// What a thread of the report returned; its panic goes on.
-fn join<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
-    h.join()
-        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+/// Every table, those of the kernel events too when the capture has them.
+fn write_tables(
+    dir: &Path,
+    input: &ReportInput<'_>,
+    kernel_summary: Option<&KernelSummary>,
+    kernel: &KernelEvents,
+) -> Result<Vec<PathBuf>, ReportError> {
+    let mut tables = export::write_tables(dir, input)?;
+    if let Some(k) = kernel_summary {
+        for name in export::KERNEL_TABLES {
+            export::list(dir, name, &export::FORMATS)?;
+        }
+        tables.extend(export::write_kernel_tables(
+            dir,
+            k,
+            &kernel.events,
+            &export::FORMATS,
+        )?);
+    }
+    Ok(tables)
 }
 
 /// Every section of the page, in its order.
