@@ -48,36 +48,41 @@ use roce_core::processes;
 use roce_core::recorded::{KernelEvent, Recorded};
 use roce_core::text::escape_control as escape;
 
-/// Buffers of 128 KiB and more get pages of their own, given back when they are freed. glibc otherwise
-/// raises that threshold each time such a buffer is freed (up to 32 MiB), after which the large buffers of
-/// `report`'s end (the pairing's candidates, the rate series, the table writers') come from the heap, and
-/// the heap keeps the high-water mark of all of them together: on the 15 M-frame bench set that was 35 MB
-/// of peak RSS, more the longer the capture (docs/report.md, "Size and memory").
-fn keep_large_buffers_out_of_the_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter; it is called before any other thread exists.
+/// mimalloc rather than glibc's malloc. The report's steps after the read allocate on every thread of the
+/// pool at once (tables, charts, models); glibc either gives each thread an arena of its own, whose free
+/// memory serves no other (peak RSS 106 → 162 MB on the bench capture), or, held to one arena, makes them
+/// queue on its lock (the tables took as long on two cores as on one). mimalloc keeps free lists per
+/// thread: on two cores `report` took 1.0 to 1.25 s where one arena took 1.2 to 1.5 s, at a peak of 118
+/// MB (BENCHMARKS.md). Built without transparent huge pages (Cargo.toml), which it would otherwise ask for
+/// on every block it maps, each resident whole once touched.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// mimalloc's `mi_option_purge_delay`: its place in the `mi_option_e` enum of the mimalloc 3 that
+/// libmimalloc-sys builds, which names no constant for it; a test checks that it is that option.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Freed memory goes back to the system at once rather than after mimalloc's delay (a second in mimalloc
+/// 3): the peak RSS of `stats` on the bench capture was 41 MB with the delay and 26 MB without it (glibc:
+/// 21). Read each time mimalloc purges, so setting it first thing in `main` is in time.
+fn return_freed_memory_at_once() {
+    // SAFETY: setting an option is allowed at any time.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0);
     }
 }
 
 fn main() -> ExitCode {
-    keep_large_buffers_out_of_the_heap();
+    return_freed_memory_at_once();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Decode(a) => decode(a),
         Command::Stats(a) => stats(a),
         Command::Dcqcn(a) => dcqcn(a),
-        Command::Report(a) => {
-            one_malloc_arena();
-            on_threads(threads(&a.threads), || report(a))
-        }
+        Command::Report(a) => on_threads(threads(&a.threads), || report(a)),
         Command::Hops(a) => hops(a),
         Command::Fabric(a) => fabric(a),
-        Command::Annotate(a) => {
-            one_malloc_arena();
-            on_threads(threads(&a.threads), || annotate(a))
-        }
+        Command::Annotate(a) => on_threads(threads(&a.threads), || annotate(a)),
     };
     match result {
         Ok(code) => code,
@@ -526,19 +531,6 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
     Ok(finish(&capture))
 }
 
-/// The report's analysis runs the DCQCN passes on a second thread (and its later steps on a pool's), and
-/// glibc would give each thread an allocation arena of its own: free memory in one arena serves no
-/// allocation of another, which cost a fifth more peak memory on the saturation benchmark (176 → 216 MB,
-/// before the mmap threshold above was fixed) for no speed, and half again on the bench capture once the
-/// tables were written over a pool (106 → 160 MB). One arena for the process, set before any thread starts.
-fn one_malloc_arena() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes a malloc setting; it is called before any other thread of ours starts.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-    }
-}
-
 /// Turns the model's event log into model_events.parquet, a chunk of rows at a time, and removes the log;
 /// the table is listed in the report's manifest like the report's own files.
 fn write_model_table(dir: &Path, log: ModelLog) -> Result<()> {
@@ -660,4 +652,26 @@ fn write_tables(dir: &Path, r: &StatsReport, format: TableFormat) -> Result<()> 
     tables::write(dir, "nic_counters", &nic, format).with_context(ctx)?;
     tables::write(dir, "kernel_drops", &r.kernel_drops, format).with_context(ctx)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The option set at start is mimalloc's purge delay: in mimalloc 3 it alone defaults to 1000 ms, its
+    /// neighbours to 1 and 0, so a mimalloc whose options moved fails here rather than have another set.
+    #[test]
+    fn the_option_set_at_start_is_the_purge_delay() {
+        // SAFETY: reading an option is allowed at any time.
+        let get = |o| unsafe { libmimalloc_sys::mi_option_get(o) };
+        assert_eq!(
+            get(MI_OPTION_PURGE_DELAY),
+            1000,
+            "option {MI_OPTION_PURGE_DELAY}"
+        );
+        assert_eq!(get(MI_OPTION_PURGE_DELAY - 1), 1);
+        assert_eq!(get(MI_OPTION_PURGE_DELAY + 1), 0);
+        return_freed_memory_at_once();
+        assert_eq!(get(MI_OPTION_PURGE_DELAY), 0);
+    }
 }

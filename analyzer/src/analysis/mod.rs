@@ -205,7 +205,8 @@ fn read(
 /// fresh pages on top of it. On that benchmark the resident memory at the end of reading was half again
 /// what was live, and more the longer the capture: the peak was 157, 169 and 181 MB for 15, 30 and 60 s,
 /// and is 157, 162 and 152 MB with the free pages given back. Process-wide and glibc's only; elsewhere it
-/// does nothing.
+/// does nothing. The analyzer binary allocates with mimalloc, told to give freed pages back at once
+/// (analyzer/src/main.rs): this is for programs that use the library with glibc's allocator.
 fn give_back_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only hands free memory back to the system; any thread may call it at any time.
