@@ -12,9 +12,10 @@
 //! grow in memory from then on, as they would without spilling. A block that cannot be read back ends its log there, and the error
 //! waits in [`Spill::take_error`] so the caller can fail instead of reporting on part of the events.
 
-use std::cell::RefCell;
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::sync::{Mutex, PoisonError};
 
 /// The tail a log holds before it becomes a block: a few dozen entries, so thousands of logs hold a few MB
 /// between them, and reading a log back costs a read per few dozen entries.
@@ -37,8 +38,8 @@ pub struct Spill {
     pending: Vec<u8>,
     /// The file could not be made or written: every block stays in `pending`.
     memory_only: bool,
-    /// The first failure to read a block back.
-    error: RefCell<Option<io::Error>>,
+    /// The first failure to read a block back (behind a lock so that threads may read logs side by side).
+    error: Mutex<Option<io::Error>>,
 }
 
 impl Spill {
@@ -110,22 +111,28 @@ impl Spill {
             out.extend_from_slice(bytes);
             return Ok(());
         }
-        let mut file = self
+        let file = self
             .file
             .as_ref()
             .ok_or_else(|| io::Error::other("spilled block without its file"))?;
         out.resize(len, 0);
-        file.seek(SeekFrom::Start(at))?;
-        file.read_exact(out)
+        // At an offset, not through the file's position, which threads reading side by side would share.
+        file.read_exact_at(out, at)
     }
 
     fn fail(&self, e: io::Error) {
-        self.error.borrow_mut().get_or_insert(e);
+        self.error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(e);
     }
 
     /// The first failure to read a block back since the last call: a log read after it ended early.
     pub fn take_error(&self) -> Option<io::Error> {
-        self.error.borrow_mut().take()
+        self.error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 }
 

@@ -36,6 +36,7 @@
 
 use std::net::IpAddr;
 
+use rayon::prelude::*;
 use roce_wire::Transport;
 use roce_wire::mad::{CmMessage, QP1};
 use rustc_hash::FxHashMap;
@@ -700,50 +701,15 @@ impl PairingPass {
         // In key order: the one-flow-one-stream rule below and every output take the decisions so.
         streams.sort_unstable();
         streams.dedup();
-        let mut decided: Vec<(FlowKey, Decision)> = Vec::with_capacity(streams.len());
-        let mut sums: FxHashMap<u32, (Evidence, Weighed)> = FxHashMap::default();
-        for stream in streams {
-            sums.clear();
-            for &(q, e) in named.get(&stream).map_or(&[][..], Vec::as_slice) {
-                sums.entry(q).or_default().0 = e;
-            }
-            // Every flow the stream's CNPs met at a tap is its candidate, with the hits counted there, weighed
-            // against what its covered time there gives by chance.
-            let tapped = at_taps.get(&stream).map_or(&[][..], Vec::as_slice);
-            for &(g, st) in tapped {
-                let span = st.last.saturating_sub(st.first.unwrap_or(st.last));
-                let n = st.log.len;
-                for (tf, h) in self.tap_groups[g as usize].flows.iter().zip(&st.hits) {
-                    let (e, w) = sums.entry(tf.receiver_qp).or_default();
-                    e.ce_hits += u64::from(h.ce);
-                    e.active_hits += u64::from(h.active);
-                    w.ce.keep(n, h.ce, chance::null_rate(h.ce_from, h.ce_to, span));
-                    w.active
-                        .keep(n, h.active, chance::null_rate(h.tx_from, h.tx_to, span));
-                }
-            }
-            for &(q, n, lag) in fits.get(&stream).map_or(&[][..], Vec::as_slice) {
-                let (e, _) = sums.entry(q).or_default();
-                e.reverse_fit += n;
-                e.reverse_lag = e.reverse_lag.max(lag);
-            }
-            let taps = (tapped.len() as u32).max(1);
-            let mut cands: Vec<(u32, Evidence, Weighed)> =
-                sums.iter().map(|(&q, &(e, w))| (q, e, w)).collect();
-            cands.sort_unstable_by_key(|c| c.0);
-            let scored: Vec<Candidate> = cands
-                .into_iter()
-                .map(|(q, evidence, w)| self.score(&stream, q, evidence, w, taps))
-                .collect();
-            // Every flow the other way between the two hosts could have scored by chance.
-            let requests = self
-                .request_groups_by_pair
-                .get(&(stream.dst, stream.src))
-                .map_or(0, |&g| self.request_groups[g as usize].qps.len());
-            let m = scored.len().max(requests);
-            let cnps = self.cnps.get(&stream).copied().unwrap_or(0);
-            decided.push((stream, decide(stream, scored, m, cnps)));
-        }
+        // Each stream is decided on its own evidence: over the threads of the caller's rayon pool, each with
+        // its own table of sums, the decisions kept in the streams' order.
+        let mut decided: Vec<(FlowKey, Decision)> = streams
+            .par_iter()
+            .map_init(FxHashMap::default, |sums, &stream| {
+                sums.clear();
+                self.decide_one(stream, sums, &named, &at_taps, &fits)
+            })
+            .collect();
         // One flow, one stream: a flow claimed twice goes to the stronger method, or to neither.
         let mut claims: FxHashMap<FlowKey, Vec<usize>> = FxHashMap::default();
         for (i, (stream, d)) in decided.iter().enumerate() {
@@ -782,6 +748,57 @@ impl PairingPass {
             }
         }
         decided
+    }
+
+    /// One stream's decision from its evidence: what its CNPs met at its taps (`at_taps`), the evidence that
+    /// names both QPs (`named`) and the responses that fitted (`fits`); `sums` is the caller's table, empty.
+    fn decide_one(
+        &self,
+        stream: FlowKey,
+        sums: &mut FxHashMap<u32, (Evidence, Weighed)>,
+        named: &FxHashMap<FlowKey, Vec<(u32, Evidence)>>,
+        at_taps: &FxHashMap<FlowKey, Vec<(u32, &TapStream)>>,
+        fits: &FxHashMap<FlowKey, Vec<(u32, u64, u32)>>,
+    ) -> (FlowKey, Decision) {
+        for &(q, e) in named.get(&stream).map_or(&[][..], Vec::as_slice) {
+            sums.entry(q).or_default().0 = e;
+        }
+        // Every flow the stream's CNPs met at a tap is its candidate, with the hits counted there, weighed
+        // against what its covered time there gives by chance.
+        let tapped = at_taps.get(&stream).map_or(&[][..], Vec::as_slice);
+        for &(g, st) in tapped {
+            let span = st.last.saturating_sub(st.first.unwrap_or(st.last));
+            let n = st.log.len;
+            for (tf, h) in self.tap_groups[g as usize].flows.iter().zip(&st.hits) {
+                let (e, w) = sums.entry(tf.receiver_qp).or_default();
+                e.ce_hits += u64::from(h.ce);
+                e.active_hits += u64::from(h.active);
+                w.ce.keep(n, h.ce, chance::null_rate(h.ce_from, h.ce_to, span));
+                w.active
+                    .keep(n, h.active, chance::null_rate(h.tx_from, h.tx_to, span));
+            }
+        }
+        for &(q, n, lag) in fits.get(&stream).map_or(&[][..], Vec::as_slice) {
+            let (e, _) = sums.entry(q).or_default();
+            e.reverse_fit += n;
+            e.reverse_lag = e.reverse_lag.max(lag);
+        }
+        let taps = (tapped.len() as u32).max(1);
+        let mut cands: Vec<(u32, Evidence, Weighed)> =
+            sums.iter().map(|(&q, &(e, w))| (q, e, w)).collect();
+        cands.sort_unstable_by_key(|c| c.0);
+        let scored: Vec<Candidate> = cands
+            .into_iter()
+            .map(|(q, evidence, w)| self.score(&stream, q, evidence, w, taps))
+            .collect();
+        // Every flow the other way between the two hosts could have scored by chance.
+        let requests = self
+            .request_groups_by_pair
+            .get(&(stream.dst, stream.src))
+            .map_or(0, |&g| self.request_groups[g as usize].qps.len());
+        let m = scored.len().max(requests);
+        let cnps = self.cnps.get(&stream).copied().unwrap_or(0);
+        (stream, decide(stream, scored, m, cnps))
     }
 
     fn score(
