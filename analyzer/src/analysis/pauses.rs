@@ -1,6 +1,7 @@
 //! Where PFC stopped traffic: pause intervals (from the PFC pass, which owns the rules of wire.md), storms,
 //! the flows that went quiet while their priority was paused, and priority checks.
 
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -135,11 +136,23 @@ pub(crate) fn analyse(inp: PauseInputs<'_>) -> PauseReport {
             end_ns: i.end_ns,
         })
         .collect();
+    // The series that can stall, with their priority: those of data flows (ACK-only streams stop because the
+    // data they acknowledge stopped). Found once, not at every pause: the opcodes are names to search.
+    let data: Vec<(&FlowSeries, Option<u8>)> = inp
+        .series
+        .iter()
+        .filter_map(|s| {
+            let row = rows.get(&s.key)?;
+            let data = row.opcodes.keys().any(|op| !op.contains("ACKNOWLEDGE"));
+            data.then_some((s, row.priority))
+        })
+        .collect();
+    // Each pause on its own, over the caller's rayon pool, in the intervals' order.
     let stalls = inp
         .intervals
-        .iter()
+        .par_iter()
         .filter_map(|i| {
-            let flows = stalled_flows(i, &inp, &rows);
+            let flows = stalled_flows(i, &inp, &data);
             (!flows.is_empty()).then(|| Stall {
                 src_mac: i.src_mac.clone(),
                 pauser_ip: inp
@@ -191,11 +204,11 @@ pub(crate) fn analyse(inp: PauseInputs<'_>) -> PauseReport {
 
 /// Data flows on the paused priority (any priority for 802.3x PAUSE) that, at some tap, sent in the bin before
 /// the pause and in none of the bins wholly inside it. Pauses shorter than a bin cannot be judged and are
-/// skipped; ACK-only streams are left out (they stop because the data they acknowledge stopped).
+/// skipped. `data` holds the series of data flows, each with its priority.
 fn stalled_flows(
     i: &PauseInterval,
     inp: &PauseInputs<'_>,
-    rows: &FxHashMap<FlowKey, &FlowRow>,
+    data: &[(&FlowSeries, Option<u8>)],
 ) -> Vec<StalledFlow> {
     let w = inp.bin_ns.max(1);
     let first_full = (i.start_ns.saturating_sub(inp.bins_start_ns)).div_ceil(w) as usize;
@@ -204,15 +217,11 @@ fn stalled_flows(
         return Vec::new();
     }
     let mut out: Vec<StalledFlow> = Vec::new();
-    for s in inp.series {
-        let Some(row) = rows.get(&s.key) else {
-            continue;
-        };
-        let pcp = row.priority;
-        let data = row.opcodes.keys().any(|op| !op.contains("ACKNOWLEDGE"));
-        if !data || (i.priority.is_some() && pcp != i.priority) {
+    for &(s, pcp) in data {
+        if i.priority.is_some() && pcp != i.priority {
             continue;
         }
+        // A flow that stalled at one tap is named once.
         if out
             .iter()
             .any(|f| f.src == s.key.src && f.dst == s.key.dst && f.dest_qp == s.key.dest_qp)
