@@ -20,6 +20,7 @@ use super::benchmarks_md;
 use super::inputs::{build_release_analyzer, bulk_capture, release_analyzer};
 use super::machine::{cores_of_cpu, kernel};
 use super::measure::{Run, cores, path, run_on, time_once, wrapper_overhead};
+use super::scale::Kind;
 use crate::install;
 use crate::workspace::target_dir;
 
@@ -27,8 +28,13 @@ use crate::workspace::target_dir;
 const RUNS: usize = 3;
 
 /// The commands measured, by name, each given `--threads N` and its capture: `hops` the hops bench's two
-/// taps (`bench --hops`'s default), the others the analyzer bench's file.
+/// taps (`bench --hops`'s default), the others the analyzer bench's file and then the saturation set.
 const COMMANDS: &[&str] = &["stats", "report", "decode --parquet", "hops"];
+
+/// The commands also timed on the saturation set, the capture issue 26 measures: `bench --scale`'s three
+/// rotated files (pcap, gzip pcap, pcapng) of this many frames each.
+const ON_SET: &[&str] = &["stats", "report", "decode --parquet"];
+const SET_FRAMES: u64 = 2_000_000;
 
 /// The µs of traffic in the hops capture: `bench --hops`'s default, so both benches time one capture.
 const HOPS_US: u64 = 800_000;
@@ -49,6 +55,15 @@ pub fn parse_counts(list: &str) -> Result<Vec<u32>> {
         counts.push(n);
     }
     Ok(counts)
+}
+
+/// A row's name: its command, and its capture when that is the saturation set.
+fn label(row: &Measured) -> String {
+    if row.set {
+        format!("`{}` on the saturation set", row.command)
+    } else {
+        format!("`{}`", row.command)
+    }
 }
 
 /// The cores a run of `threads` threads is allowed: the first `threads` of the machine's, or all of them.
@@ -73,6 +88,8 @@ fn load() -> Option<f64> {
 /// Each command at each thread count: its runs, in the order they ran.
 struct Measured {
     command: &'static str,
+    /// On the saturation set rather than its own capture.
+    set: bool,
     threads: u32,
     runs: Vec<Run>,
 }
@@ -110,11 +127,28 @@ pub fn run(frames: u64, counts: &[u32]) -> Result<()> {
     warm.extend(hops_files.iter().map(String::as_str));
     time_once(&warm, 0.0)?;
     let overhead = wrapper_overhead()?;
-    let mut rows: Vec<Measured> = COMMANDS
+    let set: Vec<String> = super::scale::generate(
+        &target_dir()
+            .join("bench")
+            .join(format!("scale-{SET_FRAMES}")),
+        &[Kind::Pcap, Kind::GzipPcap, Kind::Pcapng],
+        SET_FRAMES,
+    )?
+    .iter()
+    .map(|f| path(f))
+    .collect();
+    let mut warm_set = vec![analyzer.as_str(), "stats"];
+    warm_set.extend(set.iter().map(String::as_str));
+    time_once(&warm_set, 0.0)?;
+    let jobs = COMMANDS
         .iter()
-        .flat_map(|&command| {
+        .map(|&c| (c, false))
+        .chain(ON_SET.iter().map(|&c| (c, true)));
+    let mut rows: Vec<Measured> = jobs
+        .flat_map(|(command, set)| {
             counts.iter().map(move |&threads| Measured {
                 command,
+                set,
                 threads,
                 runs: Vec::new(),
             })
@@ -125,7 +159,7 @@ pub fn run(frames: u64, counts: &[u32]) -> Result<()> {
         for row in &mut rows {
             eprintln!(
                 "xtask: {} --threads {}, run {}",
-                row.command,
+                label(row),
                 row.threads,
                 round + 1
             );
@@ -133,18 +167,23 @@ pub fn run(frames: u64, counts: &[u32]) -> Result<()> {
             let mut argv = vec![analyzer.as_str()];
             argv.extend(row.command.split(' ').take(1));
             argv.extend(["--threads", &threads]);
+            let inputs: Vec<&str> = match (row.command, row.set) {
+                ("hops", _) => hops_files.iter().map(String::as_str).collect(),
+                (_, true) => set.iter().map(String::as_str).collect(),
+                (_, false) => vec![f.as_str()],
+            };
             match row.command {
-                "report" => argv.extend(["-o", report_dir.as_str(), &f]),
+                "report" => argv.extend(["-o", report_dir.as_str()]),
                 "decode --parquet" => {
                     // The dataset writer refuses a directory that holds part files already.
                     if dataset.exists() {
                         std::fs::remove_dir_all(&dataset)?;
                     }
-                    argv.extend(["--parquet", dataset_dir.as_str(), &f]);
+                    argv.extend(["--parquet", dataset_dir.as_str()]);
                 }
-                "hops" => argv.extend(hops_files.iter().map(String::as_str)),
-                _ => argv.push(&f),
+                _ => {}
             }
+            argv.extend(inputs);
             row.runs.push(run_on(
                 &first_cores(row.threads),
                 &argv,
@@ -180,7 +219,9 @@ fn render(
          taken around each process, less {:.1} ms for starting GNU time and taskset. Load average (1 min) \
          {} before the runs and {} after.\n\n\
          Capture: `samples::bulk`, {} frames over {} QPs, snap length {}, {:.0} MB; for `hops`, the hops \
-         bench's 4:1 incast tapped on both sides of the switch ({HOPS_US} µs, two files, five taps).\n\n",
+         bench's 4:1 incast tapped on both sides of the switch ({HOPS_US} µs, two files, five taps); the \
+         saturation set, `bench --scale`'s mix of 64 senders over 4,096 QPs with ACKs and CNPs, rotated \
+         into three files of {SET_FRAMES} frames (pcap, gzip pcap, pcapng).\n\n",
         cores_of_cpu(),
         kernel(),
         cores(),
@@ -200,13 +241,13 @@ fn render(
         let median = row.median();
         let first = rows
             .iter()
-            .find(|r| r.command == row.command)
+            .find(|r| r.command == row.command && r.set == row.set)
             .map_or(median.wall, |r| r.median().wall);
         let every: Vec<String> = row.runs.iter().map(|r| format!("{:.3}", r.wall)).collect();
         let rss = row.runs.iter().map(|r| r.rss_mb).fold(0.0, f64::max);
         s.push_str(&format!(
-            "| `{}` | {} | {} | {:.3} | {} | {:.2} | {:.1} | {:.2}× |\n",
-            row.command,
+            "| {} | {} | {} | {:.3} | {} | {:.2} | {:.1} | {:.2}× |\n",
+            label(row),
             row.threads,
             first_cores(row.threads),
             median.wall,
@@ -237,15 +278,25 @@ fn projected(serial: f64, n: f64) -> f64 {
 fn amdahl(rows: &[Measured]) -> String {
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as u32;
     let mut s = String::new();
-    for command in COMMANDS {
-        let of = |n: u32| {
-            rows.iter()
-                .find(|r| r.command == *command && r.threads == n)
+    // Each command and capture once, in the table's order.
+    let mut jobs: Vec<&Measured> = Vec::new();
+    for r in rows {
+        if !jobs
+            .iter()
+            .any(|j| j.command == r.command && j.set == r.set)
+        {
+            jobs.push(r);
+        }
+    }
+    for job in jobs {
+        let same = |r: &&Measured| r.command == job.command && r.set == job.set;
+        let Some(one) = rows.iter().filter(same).find(|r| r.threads == 1) else {
+            continue;
         };
-        let Some(one) = of(1) else { continue };
         let best = rows
             .iter()
-            .filter(|r| r.command == *command && r.threads > 1 && r.threads <= cores)
+            .filter(same)
+            .filter(|r| r.threads > 1 && r.threads <= cores)
             .map(|r| (r.threads, one.median().wall / r.median().wall))
             .max_by(|a, b| a.1.total_cmp(&b.1));
         let Some((n, speedup)) = best else { continue };
@@ -260,7 +311,8 @@ fn amdahl(rows: &[Measured]) -> String {
         }
         let f = serial_fraction(speedup, f64::from(n));
         s.push_str(&format!(
-            "| `{command}` | {n} | {speedup:.2}× | {:.0} % | {:.1}× | {:.1}× |\n",
+            "| {} | {n} | {speedup:.2}× | {:.0} % | {:.1}× | {:.1}× |\n",
+            label(job),
             f * 100.0,
             projected(f, 16.0),
             projected(f, 64.0),

@@ -27,7 +27,7 @@ use crate::workspace::target_dir;
 
 /// How one file of the rotation is stored.
 #[derive(Debug, Clone, Copy)]
-enum Kind {
+pub(super) enum Kind {
     Pcap,
     GzipPcap,
     ZstdPcap,
@@ -133,7 +133,7 @@ impl FrameSink for Rotation {
 }
 
 /// Writes the rotation into `dir` unless a finished copy is there (a `done` file marks it finished).
-fn generate(dir: &Path, kinds: &[Kind], per_file: u64) -> Result<Vec<PathBuf>> {
+pub(super) fn generate(dir: &Path, kinds: &[Kind], per_file: u64) -> Result<Vec<PathBuf>> {
     let names: Vec<PathBuf> = kinds
         .iter()
         .enumerate()
