@@ -118,7 +118,7 @@ fn analyse(path: &Path, opts: &Options) -> (DcqcnReport, Vec<(FlowId, Event)>) {
     }
     let mut events = Vec::new();
     let (report, _) = pass
-        .finish_with_events(opts, &[], &mut |id, e| events.push((*id, *e)))
+        .finish_with_events(opts, &[], Some(&mut |id, e| events.push((*id, *e))))
         .unwrap();
     (report, events)
 }
