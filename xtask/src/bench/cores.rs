@@ -199,9 +199,9 @@ pub fn run(frames: u64, counts: &[u32]) -> Result<()> {
         "cores",
         &report,
         "## Analyzer on N threads: `cargo xtask bench --cores 1,2,3`\n\n\
-         `stats`, `report`, `annotate`, `hops` and `decode --parquet` read on `--threads N` (issue 26). This \
-         section is each command's wall time on its bench capture for every N asked, the runs of the different \
-         N taking turns.\n",
+         `stats`, `report`, `annotate`, `hops` and `decode --parquet` work on `--threads N` (issue 26). This \
+         section is each command's wall time on its bench capture, and on the saturation set, for every N \
+         asked, N threads on the first N cores, the runs of the different N taking turns.\n",
     )
 }
 
