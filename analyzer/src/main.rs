@@ -475,16 +475,15 @@ fn report(a: ReportArgs) -> Result<ExitCode> {
     } else {
         None
     };
-    let mut to_log = |id: &FlowId, e: &Event| {
-        if let Some(l) = &mut log {
-            l.push(id, e);
-        }
-    };
+    // Only a log takes the events; without one the models are free to run over the threads.
+    let mut to_log = log
+        .as_mut()
+        .map(|l| move |id: &FlowId, e: &Event| l.push(id, e));
     let analysis = pipeline::run_with_model_events(
         &mut capture,
         &opts,
         |pos| progress.set_position(pos),
-        a.model_table.then_some(&mut to_log as OnEvent<'_>),
+        to_log.as_mut().map(|f| f as OnEvent<'_>),
     )?;
     progress.finish();
     capture.check_window()?;

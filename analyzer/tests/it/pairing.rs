@@ -484,16 +484,7 @@ fn the_np_marks_read_back_from_the_temporary_file_are_those_kept_in_memory() {
     let (a, b) = (on_disk.finish(), in_memory.finish());
     let mut answered = 0;
     for p in a.pairs() {
-        let stream = FlowKey {
-            src: p.receiver,
-            dst: p.sender,
-            dest_qp: p.sender_qp,
-        };
-        let flow = FlowKey {
-            src: p.sender,
-            dst: p.receiver,
-            dest_qp: p.receiver_qp,
-        };
+        let (stream, flow) = (p.stream(), p.flow());
         for gap_ns in [0, 4_000, 50_000] {
             let marks = a.ce_triggers(0, &stream, &flow, gap_ns);
             assert_eq!(marks, b.ce_triggers(0, &stream, &flow, gap_ns), "{p:?}");

@@ -475,16 +475,7 @@ impl State {
             let before = std::mem::take(&mut self.paired);
             self.paired = self.pairing.so_far();
             for p in self.paired.pairs() {
-                let flow = FlowKey {
-                    src: p.sender,
-                    dst: p.receiver,
-                    dest_qp: p.receiver_qp,
-                };
-                let stream = FlowKey {
-                    src: p.receiver,
-                    dst: p.sender,
-                    dest_qp: p.sender_qp,
-                };
+                let (flow, stream) = (p.flow(), p.stream());
                 // New, or tied to another stream: more evidence of the same kind is no news. A pair whose
                 // stream carried no CNP (the acknowledgements' side of a connection) is no news either.
                 if self.models.get(&stream).is_some()
@@ -611,11 +602,7 @@ impl State {
     pub fn note(&self, flow: &FlowKey) -> PairingNote {
         if let Some(p) = self.paired.of_flow(flow) {
             return PairingNote::Paired {
-                stream: FlowKey {
-                    src: p.receiver,
-                    dst: p.sender,
-                    dest_qp: p.sender_qp,
-                },
+                stream: p.stream(),
                 method: p.method,
                 evidence: p.evidence,
             };

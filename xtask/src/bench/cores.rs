@@ -20,7 +20,6 @@ use super::benchmarks_md;
 use super::inputs::{build_release_analyzer, bulk_capture, release_analyzer};
 use super::machine::{cores_of_cpu, kernel};
 use super::measure::{Run, cores, path, run_on, time_once, wrapper_overhead};
-use super::scale::Kind;
 use crate::install;
 use crate::workspace::target_dir;
 
@@ -127,16 +126,10 @@ pub fn run(frames: u64, counts: &[u32]) -> Result<()> {
     warm.extend(hops_files.iter().map(String::as_str));
     time_once(&warm, 0.0)?;
     let overhead = wrapper_overhead()?;
-    let set: Vec<String> = super::scale::generate(
-        &target_dir()
-            .join("bench")
-            .join(format!("scale-{SET_FRAMES}")),
-        &[Kind::Pcap, Kind::GzipPcap, Kind::Pcapng],
-        SET_FRAMES,
-    )?
-    .iter()
-    .map(|f| path(f))
-    .collect();
+    let set: Vec<String> = super::scale::saturation_set(SET_FRAMES)?
+        .iter()
+        .map(|f| path(f))
+        .collect();
     let mut warm_set = vec![analyzer.as_str(), "stats"];
     warm_set.extend(set.iter().map(String::as_str));
     time_once(&warm_set, 0.0)?;

@@ -27,7 +27,7 @@ use crate::workspace::target_dir;
 
 /// How one file of the rotation is stored.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Kind {
+enum Kind {
     Pcap,
     GzipPcap,
     ZstdPcap,
@@ -133,7 +133,7 @@ impl FrameSink for Rotation {
 }
 
 /// Writes the rotation into `dir` unless a finished copy is there (a `done` file marks it finished).
-pub(super) fn generate(dir: &Path, kinds: &[Kind], per_file: u64) -> Result<Vec<PathBuf>> {
+fn generate(dir: &Path, kinds: &[Kind], per_file: u64) -> Result<Vec<PathBuf>> {
     let names: Vec<PathBuf> = kinds
         .iter()
         .enumerate()
@@ -255,6 +255,21 @@ impl Bench {
     }
 }
 
+/// Where the saturation set of `per_file` frames a file is kept between runs.
+fn set_dir(per_file: u64) -> PathBuf {
+    target_dir().join("bench").join(format!("scale-{per_file}"))
+}
+
+/// The saturation set: three rotated files of `per_file` frames each (pcap, gzip pcap, pcapng), written on
+/// the first call and kept; this bench's capture, and `bench --cores`'s second.
+pub(super) fn saturation_set(per_file: u64) -> Result<Vec<PathBuf>> {
+    generate(
+        &set_dir(per_file),
+        &[Kind::Pcap, Kind::GzipPcap, Kind::Pcapng],
+        per_file,
+    )
+}
+
 const STATS3: &str = "stats, 3 files";
 const REPORT3: &str = "report, 3 files";
 const REPORT1: &str = "report, first file";
@@ -263,11 +278,7 @@ pub fn run(per_file: u64, long: bool) -> Result<()> {
     install::ensure_apt(&["time"])?;
     build_release_analyzer(&[])?;
     let base = target_dir().join("bench");
-    let three = generate(
-        &base.join(format!("scale-{per_file}")),
-        &[Kind::Pcap, Kind::GzipPcap, Kind::Pcapng],
-        per_file,
-    )?;
+    let three = saturation_set(per_file)?;
     let mut b = Bench {
         analyzer: path(&release_analyzer()),
         overhead: wrapper_overhead()?,
@@ -304,14 +315,14 @@ pub fn run(per_file: u64, long: bool) -> Result<()> {
         }
     }
     let _ = std::fs::remove_dir_all(&out);
-    let text = render(&b, per_file, &base, &long_rows)?;
+    let text = render(&b, per_file, &long_rows)?;
     println!("{text}");
     benchmarks_md::update("scale", &text, "")
 }
 
-fn render(b: &Bench, per_file: u64, base: &Path, long_rows: &[String]) -> Result<String> {
+fn render(b: &Bench, per_file: u64, long_rows: &[String]) -> Result<String> {
     let mut s = String::new();
-    let dir = base.join(format!("scale-{per_file}"));
+    let dir = set_dir(per_file);
     let sizes: Vec<String> = std::fs::read_dir(&dir)?
         .filter_map(|e| e.ok())
         .filter(|e| e.file_name() != "done")

@@ -9,7 +9,7 @@ use roce_core::dcqcn::{DcqcnError, Event, Rp};
 use roce_core::line::{LineRate, LineRates};
 use roce_core::passes::brief::Brief;
 use roce_core::passes::flows::FlowKey;
-use roce_core::passes::pairing::{Pairing, PairingPass};
+use roce_core::passes::pairing::{Pair, Pairing, PairingPass};
 use roce_core::passes::pfc::PauseInterval;
 use roce_core::passes::rates::{FlowSeries, RatesPass};
 
@@ -130,11 +130,7 @@ impl DcqcnPass {
         let mut work = Vec::new();
         for s in chosen {
             let pair = pairing.of_flow(&s.key);
-            let cnp_key = pair.map(|p| FlowKey {
-                src: p.receiver,
-                dst: p.sender,
-                dest_qp: p.sender_qp,
-            });
+            let cnp_key = pair.map(Pair::stream);
             // Which tap's copy of the stream, and how many CNPs: the times are read from the pairing's logs
             // one flow at a time, below.
             let cnp = cnp_key.and_then(|k| cnp_streams.take(&k, s.iface).map(|(i, n)| (k, i, n)));

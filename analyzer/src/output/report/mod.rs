@@ -206,8 +206,8 @@ pub fn write_report_with(
     // The tables and the trace need nothing the sections make: they are written as tasks of their own (each
     // table one) while the sections draw their charts, on as many threads as the caller's rayon pool has
     // (the flows, model and cuts tables alone took a third of the report's time on the bench capture).
-    // Errors come out in the order a single thread would meet them.
-    // Each is set by its task before the scope ends (a task that panics raises its panic there).
+    // Errors come out in the order a single thread would meet them. Each result is set by its task before
+    // the scope ends (a task that panics raises its panic there).
     let mut tables = Ok(Vec::new());
     let mut trace = Ok(PathBuf::new());
     let sections = rayon::scope(|scope| {

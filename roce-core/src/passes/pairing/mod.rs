@@ -239,6 +239,26 @@ pub struct Pair {
     pub evidence: u64,
 }
 
+impl Pair {
+    /// The data flow's key: sender to receiver, to the receiver's QP.
+    pub fn flow(&self) -> FlowKey {
+        FlowKey {
+            src: self.sender,
+            dst: self.receiver,
+            dest_qp: self.receiver_qp,
+        }
+    }
+
+    /// The CNP stream's key: the receiver back to the sender, to the sender's QP.
+    pub fn stream(&self) -> FlowKey {
+        FlowKey {
+            src: self.receiver,
+            dst: self.sender,
+            dest_qp: self.sender_qp,
+        }
+    }
+}
+
 /// Every pairing found, looked up by either direction, and the streams that could not be decided.
 #[derive(Debug, Default)]
 pub struct Pairing {
