@@ -9,8 +9,8 @@
 //! that the two ways always agree on a key: the fast way reads the same bytes the decoder would take the
 //! addresses and the QP from.
 
-use std::hash::{Hash, Hasher};
-use std::net::{IpAddr, Ipv4Addr};
+use std::hash::Hasher;
+use std::net::IpAddr;
 
 use roce_capture::{LinkType, Record};
 use rustc_hash::FxHasher;
@@ -39,12 +39,22 @@ const ETHERTYPE_VLAN: u16 = 0x8100;
 const UDP: u8 = 17;
 const ROCEV2_PORT: u16 = 4791;
 
-/// The addresses and the BTH destination QP of a RoCE frame (of a CNP too).
+/// The addresses and the BTH destination QP of a RoCE frame (of a CNP too), the addresses as plain numbers
+/// (an IPv4 address in the low 32 bits), hashed as five words rather than as `IpAddr`s. An IPv4 address and
+/// the IPv6 address `::a.b.c.d` look alike here, which only means their flows may share an owner; one flow
+/// always finds the same one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Key {
-    src: IpAddr,
-    dst: IpAddr,
+    src: u128,
+    dst: u128,
     dest_qp: u32,
+}
+
+fn number(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(a) => u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
+    }
 }
 
 impl Sharder {
@@ -52,7 +62,7 @@ impl Sharder {
     /// (its extra UDP port) for the records the fast way does not read.
     pub fn new(shards: usize, grouping: Grouping, decoder: Decoder) -> Self {
         Sharder {
-            shards: shards.max(1),
+            shards: shards.clamp(1, u32::MAX as usize),
             grouping,
             // The ICRC says nothing of a key.
             decoder: Decoder {
@@ -77,13 +87,21 @@ impl Sharder {
         else {
             return 0;
         };
+        let (a, b, rest) = match self.grouping {
+            Grouping::Flow => (
+                key.src,
+                key.dst,
+                u64::from(rec.iface) << 32 | u64::from(key.dest_qp),
+            ),
+            Grouping::HostPair => (key.src.min(key.dst), key.src.max(key.dst), 0),
+        };
         let mut h = FxHasher::default();
-        match self.grouping {
-            Grouping::Flow => (rec.iface, key.src, key.dst, key.dest_qp).hash(&mut h),
-            Grouping::HostPair => (key.src.min(key.dst), key.src.max(key.dst)).hash(&mut h),
+        for w in [a as u64, (a >> 64) as u64, b as u64, (b >> 64) as u64, rest] {
+            h.write_u64(w);
         }
-        // The high bits of an FxHash are its best mixed.
-        ((h.finish() >> 32) as usize) % self.shards
+        // The high bits of an FxHash are its best mixed; scaled onto the owners by a multiplication, since a
+        // division by a count known only at run time costs tens of cycles for every record.
+        (((h.finish() >> 32) * self.shards as u64) >> 32) as usize
     }
 
     fn decoded_key(&self, rec: &Record<'_>) -> Option<Key> {
@@ -93,8 +111,8 @@ impl Sharder {
         }
         let (ip, bth) = (f.ip?, f.roce.as_ref()?.packet.bth?);
         Some(Key {
-            src: ip.src,
-            dst: ip.dst,
+            src: number(ip.src),
+            dst: number(ip.dst),
             dest_qp: bth.dest_qp,
         })
     }
@@ -127,9 +145,9 @@ fn fast_key(rec: &Record<'_>, extra_port: Option<u16>) -> Option<Key> {
     }
     let bth = udp + 8;
     let qp = d.get(bth + 5..bth + 8)?;
-    let addr = |at: usize| -> Option<IpAddr> {
+    let addr = |at: usize| -> Option<u128> {
         let b: [u8; 4] = d.get(at..at + 4)?.try_into().ok()?;
-        Some(IpAddr::V4(Ipv4Addr::from(b)))
+        Some(u128::from(u32::from_be_bytes(b)))
     };
     Some(Key {
         src: addr(ip + 12)?,
