@@ -176,25 +176,31 @@ impl DcqcnPass {
                 }
             }
             // The models need nothing of each other: a batch of flows at a time over the threads of the
-            // caller's rayon pool, the batch small enough that only its flows' CNP times are held at once.
-            None => loop {
-                let batch: Vec<_> = ready
-                    .by_ref()
-                    .take(rayon::current_num_threads() * 16)
-                    .collect();
-                if batch.is_empty() {
-                    break;
+            // caller's rayon pool, the batch small enough that only its flows' CNP times are held at once
+            // (two batches': the next one's times are read while the models of this one run, since
+            // reading them in between left every other thread waiting).
+            None => {
+                let size = rayon::current_num_threads() * 16;
+                let mut next: Vec<_> = ready.by_ref().take(size).collect();
+                while !next.is_empty() {
+                    let batch = std::mem::take(&mut next);
+                    let (done, following) = rayon::join(
+                        || {
+                            batch
+                                .into_par_iter()
+                                .map(|(w, cnp_ts, width)| {
+                                    analyse_flow(w, cnp_ts, context(width), &mut |_, _| {})
+                                })
+                                .collect::<Vec<_>>()
+                        },
+                        || ready.by_ref().take(size).collect::<Vec<_>>(),
+                    );
+                    next = following;
+                    for f in done {
+                        flows.push(f?);
+                    }
                 }
-                let done: Vec<_> = batch
-                    .into_par_iter()
-                    .map(|(w, cnp_ts, width)| {
-                        analyse_flow(w, cnp_ts, context(width), &mut |_, _| {})
-                    })
-                    .collect();
-                for f in done {
-                    flows.push(f?);
-                }
-            },
+            }
         }
         if let Some(e) = pairing.spill_error() {
             return Err(DcqcnError::Spill(e.to_string()));
