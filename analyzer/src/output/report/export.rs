@@ -259,23 +259,21 @@ fn whole<T: TableRow>(
 }
 
 /// One table of a row per model event, a chunk of flows at a time, listed in the manifest and written in
-/// [`EVENT_FORMATS`].
+/// `formats` ([`EVENT_FORMATS`] in the report).
 fn per_event<T: TableRow>(
     dir: &Path,
     name: &str,
     chunks: impl Iterator<Item = Vec<T>>,
+    formats: &[TableFormat],
 ) -> Result<Vec<PathBuf>, ReportError> {
-    list(dir, name, &EVENT_FORMATS)?;
-    Ok(tables::write_formats_chunked(
-        dir,
-        name,
-        chunks,
-        &EVENT_FORMATS,
-    )?)
+    list(dir, name, formats)?;
+    Ok(tables::write_formats_chunked(dir, name, chunks, formats)?)
 }
 
-/// One table's writing, a task of its own, given the table's name: each writes its own files, in any order.
-type TableTask<'a> = Box<dyn Fn(&str) -> Result<Vec<PathBuf>, ReportError> + Send + Sync + 'a>;
+/// One table's writing, a task of its own, given the table's name and formats: each writes its own files, in
+/// any order.
+type TableTask<'a> =
+    Box<dyn Fn(&str, &[TableFormat]) -> Result<Vec<PathBuf>, ReportError> + Send + Sync + 'a>;
 
 /// The tables that take longest (a row per flow or per model event), started first in this order so that
 /// the report does not wait at its end for one of them begun late: on the bench capture the model table
@@ -284,94 +282,151 @@ type TableTask<'a> = Box<dyn Fn(&str) -> Result<Vec<PathBuf>, ReportError> + Sen
 /// one. The rest follow in their listed order.
 const LONGEST_FIRST: [&str; 5] = ["model", "flows", "dcqcn_flows", "cuts", "np_streams"];
 
-/// Every table of the report but the kernel events', each a task on the caller's rayon pool; the files in
-/// the order the tables are listed below, the first error in that order too.
-pub(super) fn write_tables(
-    dir: &Path,
-    input: &ReportInput<'_>,
-) -> Result<Vec<PathBuf>, ReportError> {
+/// Every table of the report but the kernel events', each with the formats it is written in and the task
+/// that writes it: [`Tables::files`] says what they will write before [`Tables::write`] does.
+pub(super) struct Tables<'a> {
+    dir: &'a Path,
+    tasks: Vec<(&'static str, &'static [TableFormat], TableTask<'a>)>,
+}
+
+/// The report's tables in `dir`, in the order their files are listed.
+pub(super) fn tables<'a>(dir: &'a Path, input: &'a ReportInput<'_>) -> Tables<'a> {
     let d = input.dcqcn;
-    let f = &FORMATS;
-    let mut tasks: Vec<(&str, TableTask<'_>)> = vec![
-        ("flows", Box::new(|n| whole(dir, n, &input.stats.flows, f))),
-        ("cnps", Box::new(|n| whole(dir, n, &input.stats.cnps, f))),
-        ("pfc", Box::new(|n| whole(dir, n, &input.stats.pfc, f))),
+    let (w, e): (&'static [TableFormat], &'static [TableFormat]) = (&FORMATS, &EVENT_FORMATS);
+    let mut tasks: Vec<(&str, &[TableFormat], TableTask<'_>)> = vec![
+        (
+            "flows",
+            w,
+            Box::new(|n, fm| whole(dir, n, &input.stats.flows, fm)),
+        ),
+        (
+            "cnps",
+            w,
+            Box::new(|n, fm| whole(dir, n, &input.stats.cnps, fm)),
+        ),
+        (
+            "pfc",
+            w,
+            Box::new(|n, fm| whole(dir, n, &input.stats.pfc, fm)),
+        ),
         (
             "dcqcn_flows",
-            Box::new(|n| {
+            w,
+            Box::new(|n, fm| {
                 let rows: Vec<DcqcnFlowRow> = d.flows.iter().map(DcqcnFlowRow::of).collect();
-                whole(dir, n, &rows, f)
+                whole(dir, n, &rows, fm)
             }),
         ),
         (
             "cuts",
-            Box::new(|n| per_event(dir, n, flow_chunks(d, cut_rows))),
+            e,
+            Box::new(|n, fm| per_event(dir, n, flow_chunks(d, cut_rows), fm)),
         ),
         // Whole: a ratio can be null (NaN), and a chunk of nulls only would type its column otherwise. The
         // table has a row per burst of CNPs, far fewer than the cuts.
         (
             "observed_cuts",
-            Box::new(|n| {
+            w,
+            Box::new(|n, fm| {
                 let rows: Vec<ObservedCutRow> =
                     d.flows.iter().flat_map(observed_cut_rows).collect();
-                whole(dir, n, &rows, f)
+                whole(dir, n, &rows, fm)
             }),
         ),
         (
             "model",
-            Box::new(|n| per_event(dir, n, flow_chunks(d, model_rows))),
+            e,
+            Box::new(|n, fm| per_event(dir, n, flow_chunks(d, model_rows), fm)),
         ),
         (
             "unpaired_cnps",
-            Box::new(|n| whole(dir, n, &d.unpaired_cnps, f)),
+            w,
+            Box::new(|n, fm| whole(dir, n, &d.unpaired_cnps, fm)),
         ),
-        ("np_streams", Box::new(|n| whole(dir, n, &d.np_streams, f))),
-        ("np_ports", Box::new(|n| whole(dir, n, &d.np_ports, f))),
+        (
+            "np_streams",
+            w,
+            Box::new(|n, fm| whole(dir, n, &d.np_streams, fm)),
+        ),
+        (
+            "np_ports",
+            w,
+            Box::new(|n, fm| whole(dir, n, &d.np_ports, fm)),
+        ),
         (
             "pause_intervals",
-            Box::new(|n| whole(dir, n, &input.pauses.intervals, f)),
+            w,
+            Box::new(|n, fm| whole(dir, n, &input.pauses.intervals, fm)),
         ),
         (
             "storms",
-            Box::new(|n| whole(dir, n, &input.pauses.storms, f)),
+            w,
+            Box::new(|n, fm| whole(dir, n, &input.pauses.storms, fm)),
         ),
-        ("findings", Box::new(|n| whole(dir, n, input.findings, f))),
+        (
+            "findings",
+            w,
+            Box::new(|n, fm| whole(dir, n, input.findings, fm)),
+        ),
         (
             "fabric_pairs",
-            Box::new(|n| whole(dir, n, &input.fabric.pairs, f)),
+            w,
+            Box::new(|n, fm| whole(dir, n, &input.fabric.pairs, fm)),
         ),
         (
             "fabric_hosts",
-            Box::new(|n| whole(dir, n, &input.fabric.hosts, f)),
+            w,
+            Box::new(|n, fm| whole(dir, n, &input.fabric.hosts, fm)),
         ),
     ];
     // Only captures made with `roce-tracer --counters` / `--kernel-events` carry these.
     if !input.stats.counters.is_empty() {
         tasks.push((
             "counters",
-            Box::new(|n| whole(dir, n, &input.stats.counters, f)),
+            w,
+            Box::new(|n, fm| whole(dir, n, &input.stats.counters, fm)),
         ));
         tasks.push((
             "nic_counters",
-            Box::new(|n| {
+            w,
+            Box::new(|n, fm| {
                 let nic = roce_core::nic_counters::check::table_rows(&input.stats.nic_counters);
-                whole(dir, n, &nic, f)
+                whole(dir, n, &nic, fm)
             }),
         ));
     }
     if !input.stats.kernel_drops.is_empty() {
         tasks.push((
             "kernel_drops",
-            Box::new(|n| whole(dir, n, &input.stats.kernel_drops, f)),
+            w,
+            Box::new(|n, fm| whole(dir, n, &input.stats.kernel_drops, fm)),
         ));
     }
-    run_longest_first(&tasks)
+    Tables { dir, tasks }
+}
+
+impl Tables<'_> {
+    /// The files [`Tables::write`] writes, in its order.
+    pub(super) fn files(&self) -> Vec<PathBuf> {
+        self.tasks
+            .iter()
+            .flat_map(|(name, formats, _)| formats.iter().map(|f| self.dir.join(f.file_name(name))))
+            .collect()
+    }
+
+    /// Writes every table, each a task on the caller's rayon pool; the files in the order the tables are
+    /// listed, the first error in that order too.
+    pub(super) fn write(&self) -> Result<Vec<PathBuf>, ReportError> {
+        run_longest_first(&self.tasks)
+    }
 }
 
 /// Runs every task, each taken up by the first thread free in [`LONGEST_FIRST`] order (a FIFO scope: the
 /// thread that starts the tasks and those that steal from it all take the oldest waiting), and returns
 /// their files in the tasks' own order.
-fn run_longest_first(tasks: &[(&str, TableTask<'_>)]) -> Result<Vec<PathBuf>, ReportError> {
+fn run_longest_first(
+    tasks: &[(&str, &[TableFormat], TableTask<'_>)],
+) -> Result<Vec<PathBuf>, ReportError> {
     let rank = |name: &str| {
         LONGEST_FIRST
             .iter()
@@ -380,13 +435,12 @@ fn run_longest_first(tasks: &[(&str, TableTask<'_>)]) -> Result<Vec<PathBuf>, Re
     };
     let mut written: Vec<Option<Result<Vec<PathBuf>, ReportError>>> =
         tasks.iter().map(|_| None).collect();
-    let mut order: Vec<(&(&str, TableTask<'_>), &mut Option<_>)> =
-        tasks.iter().zip(written.iter_mut()).collect();
+    let mut order: Vec<_> = tasks.iter().zip(written.iter_mut()).collect();
     // Stable: tables of one rank keep their listed order.
-    order.sort_by_key(|((name, _), _)| rank(name));
+    order.sort_by_key(|((name, _, _), _)| rank(name));
     rayon::scope_fifo(|scope| {
-        for ((name, task), slot) in order {
-            scope.spawn_fifo(move |_| *slot = Some(task(name)));
+        for ((name, formats, task), slot) in order {
+            scope.spawn_fifo(move |_| *slot = Some(task(name, formats)));
         }
     });
     let mut out = Vec::new();
