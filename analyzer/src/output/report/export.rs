@@ -282,15 +282,21 @@ type TableTask<'a> =
 /// one. The rest follow in their listed order.
 const LONGEST_FIRST: [&str; 5] = ["model", "flows", "dcqcn_flows", "cuts", "np_streams"];
 
-/// Every table of the report but the kernel events', each with the formats it is written in and the task
-/// that writes it: [`Tables::files`] says what they will write before [`Tables::write`] does.
+/// Every table of the report, each with the formats it is written in and the task that writes it, and the
+/// kernel events' tables when the capture has them: [`Tables::files`] says what they will write before
+/// [`Tables::write`] does.
 pub(super) struct Tables<'a> {
     dir: &'a Path,
     tasks: Vec<(&'static str, &'static [TableFormat], TableTask<'a>)>,
+    kernel: Option<(&'a KernelSummary, &'a [KernelEvent])>,
 }
 
-/// The report's tables in `dir`, in the order their files are listed.
-pub(super) fn tables<'a>(dir: &'a Path, input: &'a ReportInput<'_>) -> Tables<'a> {
+/// The report's tables in `dir`, in the order their files are listed, the kernel events' last.
+pub(super) fn tables<'a>(
+    dir: &'a Path,
+    input: &'a ReportInput<'_>,
+    kernel: Option<(&'a KernelSummary, &'a [KernelEvent])>,
+) -> Tables<'a> {
     let d = input.dcqcn;
     let (w, e): (&'static [TableFormat], &'static [TableFormat]) = (&FORMATS, &EVENT_FORMATS);
     let mut tasks: Vec<(&str, &[TableFormat], TableTask<'_>)> = vec![
@@ -402,22 +408,39 @@ pub(super) fn tables<'a>(dir: &'a Path, input: &'a ReportInput<'_>) -> Tables<'a
             Box::new(|n, fm| whole(dir, n, &input.stats.kernel_drops, fm)),
         ));
     }
-    Tables { dir, tasks }
+    Tables { dir, tasks, kernel }
 }
 
 impl Tables<'_> {
     /// The files [`Tables::write`] writes, in its order.
     pub(super) fn files(&self) -> Vec<PathBuf> {
+        let kernel = self
+            .kernel
+            .iter()
+            .flat_map(|_| KERNEL_TABLES.map(|name| (name, &FORMATS[..])));
         self.tasks
             .iter()
-            .flat_map(|(name, formats, _)| formats.iter().map(|f| self.dir.join(f.file_name(name))))
+            .map(|&(name, formats, _)| (name, formats))
+            .chain(kernel)
+            .flat_map(|(name, formats)| {
+                formats
+                    .iter()
+                    .map(move |f| self.dir.join(f.file_name(name)))
+            })
             .collect()
     }
 
-    /// Writes every table, each a task on the caller's rayon pool; the files in the order the tables are
-    /// listed, the first error in that order too.
+    /// Writes every table, each a task on the caller's rayon pool (the kernel events' after them, on this
+    /// thread); the files in the order the tables are listed, the first error in that order too.
     pub(super) fn write(&self) -> Result<Vec<PathBuf>, ReportError> {
-        run_longest_first(&self.tasks)
+        let mut out = run_longest_first(&self.tasks)?;
+        if let Some((summary, events)) = self.kernel {
+            for name in KERNEL_TABLES {
+                list(self.dir, name, &FORMATS)?;
+            }
+            out.extend(write_kernel_tables(self.dir, summary, events, &FORMATS)?);
+        }
+        Ok(out)
     }
 }
 

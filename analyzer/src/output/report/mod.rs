@@ -200,19 +200,16 @@ pub fn write_report_with(
     // soon as the charts are drawn, beside the last tables rather than after them (30 to 40 ms of one
     // thread). Errors come out in the order a single thread would meet them. Each result is set by its task
     // before the scope ends (a task that panics raises its panic there).
-    let work = export::tables(dir, input);
-    let mut planned = work.files();
-    if kernel_summary.is_some() {
-        planned.extend(export::KERNEL_TABLES.iter().flat_map(|name| {
-            export::FORMATS
-                .iter()
-                .map(move |f| dir.join(f.file_name(name)))
-        }));
-    }
+    let work = export::tables(
+        dir,
+        input,
+        kernel_summary.as_ref().map(|k| (k, &kernel.events[..])),
+    );
+    let planned = work.files();
     let mut tables = Ok(Vec::new());
     let mut trace = Ok(PathBuf::new());
     let (sections, mut r, summary_path) = rayon::scope(|scope| {
-        scope.spawn(|_| tables = write_tables(dir, &work, kernel_summary.as_ref(), kernel));
+        scope.spawn(|_| tables = work.write());
         scope.spawn(|_| trace = trace::write_trace(dir, input, kernel));
         let mut r = Report {
             dir,
@@ -254,28 +251,6 @@ pub fn write_report_with(
 const INDEX: &str = "index.html";
 /// The numbers' file name.
 pub(crate) const SUMMARY: &str = "summary.json";
-
-/// Every table, those of the kernel events too when the capture has them.
-fn write_tables(
-    dir: &Path,
-    work: &export::Tables<'_>,
-    kernel_summary: Option<&KernelSummary>,
-    kernel: &KernelEvents,
-) -> Result<Vec<PathBuf>, ReportError> {
-    let mut tables = work.write()?;
-    if let Some(k) = kernel_summary {
-        for name in export::KERNEL_TABLES {
-            export::list(dir, name, &export::FORMATS)?;
-        }
-        tables.extend(export::write_kernel_tables(
-            dir,
-            k,
-            &kernel.events,
-            &export::FORMATS,
-        )?);
-    }
-    Ok(tables)
-}
 
 /// Every section of the page, in its order.
 fn write_sections(r: &mut Report<'_>) -> Result<(), ReportError> {
