@@ -38,15 +38,53 @@ impl Compression {
     }
 
     /// The decompressed stream of `compressed`.
+    ///
+    /// The decoders see their input through [`Whole`]: how much a decoder returns before it notices damage
+    /// depends on the pieces its input arrives in, and a pipe's pieces are chance. With whole pieces a corrupt
+    /// stream gives the same records and the same error from a pipe as from the file.
     pub(super) fn decoder(
         self,
         compressed: Box<dyn Read + Send>,
     ) -> io::Result<Box<dyn Read + Send>> {
+        let compressed = Whole {
+            inner: compressed,
+            failed: None,
+        };
         Ok(match self {
             Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(compressed)),
             Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(compressed)?),
             Compression::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(compressed)),
         })
+    }
+}
+
+/// Fills every read completely unless the stream ends or fails, so what the reader downstream sees does not
+/// depend on how the source happened to deliver its bytes. An error met after some bytes is held back and
+/// given on the next read, after those bytes.
+struct Whole<R> {
+    inner: R,
+    failed: Option<io::Error>,
+}
+
+impl<R: Read> Read for Whole<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        let mut got = 0;
+        while got < buf.len() {
+            match self.inner.read(buf.get_mut(got..).unwrap_or_default()) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if got == 0 => return Err(e),
+                Err(e) => {
+                    self.failed = Some(e);
+                    break;
+                }
+            }
+        }
+        Ok(got)
     }
 }
 

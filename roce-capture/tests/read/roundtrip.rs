@@ -4,7 +4,7 @@
 use std::io::{self, Cursor, Read};
 
 use roce_capture::write::{PcapWriter, PcapngWriter, SectionInfo};
-use roce_capture::{CaptureReader, Format, LinkType};
+use roce_capture::{CaptureReader, Format, LinkType, Record};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Rec {
@@ -17,11 +17,9 @@ struct Rec {
     offset: u64,
 }
 
-fn read_all(mut reader: CaptureReader) -> (CaptureReader, Vec<Rec>) {
-    let mut out = Vec::new();
-    while let Some(r) = reader.next_record().unwrap() {
-        assert_eq!(r.caplen as usize, r.data.len());
-        out.push(Rec {
+impl Rec {
+    fn of(r: &Record<'_>) -> Rec {
+        Rec {
             iface: r.iface,
             link: r.link,
             speed_bps: r.speed_bps,
@@ -29,7 +27,15 @@ fn read_all(mut reader: CaptureReader) -> (CaptureReader, Vec<Rec>) {
             len: r.len,
             data: r.data.to_vec(),
             offset: r.offset,
-        });
+        }
+    }
+}
+
+fn read_all(mut reader: CaptureReader) -> (CaptureReader, Vec<Rec>) {
+    let mut out = Vec::new();
+    while let Some(r) = reader.next_record().unwrap() {
+        assert_eq!(r.caplen as usize, r.data.len());
+        out.push(Rec::of(&r));
     }
     (reader, out)
 }
@@ -618,4 +624,66 @@ fn blocks_larger_than_the_initial_buffer() {
     pc.write_packet(0, &too_big, too_big.len() as u32).unwrap();
     let mut reader = from_bytes(pc.into_inner().unwrap());
     assert!(reader.next_record().is_err());
+}
+
+/// Every record and the error that ended the stream, as text: what a pipe and a file must agree on.
+fn outcome(reader: Result<CaptureReader, roce_capture::SourceError>) -> (Vec<Rec>, Option<String>) {
+    let mut reader = match reader {
+        Ok(r) => r,
+        Err(e) => return (Vec::new(), Some(e.to_string())),
+    };
+    let mut out = Vec::new();
+    loop {
+        match reader.next_record() {
+            Ok(Some(r)) => out.push(Rec::of(&r)),
+            Ok(None) => return (out, None),
+            Err(e) => return (out, Some(e.to_string())),
+        }
+    }
+}
+
+#[test]
+fn a_damaged_compressed_stream_fails_the_same_way_from_a_pipe_as_from_the_file() {
+    // A decompressor returns more or less before it notices damage depending on the pieces its input comes
+    // in. The reader must not let that chance show: the same records and the same error either way.
+    let mut w = PcapWriter::new(Vec::new(), LinkType::ETHERNET, 0).unwrap();
+    for i in 0..300usize {
+        let data = packet(i, 60 + i % 200);
+        w.write_packet(i as u64 * 1000, &data, data.len() as u32)
+            .unwrap();
+    }
+    let plain = w.into_inner().unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    io::Write::write_all(&mut gz, &plain).unwrap();
+    let gz = gz.finish().unwrap();
+    let zst = zstd::encode_all(Cursor::new(&plain), 3).unwrap();
+    // Found by the fuzzer: a gzip header followed by a broken deflate stream.
+    let fuzzed = vec![
+        31, 139, 8, 0, 0, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26,
+        26, 26, 26, 26, 26, 0, 0, 46, 18, 46, 18, 0, 91, 252,
+    ];
+    let mut cases = vec![fuzzed];
+    for stream in [&gz, &zst] {
+        for at in [12, stream.len() / 3, stream.len() / 2, stream.len() - 9] {
+            let mut bad = stream.clone();
+            bad[at] ^= 0x5a;
+            cases.push(bad);
+        }
+        cases.push(stream[..stream.len() * 2 / 3].to_vec());
+    }
+    for (n, bytes) in cases.iter().enumerate() {
+        let whole = outcome(CaptureReader::from_reader(
+            "-",
+            Box::new(Cursor::new(bytes.clone())),
+        ));
+        assert!(whole.1.is_some(), "case {n} must fail somewhere");
+        for chunk in [1, 7, 23, 4096] {
+            let r = Dribble {
+                inner: Cursor::new(bytes.clone()),
+                chunk,
+            };
+            let dribbled = outcome(CaptureReader::from_reader("-", Box::new(r)));
+            assert_eq!(dribbled, whole, "case {n}, pieces of {chunk} bytes");
+        }
+    }
 }
