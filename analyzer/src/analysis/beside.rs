@@ -22,8 +22,12 @@ use super::dcqcn::DcqcnPass;
 /// A batch is sent once it holds this many frames: few enough that a batch stays under a MiB, many enough
 /// that the channel is crossed rarely.
 const BATCH_FRAMES: usize = 4096;
-/// Batches waiting for the thread; with the one it works on and the one being filled, the memory it costs.
-const QUEUED: usize = 2;
+/// Batches waiting for the thread; with the one it works on and the one being filled, the memory it costs
+/// (about 5 MiB at most). Two were too few where the loop, this thread and the read-ahead thread share two
+/// cores: whichever the scheduler set aside left the others without input or without room, and the cores
+/// idled for a sixth of the read of a gzip file. With eight the other one always has work
+/// (`report` on that file: 0.78 to 0.72 s; BENCHMARKS.md).
+const QUEUED: usize = 8;
 
 /// The passes that run beside the loop.
 #[derive(Debug)]
