@@ -112,8 +112,9 @@ fn records(path: &Path, kind: [u8; 4]) -> Vec<Value> {
 }
 
 /// The RDMA tracepoints must be listed in the start line: as attached where the kernel has them, as
-/// unavailable (and not fatal) where it does not. Says so when the real ones cannot be tried here.
-fn check_rdma_listing(line: &str, systems: &[String]) {
+/// unavailable (and not fatal) where it does not. Says so, naming `test`, when the real ones cannot be tried
+/// here.
+fn check_rdma_listing(test: &str, line: &str, systems: &[String]) {
     let unavailable = line
         .split("unavailable on this kernel: ")
         .nth(1)
@@ -131,10 +132,11 @@ fn check_rdma_listing(line: &str, systems: &[String]) {
         }
     }
     if !systems.iter().any(|s| s == "rdma_cma") {
-        cannot_run_here(
-            "attaching the RDMA tracepoints: this kernel has no rdma_cma tracepoints (CONFIG_INFINIBAND \
-             off); checked that they are listed as unavailable and that the capture went on without them",
-        );
+        cannot_run_here(&format!(
+            "{test}: attaching the RDMA tracepoints: this kernel has no rdma_cma tracepoints \
+             (CONFIG_INFINIBAND off); checked that they are listed as unavailable and that the capture went \
+             on without them"
+        ));
     }
 }
 
@@ -191,7 +193,7 @@ fn drops_with(engine: &str) {
     let systems = trace_systems(&ns);
     assert!(systems.iter().any(|s| s == "skb"), "{systems:?}");
     assert!(line.contains("attached skb:kfree_skb"), "{line}");
-    check_rdma_listing(line, &systems);
+    check_rdma_listing(&what, line, &systems);
 
     let (captured, _) = frames(&out);
     let ours = captured.iter().filter(|f| f.dest_qp == Some(0x11)).count();
@@ -407,7 +409,11 @@ fn recorder_delivers_exactly_the_events_caused() {
         line.contains("task:task_newtask without no_such_field"),
         "a missing field is named, not fatal: {line}"
     );
-    check_rdma_listing(line, &trace_systems(&ns));
+    check_rdma_listing(
+        "recorder_delivers_exactly_the_events_caused",
+        line,
+        &trace_systems(&ns),
+    );
 
     let blocks = records(&out, roce_capture::blocks::EVENTS);
     assert!(blocks.len() >= 2, "{} EVNT blocks", blocks.len());
