@@ -72,10 +72,11 @@ impl<R: Read> Read for Whole<R> {
             return Err(e);
         }
         let mut got = 0;
-        while got < buf.len() {
-            match self.inner.read(buf.get_mut(got..).unwrap_or_default()) {
+        while let Some(rest) = buf.get_mut(got..).filter(|r| !r.is_empty()) {
+            let room = rest.len();
+            match self.inner.read(rest) {
                 Ok(0) => break,
-                Ok(n) => got += n,
+                Ok(n) => got += n.min(room),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if got == 0 => return Err(e),
                 Err(e) => {
@@ -100,5 +101,50 @@ impl<R: Read> Read for Counted<R> {
         let n = self.inner.read(buf)?;
         self.count.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Gives `left` bytes, at most two per read, then fails.
+    struct FailsAfter {
+        left: usize,
+    }
+
+    impl Read for FailsAfter {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.left == 0 {
+                return Err(io::Error::other("disk gone"));
+            }
+            let n = buf.len().min(2).min(self.left);
+            buf[..n].fill(7);
+            self.left -= n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn whole_fills_each_read_and_hands_an_error_over_after_the_bytes_before_it() {
+        let mut w = Whole {
+            inner: FailsAfter { left: 5 },
+            failed: None,
+        };
+        let mut buf = [0u8; 4];
+        assert_eq!(w.read(&mut buf).unwrap(), 4);
+        assert_eq!(
+            w.read(&mut buf).unwrap(),
+            1,
+            "the byte before the error comes first"
+        );
+        assert_eq!(w.read(&mut buf).unwrap_err().to_string(), "disk gone");
+        let mut ends = Whole {
+            inner: io::Cursor::new(vec![1u8, 2, 3]),
+            failed: None,
+        };
+        let mut big = [0u8; 8];
+        assert_eq!(ends.read(&mut big).unwrap(), 3);
+        assert_eq!(ends.read(&mut big).unwrap(), 0);
     }
 }
