@@ -275,6 +275,18 @@ fn per_event<T: TableRow>(
 type TableTask<'a> =
     Box<dyn Fn(&str, &[TableFormat]) -> Result<Vec<PathBuf>, ReportError> + Send + Sync + 'a>;
 
+/// A table's name, its formats and the task that writes it.
+type Table<'a> = (&'static str, &'static [TableFormat], TableTask<'a>);
+
+/// The table `name` of `rows`, written whole in [`FORMATS`]: what most of the report's tables are.
+fn rows<'a, T: TableRow + Sync>(dir: &'a Path, name: &'static str, rows: &'a [T]) -> Table<'a> {
+    (
+        name,
+        &FORMATS,
+        Box::new(move |n, fm| whole(dir, n, rows, fm)),
+    )
+}
+
 /// The tables that take longest (a row per flow or per model event), started first in this order so that
 /// the report does not wait at its end for one of them begun late: on the bench capture the model table
 /// takes 95 ms and the flows table 60 ms, against a few ms for most others, and when the flows, cuts and
@@ -287,7 +299,7 @@ const LONGEST_FIRST: [&str; 5] = ["model", "flows", "dcqcn_flows", "cuts", "np_s
 /// [`Tables::write`] does.
 pub(super) struct Tables<'a> {
     dir: &'a Path,
-    tasks: Vec<(&'static str, &'static [TableFormat], TableTask<'a>)>,
+    tasks: Vec<Table<'a>>,
     kernel: Option<(&'a KernelSummary, &'a [KernelEvent])>,
 }
 
@@ -299,22 +311,10 @@ pub(super) fn tables<'a>(
 ) -> Tables<'a> {
     let d = input.dcqcn;
     let (w, e): (&'static [TableFormat], &'static [TableFormat]) = (&FORMATS, &EVENT_FORMATS);
-    let mut tasks: Vec<(&str, &[TableFormat], TableTask<'_>)> = vec![
-        (
-            "flows",
-            w,
-            Box::new(|n, fm| whole(dir, n, &input.stats.flows, fm)),
-        ),
-        (
-            "cnps",
-            w,
-            Box::new(|n, fm| whole(dir, n, &input.stats.cnps, fm)),
-        ),
-        (
-            "pfc",
-            w,
-            Box::new(|n, fm| whole(dir, n, &input.stats.pfc, fm)),
-        ),
+    let mut tasks: Vec<Table<'_>> = vec![
+        rows(dir, "flows", &input.stats.flows),
+        rows(dir, "cnps", &input.stats.cnps),
+        rows(dir, "pfc", &input.stats.pfc),
         (
             "dcqcn_flows",
             w,
@@ -344,54 +344,18 @@ pub(super) fn tables<'a>(
             e,
             Box::new(|n, fm| per_event(dir, n, flow_chunks(d, model_rows), fm)),
         ),
-        (
-            "unpaired_cnps",
-            w,
-            Box::new(|n, fm| whole(dir, n, &d.unpaired_cnps, fm)),
-        ),
-        (
-            "np_streams",
-            w,
-            Box::new(|n, fm| whole(dir, n, &d.np_streams, fm)),
-        ),
-        (
-            "np_ports",
-            w,
-            Box::new(|n, fm| whole(dir, n, &d.np_ports, fm)),
-        ),
-        (
-            "pause_intervals",
-            w,
-            Box::new(|n, fm| whole(dir, n, &input.pauses.intervals, fm)),
-        ),
-        (
-            "storms",
-            w,
-            Box::new(|n, fm| whole(dir, n, &input.pauses.storms, fm)),
-        ),
-        (
-            "findings",
-            w,
-            Box::new(|n, fm| whole(dir, n, input.findings, fm)),
-        ),
-        (
-            "fabric_pairs",
-            w,
-            Box::new(|n, fm| whole(dir, n, &input.fabric.pairs, fm)),
-        ),
-        (
-            "fabric_hosts",
-            w,
-            Box::new(|n, fm| whole(dir, n, &input.fabric.hosts, fm)),
-        ),
+        rows(dir, "unpaired_cnps", &d.unpaired_cnps),
+        rows(dir, "np_streams", &d.np_streams),
+        rows(dir, "np_ports", &d.np_ports),
+        rows(dir, "pause_intervals", &input.pauses.intervals),
+        rows(dir, "storms", &input.pauses.storms),
+        rows(dir, "findings", input.findings),
+        rows(dir, "fabric_pairs", &input.fabric.pairs),
+        rows(dir, "fabric_hosts", &input.fabric.hosts),
     ];
     // Only captures made with `roce-tracer --counters` / `--kernel-events` carry these.
     if !input.stats.counters.is_empty() {
-        tasks.push((
-            "counters",
-            w,
-            Box::new(|n, fm| whole(dir, n, &input.stats.counters, fm)),
-        ));
+        tasks.push(rows(dir, "counters", &input.stats.counters));
         tasks.push((
             "nic_counters",
             w,
@@ -402,11 +366,7 @@ pub(super) fn tables<'a>(
         ));
     }
     if !input.stats.kernel_drops.is_empty() {
-        tasks.push((
-            "kernel_drops",
-            w,
-            Box::new(|n, fm| whole(dir, n, &input.stats.kernel_drops, fm)),
-        ));
+        tasks.push(rows(dir, "kernel_drops", &input.stats.kernel_drops));
     }
     Tables { dir, tasks, kernel }
 }
@@ -447,9 +407,7 @@ impl Tables<'_> {
 /// Runs every task, each taken up by the first thread free in [`LONGEST_FIRST`] order (a FIFO scope: the
 /// thread that starts the tasks and those that steal from it all take the oldest waiting), and returns
 /// their files in the tasks' own order.
-fn run_longest_first(
-    tasks: &[(&str, &[TableFormat], TableTask<'_>)],
-) -> Result<Vec<PathBuf>, ReportError> {
+fn run_longest_first(tasks: &[Table<'_>]) -> Result<Vec<PathBuf>, ReportError> {
     let rank = |name: &str| {
         LONGEST_FIRST
             .iter()

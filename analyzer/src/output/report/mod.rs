@@ -208,7 +208,7 @@ pub fn write_report_with(
     let planned = work.files();
     let mut tables = Ok(Vec::new());
     let mut trace = Ok(PathBuf::new());
-    let (sections, mut r, summary_path) = rayon::scope(|scope| {
+    let (done, mut r) = rayon::scope(|scope| {
         scope.spawn(|_| tables = work.write());
         scope.spawn(|_| trace = trace::write_trace(dir, input, kernel));
         let mut r = Report {
@@ -221,18 +221,18 @@ pub fn write_report_with(
             page: html::Page::default(),
             charts: Vec::new(),
         };
-        let sections = write_sections(&mut r);
-        let summary = sections.is_ok().then(|| summary::write_json(&r, &planned));
-        (sections, r, summary)
+        // The outer result is the sections', the inner one `summary.json`'s, written only after them.
+        let done = write_sections(&mut r).map(|()| summary::write_json(&r, &planned));
+        (done, r)
     });
-    sections?;
+    let summary = done?;
     let tables = tables?;
     debug_assert_eq!(
         tables, planned,
         "the tables wrote the files they said they would"
     );
     let trace = trace?;
-    let summary_path = summary_path.expect("summary.json is written whenever the sections were")?;
+    let summary_path = summary?;
     summary::write_files_section(&mut r, &tables);
     let index = dir.join(INDEX);
     let title = format!("rocetrace report: {}", input.stats.capture.file);
