@@ -39,6 +39,8 @@ pub(crate) struct FabricArgs {
     #[command(flatten)]
     pub(crate) input: Input,
     #[command(flatten)]
+    pub(crate) threads: Threads,
+    #[command(flatten)]
     pub(crate) tables: TableArgs,
     /// One JSON document with the keys hosts, pairs, slowest (see docs/fabric.md).
     #[arg(long)]
@@ -131,6 +133,8 @@ pub(crate) fn parse_switch_ecn(s: &str) -> Result<(f64, f64, f64), String> {
 pub(crate) struct DcqcnArgs {
     #[command(flatten)]
     pub(crate) input: Input,
+    #[command(flatten)]
+    pub(crate) threads: Threads,
     #[command(flatten)]
     pub(crate) model: ModelArgs,
     /// JSON with a `flows` list (fields in docs/dcqcn.md).
@@ -291,9 +295,10 @@ pub(crate) struct Threads {
     /// Threads the command works on; the output is the same bytes whatever their number. stats shares the
     /// flows among them, besides the thread that reads; report and annotate give the DCQCN and hosts passes
     /// a thread of their own and, from three threads on, share the flows among the rest, then run the
-    /// flows' models and write the report's tables and charts over them (docs/report.md); hops matches on
-    /// a second thread, decode --parquet encodes on one. By default as many as the cores this process may
-    /// use; 1 works on one thread.
+    /// flows' models and write the report's tables and charts over them (docs/report.md); dcqcn and fabric
+    /// read as report does (dcqcn then runs the flows' models over them); hops matches on a second thread,
+    /// decode --parquet encodes on one. By default as many as the cores this process may use; 1 works on
+    /// one thread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(crate) threads: Option<u32>,
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use analyzer::analysis::dcqcn::{DcqcnPass, FlowId, OnEvent, Options};
-use analyzer::analysis::fabric::FabricPass;
+use analyzer::analysis::fabric;
 use analyzer::analysis::findings::Severity;
 use analyzer::analysis::hops::{self as hops_analysis, HopsOptions};
 use analyzer::analysis::model_log::{self, ModelLog};
@@ -41,7 +41,7 @@ use roce_core::frames::Frames;
 use roce_core::line::LineRates;
 use roce_core::passes::brief::Brief;
 use roce_core::passes::pairing::{Pairing, PairingPass};
-use roce_core::passes::pfc::PfcPass;
+use roce_core::passes::pfc::{PauseInterval, PfcPass};
 use roce_core::passes::threads::stats_on_threads;
 use roce_core::passes::{Stats, StatsReport};
 use roce_core::processes;
@@ -229,13 +229,17 @@ fn hops(a: HopsArgs) -> Result<ExitCode> {
 
 fn fabric(a: FabricArgs) -> Result<ExitCode> {
     let mut capture = open(&a.input)?;
-    let mut pass = FabricPass::new(
+    let progress = Progress::new(capture.progress().1, "reading");
+    let report = fabric::read(
+        &mut capture,
+        decoder(&a.input),
+        threads(&a.threads),
         LineRates::flag(a.tables.link_speed),
         a.tables.dscp_map.unwrap_or_default(),
+        |at| progress.set_position(at),
     );
-    Frames::new(&mut capture, decoder(&a.input)).for_each(|f| pass.frame(f));
+    progress.finish();
     capture.check_window()?;
-    let report = pass.finish(&capture);
     let mut out = BufWriter::new(io::stdout().lock());
     if a.json {
         analyzer::output::json::to_writer_pretty(&mut out, &report)?;
@@ -587,30 +591,21 @@ fn annotate(a: AnnotateArgs) -> Result<ExitCode> {
 }
 
 fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
+    let n = threads(&a.threads);
+    on_threads(n, || dcqcn_on(a, n))
+}
+
+/// `dcqcn` in a pool of `threads` (the flows' models spread over it after the read).
+fn dcqcn_on(a: DcqcnArgs, threads: usize) -> Result<ExitCode> {
     let opts = model_options(&a.model)?;
     let mut capture = open(&a.input)?;
     let progress = Progress::new(capture.progress().1, "reading");
-    let mut pass = DcqcnPass::new(opts.bin_ns, opts.lines);
-    // The model is compared with the observed rate outside PFC pauses only.
-    let mut pfc = PfcPass::new(opts.lines);
-    let mut frames = Frames::new(&mut capture, decoder(&a.input));
-    let mut number = 0u64;
-    let mut last_ns = 0;
-    while let Some(f) = frames.next_frame() {
-        pass.frame(&Brief::of(&f));
-        pfc.frame(&f);
-        last_ns = last_ns.max(f.ts_ns);
-        number += 1;
-        if number.is_multiple_of(65_536) {
-            progress.set_position(frames.capture().progress().0);
-        }
-    }
+    let (pass, pauses) = dcqcn_read(&mut capture, &a.input, &opts, threads, &progress);
     progress.finish();
     capture.check_window()?;
     let mut opts = opts;
     opts.apply_recorded_knobs(&Recorded::of(&capture));
     opts.learn_taps(capture.taps());
-    let (_, pauses) = pfc.finish_with_intervals(last_ns);
     let mut report = pass.finish(&opts, &pauses)?;
     report.name_taps(|i| pipeline::tap_name(&capture, i));
     for limit in report.limits() {
@@ -626,6 +621,44 @@ fn dcqcn(a: DcqcnArgs) -> Result<ExitCode> {
     out.flush()?;
     kept_read_back(&report)?;
     Ok(finish(&capture))
+}
+
+/// `dcqcn`'s read: the DCQCN pass and the PFC pauses (the model is compared with the observed rate outside
+/// them only). On one thread it is the loop of the two alone. On more, it is `report`'s read, whose statistics
+/// carry the same PFC pass: it decodes and counts on the loop or the flows' owners, the DCQCN pass on a
+/// thread of its own, and both see every frame in the same order as the loop, so the output is the same
+/// bytes.
+fn dcqcn_read(
+    capture: &mut Capture,
+    input: &Input,
+    opts: &Options,
+    threads: usize,
+    progress: &Progress,
+) -> (DcqcnPass, Vec<PauseInterval>) {
+    let pass = DcqcnPass::new(opts.bin_ns, opts.lines);
+    if threads > 1 {
+        let make = || Stats::new(opts.lines);
+        let (stats, pass) =
+            pipeline::read_with(capture, decoder(input), threads, make, pass, |at| {
+                progress.set_position(at)
+            });
+        return (pass, stats.pause_intervals());
+    }
+    let mut pass = pass;
+    let mut pfc = PfcPass::new(opts.lines);
+    let mut frames = Frames::new(capture, decoder(input));
+    let mut number = 0u64;
+    let mut last_ns = 0;
+    while let Some(f) = frames.next_frame() {
+        pass.frame(&Brief::of(&f));
+        pfc.frame(&f);
+        last_ns = last_ns.max(f.ts_ns);
+        number += 1;
+        if number.is_multiple_of(65_536) {
+            progress.set_position(frames.capture().progress().0);
+        }
+    }
+    (pass, pfc.finish_with_intervals(last_ns).1)
 }
 
 /// Fails when a flow's CNP times or cuts could not be read back from their temporary file while the output

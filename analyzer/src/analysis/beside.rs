@@ -1,5 +1,6 @@
-//! The report's second core: the DCQCN pass (pairing, rate bins, CNP times) and the hosts pass run on a
-//! thread of their own, beside the loop that reads, decodes and counts.
+//! A read's second core: the passes that need every frame in order ([`InOrder`]: for the report, the DCQCN
+//! pass with its pairing, rate bins and CNP times, and the hosts pass) run on a thread of their own, beside
+//! the loop that reads, decodes and counts.
 //!
 //! They took about a third of `report`'s time on the saturation benchmark, and the machines this runs on have
 //! more than one core. The loop decodes each frame once; what these passes read of it, its [`Brief`], goes
@@ -17,6 +18,7 @@ use roce_core::decode::Frame;
 use roce_core::passes::brief::Brief;
 use roce_core::passes::hosts::HostsPass;
 
+use super::InOrder;
 use super::dcqcn::DcqcnPass;
 
 /// A batch is sent once it holds this many frames: few enough that a batch stays under a MiB, many enough
@@ -29,23 +31,28 @@ const BATCH_FRAMES: usize = 4096;
 /// (`report` on that file: 0.78 to 0.72 s; BENCHMARKS.md).
 const QUEUED: usize = 8;
 
-/// The passes that run beside the loop.
+/// The report's passes beside the loop.
 #[derive(Debug)]
 pub(super) struct Passes {
     pub dcqcn: DcqcnPass,
     pub hosts: HostsPass,
 }
 
-impl Passes {
-    fn batch(&mut self, b: &Batch) {
-        for f in &b.frames {
-            self.dcqcn.frame(f);
-            self.hosts.frame(f);
-        }
+impl InOrder for Passes {
+    #[inline]
+    fn brief(&mut self, b: &Brief) {
+        self.dcqcn.frame(b);
+        self.hosts.frame(b);
     }
 }
 
-fn take(slot: &Mutex<Option<Passes>>) -> Option<Passes> {
+fn batch<P: InOrder>(passes: &mut P, b: &Batch) {
+    for f in &b.frames {
+        passes.brief(f);
+    }
+}
+
+fn take<P>(slot: &Mutex<Option<P>>) -> Option<P> {
     slot.lock().unwrap_or_else(PoisonError::into_inner).take()
 }
 
@@ -61,28 +68,26 @@ impl Batch {
     }
 }
 
-#[derive(Debug)]
-enum Sink<'scope> {
+enum Sink<'scope, P> {
     Thread {
         to: SyncSender<Batch>,
         /// Batches the thread is done with, to be filled again rather than allocated.
         back: Receiver<Batch>,
-        handle: ScopedJoinHandle<'scope, Option<Passes>>,
+        handle: ScopedJoinHandle<'scope, Option<P>>,
     },
     /// No thread could be started: the batches are handed to the passes on the loop's own thread.
-    Here(Box<Passes>),
+    Here(Box<P>),
 }
 
 /// The loop's end of the thread: [`Beside::frame`] for every frame.
-#[derive(Debug)]
-pub(super) struct Beside<'scope> {
-    sink: Sink<'scope>,
+pub(super) struct Beside<'scope, P> {
+    sink: Sink<'scope, P>,
     batch: Batch,
 }
 
-impl<'scope> Beside<'scope> {
+impl<'scope, P: InOrder + 'scope> Beside<'scope, P> {
     /// Starts the thread in `scope`; with `here`, the passes run on the caller's thread instead.
-    pub fn start<'env>(scope: &'scope Scope<'scope, 'env>, passes: Passes, here: bool) -> Self {
+    pub fn start<'env>(scope: &'scope Scope<'scope, 'env>, passes: P, here: bool) -> Self {
         if here {
             return Beside::with(Sink::Here(Box::new(passes)));
         }
@@ -95,12 +100,12 @@ impl<'scope> Beside<'scope> {
             .name("analysis".to_owned())
             .spawn_scoped(scope, move || {
                 let mut passes = take(&theirs);
-                for batch in from_loop {
+                for b in from_loop {
                     if let Some(p) = &mut passes {
-                        p.batch(&batch);
+                        batch(p, &b);
                     }
                     // The loop may have finished and gone: then the batch is simply dropped.
-                    let _ = to_loop.send(batch);
+                    let _ = to_loop.send(b);
                 }
                 passes
             });
@@ -115,7 +120,7 @@ impl<'scope> Beside<'scope> {
         Beside::with(sink)
     }
 
-    fn with(sink: Sink<'scope>) -> Self {
+    fn with(sink: Sink<'scope, P>) -> Self {
         Beside {
             sink,
             batch: Batch::default(),
@@ -141,14 +146,14 @@ impl<'scope> Beside<'scope> {
                 let _ = to.send(full);
             }
             Sink::Here(passes) => {
-                passes.batch(&self.batch);
+                batch(passes.as_mut(), &self.batch);
                 self.batch.frames.clear();
             }
         }
     }
 
     /// Hands the last batch over and waits for the passes.
-    pub fn finish(mut self) -> Passes {
+    pub fn finish(mut self) -> P {
         self.send();
         match self.sink {
             Sink::Thread { to, handle, .. } => {

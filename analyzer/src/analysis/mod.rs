@@ -23,6 +23,7 @@ use roce_capture::Capture;
 use roce_core::dcqcn::DcqcnError;
 use roce_core::decode::Decoder;
 use roce_core::frames::Frames;
+use roce_core::passes::brief::Brief;
 use roce_core::passes::hosts::HostsPass;
 use roce_core::passes::{Stats, StatsReport};
 use roce_core::recorded::Recorded;
@@ -99,7 +100,17 @@ pub fn run_with_model_events(
     mut progress: impl FnMut(u64),
     on_event: Option<dcqcn::OnEvent<'_>>,
 ) -> Result<Analysis, DcqcnError> {
-    let (stats, passes, hops) = read(capture, opts, &mut progress);
+    let make = || Stats::new(opts.dcqcn.lines).with_priorities(opts.dcqcn.priorities.clone());
+    let passes = beside::Passes {
+        dcqcn: DcqcnPass::new(opts.dcqcn.bin_ns, opts.dcqcn.lines),
+        hosts: HostsPass::default(),
+    };
+    let how = Reading {
+        decoder: opts.decoder,
+        threads: opts.threads,
+        hops: Some(&opts.hops),
+    };
+    let (stats, passes, hops) = read(capture, &how, make, passes, &mut progress);
     let beside::Passes { dcqcn, hosts } = passes;
     give_back_free_memory();
     let recorded = Recorded::of(capture);
@@ -129,7 +140,7 @@ pub fn run_with_model_events(
     });
     let mut findings = findings::diagnose(&stats, &dcqcn, &pauses, &opts.rules);
     let hops = match hops {
-        LazyHops::Waiting { .. } => None,
+        LazyHops::Waiting { .. } | LazyHops::Off => None,
         LazyHops::Running { pass, .. } => Some(pass.finish(capture)).filter(|h| !h.hops.is_empty()),
         LazyHops::Lost(why) => {
             findings.push(hops_lost(why));
@@ -150,32 +161,71 @@ pub fn run_with_model_events(
     })
 }
 
-/// The read of [`run`]: every frame to `Stats`, the DCQCN and hosts passes and the hops pass. On three
-/// threads or more, and inputs that can be read twice, the read is spread over them ([`spread`]); else it
-/// is the loop below, with the DCQCN and hosts passes on a second thread when there is one ([`beside`]).
+/// Passes that take every frame's [`Brief`] in the capture's order, whatever the threads: beside the loop
+/// that decodes ([`beside`]) or on the tail of the spread read ([`spread`]). The DCQCN model's pairing and
+/// rate grid span every flow, so they cannot be split by flow as `Stats` is.
+pub trait InOrder: Send {
+    /// The next frame of the capture.
+    fn brief(&mut self, b: &Brief);
+}
+
+impl InOrder for DcqcnPass {
+    #[inline]
+    fn brief(&mut self, b: &Brief) {
+        self.frame(b);
+    }
+}
+
+/// How one read runs: the decoder, the threads, and the hops pass's options when the command looks at hops.
+struct Reading<'a> {
+    decoder: Decoder,
+    threads: usize,
+    hops: Option<&'a hops::HopsOptions>,
+}
+
+/// The statistics and `passes` from one read of `capture` on `threads` threads, the same whatever their
+/// number: the read `report` makes, without the hops pass, for the commands that need part of what it
+/// gives (`dcqcn`, `fabric`). `progress` hears the bytes read so far, every 65,536 frames.
+pub fn read_with<P: InOrder>(
+    capture: &mut Capture,
+    decoder: Decoder,
+    threads: usize,
+    make: impl Fn() -> Stats,
+    passes: P,
+    progress: impl FnMut(u64),
+) -> (Stats, P) {
+    let how = Reading {
+        decoder,
+        threads,
+        hops: None,
+    };
+    let (stats, passes, _) = read(capture, &how, make, passes, progress);
+    (stats, passes)
+}
+
+/// Every frame to `Stats`, to `passes` and to the hops pass (when `how` asks for it). On three threads or
+/// more, and inputs that can be read twice, the read is spread over them ([`spread`]); else it is the loop
+/// below, with `passes` on a second thread when there is one ([`beside`]).
 ///
 /// Two threads keep the loop: on the bench's capture (two cores) `report` took 1.43 s with the passes
 /// beside it, 1.70 s spread over one owner and the tail, and 1.73 to 1.84 s on one thread (BENCHMARKS.md).
 /// The spread read pays for a thread that copies every record into chunks, and one owner does not win that
 /// back.
-fn read(
+fn read<P: InOrder>(
     capture: &mut Capture,
-    opts: &PipelineOptions,
+    how: &Reading<'_>,
+    make: impl Fn() -> Stats,
+    passes: P,
     mut progress: impl FnMut(u64),
-) -> (Stats, beside::Passes, LazyHops) {
-    let make = || Stats::new(opts.dcqcn.lines).with_priorities(opts.dcqcn.priorities.clone());
-    let passes = beside::Passes {
-        dcqcn: DcqcnPass::new(opts.dcqcn.bin_ns, opts.dcqcn.lines),
-        hosts: HostsPass::default(),
-    };
-    if opts.threads > 2 && capture.rereadable() {
-        return spread::read(capture, opts, make, passes, progress);
+) -> (Stats, P, LazyHops) {
+    if how.threads > 2 && capture.rereadable() {
+        return spread::read(capture, how, make, passes, progress);
     }
     let mut stats = make();
-    let mut hops = LazyHops::new(capture, &opts.hops);
+    let mut hops = LazyHops::new(capture, how.hops);
     let passes = std::thread::scope(|scope| {
-        let mut beside = beside::Beside::start(scope, passes, opts.threads <= 1);
-        let mut frames = Frames::new(capture, opts.decoder);
+        let mut beside = beside::Beside::start(scope, passes, how.threads <= 1);
+        let mut frames = Frames::new(capture, how.decoder);
         let mut number = 0u64;
         let mut paused_at = 0u64;
         // The loop pauses every 65,536 frames for the progress bar, and whenever the hops pass must look at
@@ -187,7 +237,7 @@ fn read(
             paused_at = f.number;
             hops.frame(f) | number.is_multiple_of(65_536)
         }) {
-            hops.between(frames.capture(), paused_at, opts.decoder);
+            hops.between(frames.capture(), paused_at, how.decoder);
             if number.is_multiple_of(65_536) {
                 progress(frames.capture().progress().0);
             }
@@ -239,10 +289,15 @@ enum LazyHops {
     },
     /// The capture could not be read again: why.
     Lost(String),
+    /// The command does not look at hops.
+    Off,
 }
 
 impl LazyHops {
-    fn new(capture: &Capture, opts: &hops::HopsOptions) -> Self {
+    fn new(capture: &Capture, opts: Option<&hops::HopsOptions>) -> Self {
+        let Some(opts) = opts else {
+            return LazyHops::Off;
+        };
         if capture.rereadable() {
             LazyHops::Waiting {
                 tap: None,
@@ -269,7 +324,7 @@ impl LazyHops {
                 pass.frame(f);
                 f.iface as usize >= *known_taps
             }
-            LazyHops::Lost(_) => false,
+            LazyHops::Lost(_) | LazyHops::Off => false,
         }
     }
 
@@ -296,7 +351,7 @@ impl LazyHops {
                 pass.learn_taps(capture);
                 *known_taps = capture.taps().len();
             }
-            LazyHops::Lost(_) => {}
+            LazyHops::Lost(_) | LazyHops::Off => {}
         }
     }
 

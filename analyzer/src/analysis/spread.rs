@@ -23,8 +23,7 @@ use roce_core::passes::Stats;
 use roce_core::passes::brief::Brief;
 use roce_core::shard::{Grouping, Sharder};
 
-use super::beside::Passes;
-use super::{LazyHops, PipelineOptions, hops};
+use super::{InOrder, LazyHops, Reading, hops};
 
 /// One owner's share: its flows' counts, and the briefs of its frames of the current chunk.
 struct Share {
@@ -50,23 +49,26 @@ impl Owner for Share {
     }
 }
 
-/// The read of [`super::run`] on `opts.threads` threads, and the tail's: the same `Stats`, passes and hops
+/// The read of [`super::read`] on `how.threads` threads, and the tail's: the same `Stats`, passes and hops
 /// pass as the single loop's.
-pub(super) fn read(
+pub(super) fn read<P: InOrder>(
     capture: &mut Capture,
-    opts: &PipelineOptions,
+    how: &Reading<'_>,
     make: impl Fn() -> Stats,
-    passes: Passes,
+    passes: P,
     mut progress: impl FnMut(u64),
-) -> (Stats, Passes, LazyHops) {
+) -> (Stats, P, LazyHops) {
     // The tail works as hard as an owner, so it counts among the N threads: N - 1 owners. The reading
     // thread, which only cuts chunks, is on top, as for `stats`.
-    let threads = opts.threads.saturating_sub(1).max(1);
+    let threads = how.threads.saturating_sub(1).max(1);
     let mut passes = passes;
     let mut tail = |chunk: Vec<Vec<(u32, Brief)>>| merged(&chunk, &mut passes);
     let mut read_so_far = 0usize;
     let shares = std::thread::scope(|scope| {
-        let mut hops = Started::Not { tap: None };
+        let mut hops = match how.hops {
+            Some(_) => Started::Not { tap: None },
+            None => Started::Off,
+        };
         let shares: Vec<Share> = (0..threads)
             .map(|_| Share {
                 stats: make(),
@@ -75,12 +77,12 @@ pub(super) fn read(
             .collect();
         let shares = fanout::run(
             capture,
-            opts.decoder,
-            Sharder::new(threads, Grouping::Flow, opts.decoder),
+            how.decoder,
+            Sharder::new(threads, Grouping::Flow, how.decoder),
             shares,
             Some(&mut tail),
             |capture, batch| {
-                hops.look(scope, capture, batch, opts);
+                hops.look(scope, capture, batch, how);
                 let before = read_so_far;
                 read_so_far += batch.len();
                 if before / 65_536 != read_so_far / 65_536 {
@@ -106,7 +108,7 @@ pub(super) fn read(
 /// Every owner's briefs of one chunk to the passes in the capture's order. Each brief carries its place in
 /// the chunk and no two share one, so each is put straight into its place: the tail's work per frame stays
 /// the same however many owners there are (it is the part of the read that does not spread).
-fn merged(chunk: &[Vec<(u32, Brief)>], passes: &mut Passes) {
+fn merged<P: InOrder>(chunk: &[Vec<(u32, Brief)>], passes: &mut P) {
     let places = chunk
         .iter()
         .filter_map(|list| list.last().map(|&(index, _)| index as usize + 1))
@@ -117,13 +119,14 @@ fn merged(chunk: &[Vec<(u32, Brief)>], passes: &mut Passes) {
         in_order[*index as usize] = Some(brief);
     }
     for brief in in_order.into_iter().flatten() {
-        passes.dcqcn.frame(brief);
-        passes.hosts.frame(brief);
+        passes.brief(brief);
     }
 }
 
 /// The hops pass: not started while every record was at one tap; then a thread reading the capture again.
+/// `Off` for a command that does not look at hops.
 enum Started<'scope> {
+    Off,
     Not { tap: Option<u32> },
     Running(std::thread::ScopedJoinHandle<'scope, hops::HopsPass>),
     Lost(String),
@@ -136,9 +139,9 @@ impl<'scope> Started<'scope> {
         scope: &'scope std::thread::Scope<'scope, 'env>,
         capture: &Capture,
         batch: &RecordBatch,
-        opts: &PipelineOptions,
+        how: &Reading<'_>,
     ) {
-        let Started::Not { tap } = self else {
+        let (Started::Not { tap }, Some(opts)) = (&mut *self, how.hops) else {
             return;
         };
         let second = batch
@@ -149,7 +152,7 @@ impl<'scope> Started<'scope> {
         }
         *self = match capture.reopen() {
             Some(Ok(again)) => {
-                let (decoder, hops) = (opts.decoder, opts.hops.clone());
+                let (decoder, hops) = (how.decoder, opts.clone());
                 Started::Running(scope.spawn(move || whole_pass(again, decoder, hops)))
             }
             Some(Err(e)) => Started::Lost(e.to_string()),
@@ -160,6 +163,7 @@ impl<'scope> Started<'scope> {
     /// The pass as [`super::LazyHops`] holds it after a read.
     fn finish(self) -> LazyHops {
         match self {
+            Started::Off => LazyHops::Off,
             Started::Not { .. } => LazyHops::Waiting {
                 tap: None,
                 second: false,

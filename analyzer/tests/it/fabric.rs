@@ -168,12 +168,14 @@ fn a_heatmap_has_a_cell_for_each_pair_and_none_where_no_data_went() {
     let capture = workspace().join("samples/captures/all_to_all_slow_pair.pcapng");
     let f: analyzer::analysis::fabric::FabricReport = {
         let mut c = roce_capture::Capture::open_file(&capture).unwrap();
-        let mut pass = analyzer::analysis::fabric::FabricPass::new(
+        analyzer::analysis::fabric::read(
+            &mut c,
+            Default::default(),
+            1,
             roce_core::line::LineRates::default(),
             Default::default(),
-        );
-        roce_core::frames::Frames::new(&mut c, Default::default()).for_each(|fr| pass.frame(fr));
-        pass.finish(&c)
+            |_| {},
+        )
     };
     let hosts: Vec<std::net::IpAddr> = f.hosts.iter().map(|h| h.host).collect();
     let Chart::Heatmap(rate) = fabric_section::rate_map(&f, &hosts) else {

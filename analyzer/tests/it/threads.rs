@@ -59,6 +59,15 @@ fn outputs(args: &[&str], files: &[PathBuf], n: u32) -> Vec<(String, Vec<u8>)> {
 /// Every output of `stats` (text, JSON, CSV).
 const STATS: &[&[&str]] = &[&["stats", "--json"], &["stats"], &["stats", "--csv", "DIR"]];
 
+/// `dcqcn` (text and JSON, the model's every cut) and `fabric` (text and JSON): the report's read without
+/// its hops pass, and on one thread a loop of their own.
+const DCQCN_FABRIC: &[&[&str]] = &[
+    &["dcqcn"],
+    &["dcqcn", "--json"],
+    &["fabric"],
+    &["fabric", "--json"],
+];
+
 /// The report's directory, every file of it.
 const REPORT: &[&[&str]] = &[&["report", "-o", "DIR"]];
 
@@ -117,6 +126,11 @@ fn stats_is_the_same_bytes_on_any_number_of_threads() {
     on_every_sample(STATS);
 }
 
+#[test]
+fn dcqcn_and_fabric_are_the_same_bytes_on_any_number_of_threads() {
+    on_every_sample(DCQCN_FABRIC);
+}
+
 /// `hops` (its text and JSON) and the Parquet dataset of `decode --parquet`, the part files byte for byte:
 /// matching on a second thread or not, encoding on a second thread or not.
 #[test]
@@ -135,7 +149,7 @@ fn hops_and_the_dataset_are_the_same_bytes_on_any_number_of_threads() {
 fn nic_counters_are_the_same_bytes_on_any_number_of_threads() {
     let dir = tempfile::tempdir().unwrap();
     let file = crate::nic_counters::capture(dir.path(), true);
-    let commands = [STATS, REPORT, ANNOTATE].concat();
+    let commands = [STATS, REPORT, ANNOTATE, DCQCN_FABRIC].concat();
     same_for_1_2_and_3_threads("NIC counters", &commands, std::slice::from_ref(&file));
 }
 
@@ -146,7 +160,7 @@ fn nic_counters_are_the_same_bytes_on_any_number_of_threads() {
 fn every_output_over_a_rotated_set_is_the_same_bytes_on_any_number_of_threads() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_rotated(dir.path());
-    let commands = [STATS, REPORT, ANNOTATE].concat();
+    let commands = [STATS, REPORT, ANNOTATE, DCQCN_FABRIC].concat();
     same_for_1_2_and_3_threads("rotated set", &commands, &files);
     let window = ["--from", "+0.004s", "--to", "+0.009s"];
     let windowed: Vec<Vec<&str>> = commands

@@ -1,5 +1,5 @@
-//! `cargo xtask bench --cores 1,2`: what `--threads N` buys `stats`, `report`, `decode --parquet` and `hops`
-//! on the analyzer's and the hops bench's captures, for each N given.
+//! `cargo xtask bench --cores 1,2`: what `--threads N` buys `stats`, `report`, `decode --parquet`, `dcqcn`,
+//! `fabric` and `hops` on the analyzer's and the hops bench's captures, for each N given.
 //!
 //! The runs of the different N take turns (one run of each N, three times over) rather than three of one N
 //! then three of the next: the machines this runs on share their cores with other work, and runs side by
@@ -28,11 +28,18 @@ const RUNS: usize = 3;
 
 /// The commands measured, by name, each given `--threads N` and its capture: `hops` the hops bench's two
 /// taps (`bench --hops`'s default), the others the analyzer bench's file and then the saturation set.
-const COMMANDS: &[&str] = &["stats", "report", "decode --parquet", "hops"];
+const COMMANDS: &[&str] = &[
+    "stats",
+    "report",
+    "decode --parquet",
+    "dcqcn",
+    "fabric",
+    "hops",
+];
 
 /// The commands also timed on the saturation set, the capture issue 26 measures: `bench --scale`'s three
 /// rotated files (pcap, gzip pcap, pcapng) of this many frames each.
-const ON_SET: &[&str] = &["stats", "report", "decode --parquet"];
+const ON_SET: &[&str] = &["stats", "report", "decode --parquet", "dcqcn", "fabric"];
 const SET_FRAMES: u64 = 2_000_000;
 
 /// The µs of traffic in the hops capture: `bench --hops`'s default, so both benches time one capture.
@@ -192,7 +199,7 @@ pub fn run(frames: u64, counts: &[u32]) -> Result<()> {
         "cores",
         &report,
         "## Analyzer on N threads: `cargo xtask bench --cores 1,2,3`\n\n\
-         `stats`, `report`, `annotate`, `hops` and `decode --parquet` work on `--threads N` (issue 26). This \
+         Every command works on `--threads N` (issue 26). This \
          section is each command's wall time on its bench capture, and on the saturation set, for every N \
          asked, N threads on the first N cores, the runs of the different N taking turns.\n",
     )

@@ -26,7 +26,7 @@ use roce_core::passes::StatsReport;
 use roce_core::passes::pfc::PauseInterval;
 use roce_core::passes::rates::FlowSeries;
 
-pub use pass::FabricPass;
+pub use pass::read;
 pub use slowest::{CE_REASON, PAUSE_REASON, Reason, SLOW_BELOW, SlowPair};
 
 /// What the fabric analysis is computed from: the passes' tables after the read.

@@ -2,7 +2,7 @@
 //! so that it costs what `stats` costs plus the rates pass that tells data packets from the rest.
 
 use roce_capture::Capture;
-use roce_core::decode::Frame;
+use roce_core::decode::Decoder;
 use roce_core::line::LineRates;
 use roce_core::passes::Stats;
 use roce_core::passes::brief::Brief;
@@ -12,48 +12,48 @@ use roce_core::priority::PriorityMap;
 use roce_core::recorded::Recorded;
 
 use super::{FabricInputs, FabricReport, analyse};
+use crate::analysis::{InOrder, read_with};
 
-/// The streaming passes behind [`FabricReport`]: the statistics (flows, CNPs, PFC), the rates pass (each
-/// flow's data packets per tap; its bins widen under one budget, so memory stays bounded by flows) and the
-/// MAC → host map.
-#[derive(Debug)]
-pub struct FabricPass {
-    stats: Stats,
+/// The passes that need every frame in order: the rates pass (each flow's data packets per tap; its bins
+/// widen under one budget shared by all flows, so memory stays bounded by flows) and the MAC → host map.
+struct InOrderPasses {
     rates: RatesPass,
     hosts: HostsPass,
 }
 
-impl FabricPass {
-    /// `lines` gives each tap the line rate that converts its pause quanta into time; `priorities` how
-    /// untagged frames get their priority.
-    pub fn new(lines: LineRates, priorities: PriorityMap) -> Self {
-        FabricPass {
-            stats: Stats::new(lines).with_priorities(priorities),
-            rates: RatesPass::new(None, lines),
-            hosts: HostsPass::default(),
-        }
+impl InOrder for InOrderPasses {
+    #[inline]
+    fn brief(&mut self, b: &Brief) {
+        self.rates.frame(b);
+        self.hosts.frame(b);
     }
+}
 
-    /// Feeds one decoded frame to every pass.
-    pub fn frame(&mut self, f: &Frame<'_>) {
-        self.stats.frame(f);
-        let brief = Brief::of(f);
-        self.rates.frame(&brief);
-        self.hosts.frame(&brief);
-    }
-
-    /// The fabric view of everything read from `capture`.
-    pub fn finish(self, capture: &Capture) -> FabricReport {
-        let (stats, intervals) = self
-            .stats
-            .finish_with_intervals(capture, &Recorded::of(capture));
-        let series = self.rates.finish();
-        let hosts = self.hosts.finish();
-        analyse(FabricInputs {
-            stats: &stats,
-            intervals: &intervals,
-            hosts: &hosts,
-            series: &series,
-        })
-    }
+/// The fabric view of `capture`, read on `threads` threads (the same whatever their number, as for
+/// `report`): the statistics (flows, CNPs, PFC) spread over them, the rates and hosts passes beside or on
+/// the tail. `lines` gives each tap the line rate that converts its pause quanta into time; `priorities`
+/// how untagged frames get their priority. `progress` hears the bytes read so far.
+pub fn read(
+    capture: &mut Capture,
+    decoder: Decoder,
+    threads: usize,
+    lines: LineRates,
+    priorities: PriorityMap,
+    progress: impl FnMut(u64),
+) -> FabricReport {
+    let make = || Stats::new(lines).with_priorities(priorities.clone());
+    let passes = InOrderPasses {
+        rates: RatesPass::new(None, lines),
+        hosts: HostsPass::default(),
+    };
+    let (stats, passes) = read_with(capture, decoder, threads, make, passes, progress);
+    let (stats, intervals) = stats.finish_with_intervals(capture, &Recorded::of(capture));
+    let series = passes.rates.finish();
+    let hosts = passes.hosts.finish();
+    analyse(FabricInputs {
+        stats: &stats,
+        intervals: &intervals,
+        hosts: &hosts,
+        series: &series,
+    })
 }
