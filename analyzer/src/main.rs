@@ -20,8 +20,8 @@ use analyzer::analysis::{self as pipeline, PipelineOptions};
 use analyzer::output::annotate as annotation;
 use analyzer::output::dataset;
 use analyzer::output::fabric::print_fabric;
-use analyzer::output::frames as print;
 use analyzer::output::hops::print_hops;
+use analyzer::output::lines::{self, Style};
 use analyzer::output::report::export::{self, write_kernel_tables};
 use analyzer::output::report::manifest;
 use analyzer::output::report::{Progress, ReportInput, headline, write_report_with};
@@ -259,25 +259,16 @@ fn decode(a: DecodeArgs) -> Result<ExitCode> {
     }
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
-    let mut printed = 0u64;
-    let mut first_ns = None;
-    let limit = a.count.unwrap_or(u64::MAX);
-    let mut frames = Frames::new(&mut capture, decoder(&a.input));
-    while printed < limit {
-        let Some(f) = frames.next_frame() else {
-            break;
-        };
-        let first = *first_ns.get_or_insert(f.ts_ns);
-        if filter.as_ref().is_some_and(|flt| !flt.matches(&f)) {
-            continue;
-        }
-        printed += 1;
-        if a.json {
-            print::json_line(&mut out, &f)?;
-        } else {
-            print::text_line(&mut out, &f, first)?;
-        }
-    }
+    let style = if a.json { Style::Json } else { Style::Text };
+    lines::write(
+        &mut capture,
+        decoder(&a.input),
+        filter.as_ref(),
+        style,
+        threads(&a.threads),
+        a.count,
+        &mut out,
+    )?;
     out.flush()?;
     capture.check_window()?;
     Ok(finish(&capture))

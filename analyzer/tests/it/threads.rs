@@ -68,6 +68,13 @@ const DCQCN_FABRIC: &[&[&str]] = &[
     &["fabric", "--json"],
 ];
 
+/// `decode`'s lines, text and JSON, all of them and those of a filter: made on the workers, written in order.
+const DECODE: &[&[&str]] = &[
+    &["decode"],
+    &["decode", "--json"],
+    &["decode", "--json", "--filter", "roce and ecn == ce"],
+];
+
 /// The report's directory, every file of it.
 const REPORT: &[&[&str]] = &[&["report", "-o", "DIR"]];
 
@@ -131,6 +138,11 @@ fn dcqcn_and_fabric_are_the_same_bytes_on_any_number_of_threads() {
     on_every_sample(DCQCN_FABRIC);
 }
 
+#[test]
+fn decode_is_the_same_bytes_on_any_number_of_threads() {
+    on_every_sample(DECODE);
+}
+
 /// `hops` (its text and JSON) and the Parquet dataset of `decode --parquet`, the part files byte for byte:
 /// matching on a second thread or not, encoding on a second thread or not.
 #[test]
@@ -160,7 +172,7 @@ fn nic_counters_are_the_same_bytes_on_any_number_of_threads() {
 fn every_output_over_a_rotated_set_is_the_same_bytes_on_any_number_of_threads() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_rotated(dir.path());
-    let commands = [STATS, REPORT, ANNOTATE, DCQCN_FABRIC].concat();
+    let commands = [STATS, REPORT, ANNOTATE, DCQCN_FABRIC, DECODE].concat();
     same_for_1_2_and_3_threads("rotated set", &commands, &files);
     let window = ["--from", "+0.004s", "--to", "+0.009s"];
     let windowed: Vec<Vec<&str>> = commands

@@ -1,5 +1,5 @@
-//! `cargo xtask bench --cores 1,2`: what `--threads N` buys `stats`, `report`, `decode --parquet`, `dcqcn`,
-//! `fabric` and `hops` on the analyzer's and the hops bench's captures, for each N given.
+//! `cargo xtask bench --cores 1,2`: what `--threads N` buys `stats`, `report`, `decode --json`,
+//! `decode --parquet`, `dcqcn`, `fabric` and `hops` on the analyzer's and the hops bench's captures, for each N given.
 //!
 //! The runs of the different N take turns (one run of each N, three times over) rather than three of one N
 //! then three of the next: the machines this runs on share their cores with other work, and runs side by
@@ -31,6 +31,7 @@ const RUNS: usize = 3;
 const COMMANDS: &[&str] = &[
     "stats",
     "report",
+    "decode --json",
     "decode --parquet",
     "dcqcn",
     "fabric",
@@ -39,7 +40,14 @@ const COMMANDS: &[&str] = &[
 
 /// The commands also timed on the saturation set, the capture issue 26 measures: `bench --scale`'s three
 /// rotated files (pcap, gzip pcap, pcapng) of this many frames each.
-const ON_SET: &[&str] = &["stats", "report", "decode --parquet", "dcqcn", "fabric"];
+const ON_SET: &[&str] = &[
+    "stats",
+    "report",
+    "decode --json",
+    "decode --parquet",
+    "dcqcn",
+    "fabric",
+];
 const SET_FRAMES: u64 = 2_000_000;
 
 /// The µs of traffic in the hops capture: `bench --hops`'s default, so both benches time one capture.
@@ -174,6 +182,7 @@ pub fn run(frames: u64, counts: &[u32]) -> Result<()> {
             };
             match row.command {
                 "report" => argv.extend(["-o", report_dir.as_str()]),
+                "decode --json" => argv.push("--json"),
                 "decode --parquet" => {
                     // The dataset writer refuses a directory that holds part files already.
                     if dataset.exists() {
