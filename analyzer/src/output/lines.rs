@@ -240,22 +240,30 @@ mod tests {
     use super::*;
     use roce_capture::write::PcapWriter;
 
-    /// A capture of `records` frames, a third of them PFC (which the filter takes), over many chunks.
+    /// A capture of `records` frames over many chunks: RoCE writes of a few QPs, some CE-marked, and every
+    /// third frame a PFC pause (which the filter takes).
     fn capture(records: u32) -> Capture {
+        use testkit::frames::{bth, pfc_frame, v4_frame};
         let mut w = PcapWriter::new(Vec::new(), roce_capture::LinkType::ETHERNET, 65535)
             .expect("a pcap header");
         for i in 0..records {
-            let mut frame = vec![(i % 251) as u8; 60 + (i % 13) as usize];
-            if i % 3 == 0 {
-                // A PFC frame: MAC control ethertype, opcode 0x0101, priority 3 enabled, its quanta.
-                frame[12..18].copy_from_slice(&[0x88, 0x08, 0x01, 0x01, 0x00, 0x08]);
-            }
-            w.write_packet(
-                u64::from(i) * 997 + 1_000_000_000,
-                &frame,
-                frame.len() as u32,
-            )
-            .expect("a record");
+            let frame = if i % 3 == 0 {
+                pfc_frame([2, 0, 0, 0, 0, 1], 3, (i % 65_536) as u16)
+            } else {
+                let op = roce_wire::Opcode::RC_RDMA_WRITE_MIDDLE;
+                let ext = Default::default();
+                v4_frame(
+                    1,
+                    2,
+                    (i % 4) as u8,
+                    bth(op, 0x100 + i % 5, i),
+                    ext,
+                    &[7; 64],
+                )
+            };
+            let at = u64::from(i) * 997 + 1_000_000_000;
+            w.write_packet(at, &frame, frame.len() as u32)
+                .expect("a record");
         }
         let bytes = w.into_inner().expect("the pcap bytes");
         Capture::from_reader("t.pcap", Box::new(std::io::Cursor::new(bytes))).expect("a capture")
