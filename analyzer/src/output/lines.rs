@@ -7,8 +7,8 @@
 //! chunk goes whole to one of the workers, which decodes, filters and writes its lines into a buffer; the
 //! calling thread writes the buffers in chunk order. The output is the same bytes as the loop's.
 //!
-//! Memory stays bounded: there are [`chunks_in_flight`] chunks in all, and the reading thread takes one to
-//! fill only once its buffer has been written out, so a worker that falls behind holds the others back rather
+//! Memory stays bounded: there are [`chunks_in_flight`] chunks in all, smaller the more workers there are
+//! ([`chunk_size`]), and the reading thread takes one to fill only once its lines have been written out, so a worker that falls behind holds the others back rather
 //! than letting finished buffers pile up. When the output fails (a closed pipe), this thread stops; the
 //! workers' hand-offs then fail, they stop, and the reading thread after them: the capture is not read to
 //! its end for nothing.
@@ -52,6 +52,18 @@ struct Work {
 /// while the writer waits for the oldest, and two more cover the reading thread and the writer.
 fn chunks_in_flight(workers: usize) -> usize {
     2 * workers + 2
+}
+
+/// The records and captured bytes a chunk holds at most: `stats`'s chunk on two workers, smaller on more,
+/// so that the chunks in flight hold what two workers' do (about 21 MiB for `--json` on 128-byte records)
+/// rather than growing with the cores: up to 512 workers, past which a chunk keeps 16 records or 4 KiB.
+fn chunk_size(workers: usize) -> (usize, usize) {
+    let two = chunks_in_flight(2);
+    let share = |whole: usize, least: usize| (whole * two / chunks_in_flight(workers)).max(least);
+    (
+        share(CHUNK_RECORDS, 16).min(CHUNK_RECORDS),
+        share(CHUNK_BYTES, 4 << 10).min(CHUNK_BYTES),
+    )
 }
 
 /// The lines of the frames of `capture` that `filter` takes, at most `limit` of them, written to `out` in
@@ -108,7 +120,8 @@ fn write_on_threads(
         }
         let (work_tx, work_rx) = bounded::<Work>(in_flight);
         let (done_tx, done_rx) = bounded::<Work>(in_flight);
-        scope.spawn(move |_| read_chunks(capture, &free_rx, &work_tx));
+        let size = chunk_size(workers);
+        scope.spawn(move |_| read_chunks(capture, size, &free_rx, &work_tx));
         for _ in 0..workers {
             let (work_rx, done_tx) = (work_rx.clone(), done_tx.clone());
             scope.spawn(move |_| {
@@ -129,14 +142,19 @@ fn write_on_threads(
 }
 
 /// The reading thread: fills free chunks until the capture ends or nobody takes them any more.
-fn read_chunks(capture: &mut Capture, free: &Receiver<Chunk>, work: &Sender<Work>) {
+fn read_chunks(
+    capture: &mut Capture,
+    (records, bytes): (usize, usize),
+    free: &Receiver<Chunk>,
+    work: &Sender<Work>,
+) {
     let mut first_ns = None;
     for seq in 0u64.. {
         let Ok(mut chunk) = free.recv() else {
             return;
         };
         chunk.batch.clear();
-        if !capture.read_batch(&mut chunk.batch, CHUNK_RECORDS, CHUNK_BYTES) {
+        if !capture.read_batch(&mut chunk.batch, records, bytes) {
             return;
         }
         let first = chunk.batch.get(0).map_or(0, |(_, r)| r.ts_ns);
@@ -326,6 +344,25 @@ mod tests {
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn the_chunks_in_flight_hold_no_more_on_many_workers_than_on_two() {
+        let whole = |n: usize| {
+            let (records, bytes) = chunk_size(n);
+            (records * chunks_in_flight(n), bytes * chunks_in_flight(n))
+        };
+        assert_eq!(chunk_size(2), (CHUNK_RECORDS, CHUNK_BYTES));
+        for n in [3, 8, 64, 512] {
+            assert!(
+                whole(n).0 <= whole(2).0 && whole(n).1 <= whole(2).1,
+                "{n} workers"
+            );
+        }
+        assert!(
+            whole(64).0 * 10 > whole(2).0 * 9,
+            "64 workers use the budget"
+        );
     }
 
     #[test]
