@@ -11,7 +11,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use analyzer::analysis::dcqcn::{DcqcnPass, FlowId, OnEvent, Options};
+use analyzer::analysis::dcqcn::{self, FlowId, OnEvent, Options};
 use analyzer::analysis::fabric;
 use analyzer::analysis::findings::Severity;
 use analyzer::analysis::hops::{self as hops_analysis, HopsOptions};
@@ -41,7 +41,6 @@ use roce_core::frames::Frames;
 use roce_core::line::LineRates;
 use roce_core::passes::brief::Brief;
 use roce_core::passes::pairing::{Pairing, PairingPass};
-use roce_core::passes::pfc::{PauseInterval, PfcPass};
 use roce_core::passes::threads::stats_on_threads;
 use roce_core::passes::{Stats, StatsReport};
 use roce_core::processes;
@@ -591,7 +590,9 @@ fn dcqcn_on(a: DcqcnArgs, threads: usize) -> Result<ExitCode> {
     let opts = model_options(&a.model)?;
     let mut capture = open(&a.input)?;
     let progress = Progress::new(capture.progress().1, "reading");
-    let (pass, pauses) = dcqcn_read(&mut capture, &a.input, &opts, threads, &progress);
+    let (pass, pauses) = dcqcn::read(&mut capture, decoder(&a.input), threads, &opts, |at| {
+        progress.set_position(at)
+    });
     progress.finish();
     capture.check_window()?;
     let mut opts = opts;
@@ -612,44 +613,6 @@ fn dcqcn_on(a: DcqcnArgs, threads: usize) -> Result<ExitCode> {
     out.flush()?;
     kept_read_back(&report)?;
     Ok(finish(&capture))
-}
-
-/// `dcqcn`'s read: the DCQCN pass and the PFC pauses (the model is compared with the observed rate outside
-/// them only). On one thread it is the loop of the two alone. On more, it is `report`'s read, whose statistics
-/// carry the same PFC pass: it decodes and counts on the loop or the flows' owners, the DCQCN pass on a
-/// thread of its own, and both see every frame in the same order as the loop, so the output is the same
-/// bytes.
-fn dcqcn_read(
-    capture: &mut Capture,
-    input: &Input,
-    opts: &Options,
-    threads: usize,
-    progress: &Progress,
-) -> (DcqcnPass, Vec<PauseInterval>) {
-    let pass = DcqcnPass::new(opts.bin_ns, opts.lines);
-    if threads > 1 {
-        let make = || Stats::new(opts.lines);
-        let (stats, pass) =
-            pipeline::read_with(capture, decoder(input), threads, make, pass, |at| {
-                progress.set_position(at)
-            });
-        return (pass, stats.pause_intervals());
-    }
-    let mut pass = pass;
-    let mut pfc = PfcPass::new(opts.lines);
-    let mut frames = Frames::new(capture, decoder(input));
-    let mut number = 0u64;
-    let mut last_ns = 0;
-    while let Some(f) = frames.next_frame() {
-        pass.frame(&Brief::of(&f));
-        pfc.frame(&f);
-        last_ns = last_ns.max(f.ts_ns);
-        number += 1;
-        if number.is_multiple_of(65_536) {
-            progress.set_position(frames.capture().progress().0);
-        }
-    }
-    (pass, pfc.finish_with_intervals(last_ns).1)
 }
 
 /// Fails when a flow's CNP times or cuts could not be read back from their temporary file while the output

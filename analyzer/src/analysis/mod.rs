@@ -20,8 +20,10 @@ use dcqcn::{DcqcnPass, DcqcnReport, Options};
 use findings::{Finding, Rules};
 use pauses::{PauseInputs, PauseReport};
 use roce_capture::Capture;
+use roce_capture::RecordBatch;
 use roce_core::dcqcn::DcqcnError;
 use roce_core::decode::Decoder;
+use roce_core::decode::Frame;
 use roce_core::frames::Frames;
 use roce_core::passes::brief::Brief;
 use roce_core::passes::hosts::HostsPass;
@@ -176,6 +178,37 @@ impl InOrder for DcqcnPass {
     }
 }
 
+/// What a read counts of each frame, which can be split by flow: on the loop it sees every frame; in a
+/// spread read each owner sees the frames of its own flows (records without a flow go to the first) and the
+/// first owner also every record's size and time in order, and the owners' counts are then joined.
+pub trait Counts: Send + Sized {
+    /// Every frame, on the loop.
+    fn frame(&mut self, f: &Frame<'_>);
+    /// An owner's own frame, in a spread read.
+    fn owned_frame(&mut self, f: &Frame<'_>);
+    /// Every record of a chunk in order, on the first owner of a spread read.
+    fn records(&mut self, batch: &RecordBatch);
+    /// Joins another owner's counts, whose flows no other owner held.
+    fn absorb(&mut self, other: Self);
+}
+
+impl Counts for Stats {
+    #[inline]
+    fn frame(&mut self, f: &Frame<'_>) {
+        Stats::frame(self, f);
+    }
+    #[inline]
+    fn owned_frame(&mut self, f: &Frame<'_>) {
+        Stats::owned_frame(self, f);
+    }
+    fn records(&mut self, batch: &RecordBatch) {
+        Stats::records(self, batch);
+    }
+    fn absorb(&mut self, other: Self) {
+        Stats::absorb(self, other);
+    }
+}
+
 /// How one read runs: the decoder, the threads, and the hops pass's options when the command looks at hops.
 struct Reading<'a> {
     decoder: Decoder,
@@ -183,17 +216,17 @@ struct Reading<'a> {
     hops: Option<&'a hops::HopsOptions>,
 }
 
-/// The statistics and `passes` from one read of `capture` on `threads` threads, the same whatever their
-/// number: the read `report` makes, without the hops pass, for the commands that need part of what it
+/// The counts `make` makes and `passes` from one read of `capture` on `threads` threads, the same whatever
+/// their number: the read `report` makes, without the hops pass, for the commands that need part of what it
 /// gives (`dcqcn`, `fabric`). `progress` hears the bytes read so far, every 65,536 frames.
-pub fn read_with<P: InOrder>(
+pub fn read_with<C: Counts, P: InOrder>(
     capture: &mut Capture,
     decoder: Decoder,
     threads: usize,
-    make: impl Fn() -> Stats,
+    make: impl Fn() -> C,
     passes: P,
     progress: impl FnMut(u64),
-) -> (Stats, P) {
+) -> (C, P) {
     let how = Reading {
         decoder,
         threads,
@@ -203,7 +236,7 @@ pub fn read_with<P: InOrder>(
     (stats, passes)
 }
 
-/// Every frame to `Stats`, to `passes` and to the hops pass (when `how` asks for it). On three threads or
+/// Every frame to the counts `make` makes, to `passes` and to the hops pass (when `how` asks for it). On three threads or
 /// more, and inputs that can be read twice, the read is spread over them ([`spread`]); else it is the loop
 /// below, with `passes` on a second thread when there is one ([`beside`]).
 ///
@@ -211,13 +244,13 @@ pub fn read_with<P: InOrder>(
 /// beside it, 1.70 s spread over one owner and the tail, and 1.73 to 1.84 s on one thread (BENCHMARKS.md).
 /// The spread read pays for a thread that copies every record into chunks, and one owner does not win that
 /// back.
-fn read<P: InOrder>(
+fn read<C: Counts, P: InOrder>(
     capture: &mut Capture,
     how: &Reading<'_>,
-    make: impl Fn() -> Stats,
+    make: impl Fn() -> C,
     passes: P,
     mut progress: impl FnMut(u64),
-) -> (Stats, P, LazyHops) {
+) -> (C, P, LazyHops) {
     if how.threads > 2 && capture.rereadable() {
         return spread::read(capture, how, make, passes, progress);
     }

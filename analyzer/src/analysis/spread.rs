@@ -19,19 +19,18 @@ use roce_capture::{Capture, RecordBatch};
 use roce_core::decode::{Decoder, Frame};
 use roce_core::fanout::{self, Owner};
 use roce_core::frames::Frames;
-use roce_core::passes::Stats;
 use roce_core::passes::brief::Brief;
 use roce_core::shard::{Grouping, Sharder};
 
-use super::{InOrder, LazyHops, Reading, hops};
+use super::{Counts, InOrder, LazyHops, Reading, hops};
 
 /// One owner's share: its flows' counts, and the briefs of its frames of the current chunk.
-struct Share {
-    stats: Stats,
+struct Share<C> {
+    stats: C,
     briefs: Vec<(u32, Brief)>,
 }
 
-impl Owner for Share {
+impl<C: Counts> Owner for Share<C> {
     type Out = Vec<(u32, Brief)>;
 
     fn whole(&mut self, batch: &RecordBatch) {
@@ -51,13 +50,13 @@ impl Owner for Share {
 
 /// The read of [`super::read`] on `how.threads` threads, and the tail's: the same `Stats`, passes and hops
 /// pass as the single loop's.
-pub(super) fn read<P: InOrder>(
+pub(super) fn read<C: Counts, P: InOrder>(
     capture: &mut Capture,
     how: &Reading<'_>,
-    make: impl Fn() -> Stats,
+    make: impl Fn() -> C,
     passes: P,
     mut progress: impl FnMut(u64),
-) -> (Stats, P, LazyHops) {
+) -> (C, P, LazyHops) {
     // The tail works as hard as an owner, so it counts among the N threads: N - 1 owners. The reading
     // thread, which only cuts chunks, is on top, as for `stats`.
     let threads = how.threads.saturating_sub(1).max(1);
@@ -69,7 +68,7 @@ pub(super) fn read<P: InOrder>(
             Some(_) => Started::Not { tap: None },
             None => Started::Off,
         };
-        let shares: Vec<Share> = (0..threads)
+        let shares: Vec<Share<C>> = (0..threads)
             .map(|_| Share {
                 stats: make(),
                 briefs: Vec::new(),

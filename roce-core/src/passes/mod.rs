@@ -85,12 +85,6 @@ impl Stats {
         self.pfc.frame(f);
     }
 
-    /// Every PFC/PAUSE interval, up to the last frame's time, without the tables: for a reader that wants
-    /// the pauses only (`dcqcn`, which compares the model with the rate outside them).
-    pub fn pause_intervals(self) -> Vec<pfc::PauseInterval> {
-        self.pfc.finish_with_intervals(self.capture.last_ns()).1
-    }
-
     /// The tables; a damaged file's part ends at its damage (named in `capture.error`). `recorded` is what
     /// the capture's blocks hold: its priority map, counters and drops join the tables.
     pub fn finish(self, capture: &Capture, recorded: &Recorded) -> StatsReport {

@@ -21,7 +21,8 @@
 //! (which tap each CNP stream is taken from), `np_checks.rs` (the notification points' rows), `traffic.rs`
 //! (flows summed on the grid), `flow.rs` (one flow's model run beside what it sent, standing on `grid.rs`,
 //! `observed.rs`, `window.rs`, `stretches.rs` and `decimate.rs`), `fit.rs` (the knob fit); `work.rs` is a flow
-//! waiting for its model, `report.rs` holds the result types every output reads.
+//! waiting for its model, `report.rs` holds the result types every output reads; `read.rs` is the `dcqcn`
+//! command's read of a capture, with the PFC pauses.
 
 mod cnp_streams;
 mod decimate;
@@ -31,6 +32,7 @@ mod grid;
 mod np_checks;
 mod observed;
 mod pass;
+mod read;
 mod report;
 mod stretches;
 mod traffic;
@@ -40,6 +42,7 @@ mod work;
 pub use decimate::{CHART_FLOWS, MIN_MODEL_COLUMNS, MODEL_COLUMNS, SHARED_MODEL_COLUMNS};
 pub use fit::FIT_CNPS;
 pub use pass::{DcqcnPass, OnEvent, Series};
+pub use read::read;
 pub use report::{
     AggregateBin, BusyFlow, Cut, DcqcnReport, Fit, FlowDcqcn, FlowId, FlowSummary, LinkPeak,
     ModelPoint, NpPort, NpStream, Observed, ObservedCut, RateBin, Traffic, UnpairedCnps,
