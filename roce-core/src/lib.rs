@@ -16,6 +16,7 @@ pub mod filter;
 pub mod frames;
 pub mod line;
 pub mod nic_counters;
+pub mod ordered;
 pub mod passes;
 pub mod priority;
 pub mod processes;
