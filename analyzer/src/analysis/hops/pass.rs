@@ -1,9 +1,10 @@
 //! The pass and its two entry points: [`HopsPass`], fed one frame at a time by a loop that runs other passes
-//! too, and [`run`], which reads a whole capture, on two threads where there are two cores.
+//! too, and [`run`], which reads a whole capture on the threads it is given.
 
-use roce_capture::Capture;
+use roce_capture::{Capture, RecordBatch};
 use roce_core::decode::{Decoder, Frame};
 use roce_core::frames::Frames;
+use roce_core::ordered;
 
 use super::HopsOptions;
 use super::findings::findings;
@@ -195,15 +196,15 @@ fn fill(frames: &mut Frames<'_>, batch: &mut Vec<Seen>, side: &mut Side) -> bool
     !batch.is_empty()
 }
 
-/// Runs the pass over a whole capture on as many threads as the cores this process may use (two at most).
+/// Runs the pass over a whole capture on as many threads as the cores this process may use.
 pub fn run(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -> HopsReport {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     run_on(capture, decoder, opts, cores)
 }
 
-/// Runs the pass over a whole capture on `threads`. From two on, one thread reads, decodes and keeps the
-/// [`Side`] while another matches (each takes about half of the work; matching keeps the capture's order, so
-/// a third thread would have nothing of its own); on one, both on this thread. The pass sees the same frames
+/// Runs the pass over a whole capture on `threads`. On two, one thread reads, decodes and keeps the
+/// [`Side`] while another matches; from three on, the decoding is spread over `threads - 1` workers and one
+/// thread keeps the side and matches ([`run_spread`]); on one, all of it on this thread. The pass sees the same frames
 /// in the same order either way, so the report is the same bytes.
 pub fn run_on(
     capture: &mut Capture,
@@ -216,7 +217,9 @@ pub fn run_on(
         check_icrc: false,
         ..decoder
     };
-    let pass = if threads > 1 {
+    let pass = if threads > 2 {
+        run_spread(capture, decoder, opts, threads - 1)
+    } else if threads > 1 {
         run_two_threads(capture, decoder, opts)
     } else {
         let mut pass = HopsPass::new(opts);
@@ -233,6 +236,43 @@ pub fn run_on(
         pass
     };
     pass.finish(capture)
+}
+
+/// From three threads on: a thread cuts the capture into chunks, `workers` decode them and cut their frames
+/// down to [`Seen`]s, a chunk each ([`roce_core::ordered`]), and this thread keeps the [`Side`] and matches,
+/// chunk after chunk in the capture's order. Decoding, most of the reading thread's work on two threads,
+/// spreads over the workers; what stays on one thread is what needs the order.
+fn run_spread(
+    capture: &mut Capture,
+    decoder: Decoder,
+    opts: HopsOptions,
+    workers: usize,
+) -> HopsPass {
+    let mut pass = HopsPass::new(opts);
+    let mut known = 0;
+    let note = move |capture: &Capture, _: &RecordBatch| new_taps(capture, &mut known);
+    let make = |batch: &RecordBatch, _: &Option<Taps>, seen: &mut Vec<Seen>| {
+        seen.clear();
+        for (number, rec) in batch.iter() {
+            let mut f = Frame::empty(number, &rec);
+            decoder.decode_into(&mut f, rec.link);
+            seen.push(Seen::of(&f));
+        }
+    };
+    let taken = ordered::run(capture, workers, note, make, |chunk| {
+        if let Some(taps) = chunk.note.take() {
+            pass.core.taps = taps;
+        }
+        for s in &mut chunk.made {
+            pass.side.seen(s);
+        }
+        pass.feed(&chunk.made);
+        Ok::<(), std::convert::Infallible>(())
+    });
+    match taken {
+        Ok(()) => pass,
+        Err(never) => match never {},
+    }
 }
 
 /// This thread reads, decodes and cuts frames down to [`Seen`]s; a second one runs the pass over them.
