@@ -47,14 +47,14 @@ pub struct Chunk<N, T> {
     pub batch: RecordBatch,
     /// What the reading thread noted after reading them.
     pub note: N,
-    /// What a worker made of them (cleared by the worker as it needs: it is the last chunk's, reused).
+    /// What a worker made of them: the value of an earlier chunk, reused, which the worker clears.
     pub made: T,
 }
 
-/// Reads `capture` to its end in chunks; `note` runs on the reading thread after each chunk is read, `make` on
-/// one of `workers` threads for each chunk, and `take` on this thread for each chunk in the capture's order.
-/// Stops at `take`'s first error and returns it. Without threads to be had, everything runs here, chunk
-/// after chunk, with the same results.
+/// Reads `capture` to its end in chunks; `note` runs on the reading thread after each chunk is read, `make`
+/// on one of `workers` threads for each chunk, and `take` on this thread for each chunk in the capture's
+/// order. Stops at `take`'s first error and returns it. Without threads to be had, everything runs here,
+/// chunk after chunk, with the same results.
 pub fn run<N, T, E>(
     capture: &mut Capture,
     workers: usize,

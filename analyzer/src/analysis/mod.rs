@@ -19,11 +19,9 @@ use serde::Serialize;
 use dcqcn::{DcqcnPass, DcqcnReport, Options};
 use findings::{Finding, Rules};
 use pauses::{PauseInputs, PauseReport};
-use roce_capture::Capture;
-use roce_capture::RecordBatch;
+use roce_capture::{Capture, RecordBatch};
 use roce_core::dcqcn::DcqcnError;
-use roce_core::decode::Decoder;
-use roce_core::decode::Frame;
+use roce_core::decode::{Decoder, Frame};
 use roce_core::frames::Frames;
 use roce_core::passes::brief::Brief;
 use roce_core::passes::hosts::HostsPass;
@@ -236,9 +234,9 @@ pub fn read_with<C: Counts, P: InOrder>(
     (stats, passes)
 }
 
-/// Every frame to the counts `make` makes, to `passes` and to the hops pass (when `how` asks for it). On three threads or
-/// more, and inputs that can be read twice, the read is spread over them ([`spread`]); else it is the loop
-/// below, with `passes` on a second thread when there is one ([`beside`]).
+/// Every frame to the counts `make` makes, to `passes` and to the hops pass (when `how` asks for it). On
+/// three threads or more, and inputs that can be read twice, the read is spread over them ([`spread`]);
+/// else it is the loop below, with `passes` on a second thread when there is one ([`beside`]).
 ///
 /// Two threads keep the loop: on the bench's capture (two cores) `report` took 1.43 s with the passes
 /// beside it, 1.70 s spread over one owner and the tail, and 1.73 to 1.84 s on one thread (BENCHMARKS.md).

@@ -1,4 +1,5 @@
-//! `dcqcn`'s read: the DCQCN pass and the PFC pauses, on any number of threads ([`crate::analysis::read_with`]).
+//! `dcqcn`'s read: the DCQCN pass and the PFC pauses, on any number of threads
+//! ([`crate::analysis::read_with`]).
 
 use roce_capture::{Capture, RecordBatch};
 use roce_core::decode::{Decoder, Frame};

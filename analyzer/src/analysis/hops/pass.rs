@@ -203,9 +203,9 @@ pub fn run(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -> HopsRe
 }
 
 /// Runs the pass over a whole capture on `threads`. On two, one thread reads, decodes and keeps the
-/// [`Side`] while another matches; from three on, the decoding is spread over `threads - 1` workers and one
-/// thread keeps the side and matches ([`run_spread`]); on one, all of it on this thread. The pass sees the same frames
-/// in the same order either way, so the report is the same bytes.
+/// [`Side`] while another matches; from three on, the decoding is spread over `threads - 1` workers and
+/// one thread keeps the side and matches ([`run_spread`]); on one, all of it on this thread. The pass sees
+/// the same frames in the same order either way, so the report is the same bytes.
 pub fn run_on(
     capture: &mut Capture,
     decoder: Decoder,
