@@ -297,8 +297,8 @@ pub(crate) struct Threads {
     /// a thread of their own and, from three threads on, share the flows among the rest, then run the
     /// flows' models and write the report's tables and charts over them (docs/report.md); dcqcn and fabric
     /// read as report does (dcqcn then runs the flows' models over them); decode makes its lines on them
-    /// (without -c) and writes them in order; hops matches on a second thread (from three on, it decodes
-    /// on all but one), decode --parquet encodes on one. By default as many as the cores this process may
+    /// (without -c) and writes them in order; hops decodes on all but one and matches on that
+    /// one, decode --parquet encodes on one. By default as many as the cores this process may
     /// use; 1 works on one thread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(crate) threads: Option<u32>,

@@ -1,7 +1,7 @@
 //! The loop every command runs: take the next record of the capture, decode it once, hand the frame on.
 //! Written once here, so that numbering, decoding in place and progress are the same everywhere.
 
-use roce_capture::Capture;
+use roce_capture::{Capture, RecordBatch};
 
 use crate::decode::{Decoder, Frame};
 
@@ -56,5 +56,16 @@ impl<'c> Frames<'c> {
     /// The capture being read: its progress between frames, its taps and files at the end.
     pub fn capture(&self) -> &Capture {
         self.capture
+    }
+}
+
+/// Hands every record of `batch` to `each`, decoded in place by `decoder`: the same loop over a chunk of
+/// records that a worker thread was given ([`crate::ordered`]) as [`Frames::for_each`] is over a capture.
+#[inline]
+pub fn for_each_in(batch: &RecordBatch, decoder: Decoder, mut each: impl FnMut(&Frame<'_>)) {
+    for (number, rec) in batch.iter() {
+        let mut f = Frame::empty(number, &rec);
+        decoder.decode_into(&mut f, rec.link);
+        each(&f);
     }
 }

@@ -53,8 +53,8 @@ pub struct Chunk<N, T> {
 
 /// Reads `capture` to its end in chunks; `note` runs on the reading thread after each chunk is read, `make`
 /// on one of `workers` threads for each chunk, and `take` on this thread for each chunk in the capture's
-/// order. Stops at `take`'s first error and returns it. Without threads to be had, everything runs here,
-/// chunk after chunk, with the same results.
+/// order. Stops at `take`'s first error and returns it. With no workers, or without threads to be had,
+/// everything runs here, chunk after chunk, with the same results.
 pub fn run<N, T, E>(
     capture: &mut Capture,
     workers: usize,
@@ -66,22 +66,22 @@ where
     N: Default + Send,
     T: Default + Send,
 {
-    let workers = workers.max(1);
-    let size = chunk_size(workers);
-    let pool = match rayon::ThreadPoolBuilder::new()
-        .num_threads(workers + 1)
-        .thread_name(|i| format!("chunks-{i}"))
-        .build()
-    {
-        Ok(pool) => pool,
-        Err(_) => {
-            let mut chunk = Chunk::default();
-            while fill(capture, size, &mut chunk, &mut note) {
-                make(&chunk.batch, &chunk.note, &mut chunk.made);
-                take(&mut chunk)?;
-            }
-            return Ok(());
+    let size = chunk_size(workers.max(1));
+    let pool = match workers {
+        0 => None,
+        _ => rayon::ThreadPoolBuilder::new()
+            .num_threads(workers + 1)
+            .thread_name(|i| format!("chunks-{i}"))
+            .build()
+            .ok(),
+    };
+    let Some(pool) = pool else {
+        let mut chunk = Chunk::default();
+        while fill(capture, size, &mut chunk, &mut note) {
+            make(&chunk.batch, &chunk.note, &mut chunk.made);
+            take(&mut chunk)?;
         }
+        return Ok(());
     };
     let in_flight = chunks_in_flight(workers);
     let make = &make;

@@ -230,8 +230,8 @@ pub fn read_with<C: Counts, P: InOrder>(
         threads,
         hops: None,
     };
-    let (stats, passes, _) = read(capture, &how, make, passes, progress);
-    (stats, passes)
+    let (counts, passes, _) = read(capture, &how, make, passes, progress);
+    (counts, passes)
 }
 
 /// Every frame to the counts `make` makes, to `passes` and to the hops pass (when `how` asks for it). On

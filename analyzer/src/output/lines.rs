@@ -72,26 +72,17 @@ fn lines_of(
     style: Style,
     lines: &mut Vec<u8>,
 ) {
-    for (number, rec) in batch.iter() {
-        let mut f = Frame::empty(number, &rec);
-        decoder.decode_into(&mut f, rec.link);
-        // Writing into a Vec cannot fail.
-        let _ = line(lines, &f, first_ns, filter, style);
-    }
+    roce_core::frames::for_each_in(batch, decoder, |f| {
+        if filter.is_none_or(|flt| flt.matches(f)) {
+            // Writing into a Vec cannot fail.
+            let _ = line(lines, f, first_ns, style);
+        }
+    });
 }
 
-/// `f`'s line, when `filter` takes it.
+/// `f`'s line.
 #[inline]
-fn line(
-    out: &mut impl Write,
-    f: &Frame<'_>,
-    first_ns: u64,
-    filter: Option<&Filter>,
-    style: Style,
-) -> io::Result<()> {
-    if filter.is_some_and(|flt| !flt.matches(f)) {
-        return Ok(());
-    }
+fn line(out: &mut impl Write, f: &Frame<'_>, first_ns: u64, style: Style) -> io::Result<()> {
     match style {
         Style::Json => json_line(out, f),
         Style::Text => text_line(out, f, first_ns),
@@ -119,7 +110,7 @@ fn write_here(
             continue;
         }
         printed += 1;
-        line(out, &f, first, None, style)?;
+        line(out, &f, first, style)?;
     }
     Ok(())
 }

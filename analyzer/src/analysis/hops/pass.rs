@@ -148,18 +148,10 @@ impl HopsPass {
     }
 }
 
-/// Frames per batch: small enough that the batches in flight between the threads stay in the cores' caches,
-/// large enough that the threads seldom wait on each other.
-const BATCH: usize = 1024;
-/// Batches in flight between the threads: what the reader may run ahead of the pass.
-const BATCHES_AHEAD: usize = 4;
 /// How many frames ahead of the one it handles [`HopsPass::feed`] fetches the table entry of a frame's key,
 /// and (fewer, once that entry is in the cache) the group it points to.
 const PREFETCH_TABLE: usize = 16;
 const PREFETCH_GROUP: usize = 8;
-
-/// A batch of frames for the pass, with the taps' facts when a tap appeared while it was filled.
-type Batch = (Vec<Seen>, Option<Taps>);
 
 impl HopsPass {
     /// Matches frames in capture order (their [`Side`] was kept as they were read), the table entries and
@@ -182,30 +174,18 @@ impl HopsPass {
     }
 }
 
-/// Fills `batch` with up to [`BATCH`] frames, keeping `side` on them; false once the capture has ended and
-/// none was left.
-fn fill(frames: &mut Frames<'_>, batch: &mut Vec<Seen>, side: &mut Side) -> bool {
-    // Each frame is cut down where it was decoded: moving it (360 bytes) out of `Frames::next_frame` cost a
-    // tenth of the pass's time.
-    frames.for_each_until(|f| {
-        let mut s = Seen::of(f);
-        side.seen(&mut s);
-        batch.push(s);
-        batch.len() >= BATCH
-    });
-    !batch.is_empty()
-}
-
 /// Runs the pass over a whole capture on as many threads as the cores this process may use.
 pub fn run(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -> HopsReport {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     run_on(capture, decoder, opts, cores)
 }
 
-/// Runs the pass over a whole capture on `threads`. On two, one thread reads, decodes and keeps the
-/// [`Side`] while another matches; from three on, the decoding is spread over `threads - 1` workers and
-/// one thread keeps the side and matches ([`run_spread`]); on one, all of it on this thread. The pass sees
-/// the same frames in the same order either way, so the report is the same bytes.
+/// Runs the pass over a whole capture on `threads`: a thread cuts the capture into chunks, `threads - 1`
+/// workers decode them and cut their frames down to [`Seen`]s, a chunk each ([`roce_core::ordered`]), and
+/// this thread keeps the [`Side`] and matches, chunk after chunk in the capture's order. Decoding spreads
+/// over the workers; what stays on one thread is what needs the order. On one thread, the frames are
+/// decoded where the reader holds them ([`on_this_thread`]). The pass sees the same frames in the same order
+/// either way, so the report is the same bytes.
 pub fn run_on(
     capture: &mut Capture,
     decoder: Decoder,
@@ -217,49 +197,19 @@ pub fn run_on(
         check_icrc: false,
         ..decoder
     };
-    let pass = if threads > 2 {
-        run_spread(capture, decoder, opts, threads - 1)
-    } else if threads > 1 {
-        run_two_threads(capture, decoder, opts)
-    } else {
-        let mut pass = HopsPass::new(opts);
-        let mut frames = Frames::new(capture, decoder);
-        let mut batch = Vec::with_capacity(BATCH);
-        let mut known = 0;
-        while fill(&mut frames, &mut batch, &mut pass.side) {
-            if let Some(taps) = new_taps(frames.capture(), &mut known) {
-                pass.core.taps = taps;
-            }
-            pass.feed(&batch);
-            batch.clear();
-        }
-        pass
-    };
-    pass.finish(capture)
-}
-
-/// From three threads on: a thread cuts the capture into chunks, `workers` decode them and cut their frames
-/// down to [`Seen`]s, a chunk each ([`roce_core::ordered`]), and this thread keeps the [`Side`] and matches,
-/// chunk after chunk in the capture's order. Decoding, most of the reading thread's work on two threads,
-/// spreads over the workers; what stays on one thread is what needs the order.
-fn run_spread(
-    capture: &mut Capture,
-    decoder: Decoder,
-    opts: HopsOptions,
-    workers: usize,
-) -> HopsPass {
     let mut pass = HopsPass::new(opts);
     let mut known = 0;
     let note = move |capture: &Capture, _: &RecordBatch| new_taps(capture, &mut known);
     let make = |batch: &RecordBatch, _: &Option<Taps>, seen: &mut Vec<Seen>| {
         seen.clear();
-        for (number, rec) in batch.iter() {
-            let mut f = Frame::empty(number, &rec);
-            decoder.decode_into(&mut f, rec.link);
-            seen.push(Seen::of(&f));
-        }
+        // Each frame is cut down where it was decoded: moving it (360 bytes) out of `Frames::next_frame`
+        // cost a tenth of the pass's time.
+        roce_core::frames::for_each_in(batch, decoder, |f| seen.push(Seen::of(f)));
     };
-    let taken = ordered::run(capture, workers, note, make, |chunk| {
+    if threads <= 1 {
+        return on_this_thread(capture, decoder, pass).finish(capture);
+    }
+    let taken = ordered::run(capture, threads - 1, note, make, |chunk| {
         if let Some(taps) = chunk.note.take() {
             pass.core.taps = taps;
         }
@@ -270,53 +220,34 @@ fn run_spread(
         Ok::<(), std::convert::Infallible>(())
     });
     match taken {
-        Ok(()) => pass,
+        Ok(()) => pass.finish(capture),
         Err(never) => match never {},
     }
 }
 
-/// This thread reads, decodes and cuts frames down to [`Seen`]s; a second one runs the pass over them.
-fn run_two_threads(capture: &mut Capture, decoder: Decoder, opts: HopsOptions) -> HopsPass {
-    let mut side = Side::new(opts.np_min_gap_ns);
-    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Batch>(BATCHES_AHEAD);
-    let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<Seen>>();
-    std::thread::scope(|scope| {
-        let worker = scope.spawn(move || {
-            let mut pass = HopsPass::new(opts);
-            for (mut batch, taps) in full_rx {
-                if let Some(taps) = taps {
-                    pass.core.taps = taps;
-                }
-                pass.feed(&batch);
-                batch.clear();
-                // The reader may have finished and gone: then the batch is simply dropped.
-                let _ = empty_tx.send(batch);
-            }
-            pass
+/// Frames cut down to [`Seen`]s and matched in batches of this many on one thread.
+const BATCH: usize = 1024;
+
+/// [`run_on`] on one thread: each frame cut down where the reader decoded it, without copying its record
+/// into a chunk first (which the threads need, and which cost one thread a twentieth of its time).
+fn on_this_thread(capture: &mut Capture, decoder: Decoder, mut pass: HopsPass) -> HopsPass {
+    let mut frames = Frames::new(capture, decoder);
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut known = 0;
+    loop {
+        frames.for_each_until(|f| {
+            let mut s = Seen::of(f);
+            pass.side.seen(&mut s);
+            batch.push(s);
+            batch.len() >= BATCH
         });
-        let mut frames = Frames::new(capture, decoder);
-        let mut batch = Vec::with_capacity(BATCH);
-        let mut known = 0;
-        while fill(&mut frames, &mut batch, &mut side) {
-            let taps = new_taps(frames.capture(), &mut known);
-            let fresh = empty_rx
-                .try_recv()
-                .unwrap_or_else(|_| Vec::with_capacity(BATCH));
-            // A send fails only when the pass thread has panicked: joining it passes the panic on.
-            if full_tx
-                .send((std::mem::replace(&mut batch, fresh), taps))
-                .is_err()
-            {
-                break;
-            }
+        if batch.is_empty() {
+            return pass;
         }
-        drop(full_tx);
-        match worker.join() {
-            Ok(mut pass) => {
-                pass.side = side;
-                pass
-            }
-            Err(panic) => std::panic::resume_unwind(panic),
+        if let Some(taps) = new_taps(frames.capture(), &mut known) {
+            pass.core.taps = taps;
         }
-    })
+        pass.feed(&batch);
+        batch.clear();
+    }
 }

@@ -67,8 +67,7 @@ pub(super) fn new_taps(capture: &Capture, known: &mut usize) -> Option<Taps> {
 }
 
 /// What the pass keeps per frame besides matching: drain rates, PFC pauses, the NP check, packets and PSN
-/// gaps per tap. Matching never reads it, and the report only at the end, so with two threads it is kept on
-/// the reading one and the matching thread's is left empty.
+/// gaps per tap. Matching never reads it, and the report only at the end.
 #[derive(Debug)]
 pub(super) struct Side {
     np_min_gap_ns: u64,
